@@ -1,0 +1,518 @@
+//! [`ClientError`]: every way a cairn call can fail, with the server's details parsed.
+//!
+//! One variant per SPEC §5 error code (built from the `{"error": {"code", "message", …}}`
+//! body by [`ClientError::from_response`]), plus the failures only a client can see:
+//! transport, undecodable answers, a session regression, bad local input.
+//!
+//! `OutcomeUnknown` is its own variant and is never folded into a failure: the mutation may
+//! or may not have been applied, and retrying with the same `request_id` is the only safe
+//! way to find out.
+//!
+//! Large details (tombstone, revocation) are boxed to keep `Result<_, ClientError>` small.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::api::{ErrorBody, ErrorCode, Revocation, Tombstone};
+
+/// CLI exit code for failures that fit no other class (decode errors, 500s, local I/O).
+pub const EXIT_OTHER: u8 = 1;
+/// CLI exit code for input the server or client rejected (400, 413, 422, bad token).
+pub const EXIT_INVALID_INPUT: u8 = 2;
+/// CLI exit code for 404 `not_found`.
+pub const EXIT_NOT_FOUND: u8 = 3;
+/// CLI exit code for the 409 conflicts (`version_conflict`, `key_forgotten`, …).
+pub const EXIT_CONFLICT: u8 = 4;
+/// CLI exit code when the cluster could not serve the call (503, unreachable nodes).
+pub const EXIT_UNAVAILABLE: u8 = 5;
+/// CLI exit code for a mutation whose outcome is unknown (504, connection lost after send).
+pub const EXIT_OUTCOME_UNKNOWN: u8 = 6;
+
+/// Longest slice of a non-JSON error body kept in [`ClientError::Http`].
+const HTTP_BODY_EXCERPT_MAX: usize = 512;
+
+/// Every failure of a cairn call. `Display` is `<code>: <message>`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ClientError {
+    /// 400: the request was malformed or violated a limit.
+    #[error("invalid_request: {message}")]
+    InvalidRequest { message: String },
+    /// 404: the key (or tombstone id) does not exist.
+    #[error("not_found: {message}")]
+    NotFound { message: String },
+    /// 409: `expected_version` did not match.
+    #[error("version_conflict: {message}")]
+    VersionConflict {
+        message: String,
+        current_version: Option<u64>,
+        /// Index of the failing operation when the request was a batch.
+        op_index: Option<usize>,
+    },
+    /// 409: the key is forgotten; writing needs `clear_tombstone`.
+    #[error("key_forgotten: {message}")]
+    KeyForgotten {
+        message: String,
+        tombstone: Option<Box<Tombstone>>,
+        op_index: Option<usize>,
+    },
+    /// 409: the key is revoked; writing needs `override_revocation`.
+    #[error("key_revoked: {message}")]
+    KeyRevoked {
+        message: String,
+        revocation: Option<Box<Revocation>>,
+        /// The deterrent line (SPEC §4), so a caller can show why the belief was revoked.
+        rendered: Option<String>,
+        op_index: Option<usize>,
+    },
+    /// 409: the key changed (forgotten, revoked, re-created) after `based_on_revision`.
+    #[error("stale_write: {message}")]
+    StaleWrite {
+        message: String,
+        op_index: Option<usize>,
+    },
+    /// 409: the operation is not allowed in the key's state.
+    #[error("invalid_transition: {message}")]
+    InvalidTransition {
+        message: String,
+        op_index: Option<usize>,
+    },
+    /// 413: key, value, reason or anchors over their limits.
+    #[error("too_large: {message}")]
+    TooLarge { message: String },
+    /// 422: the `request_id` was already used for a different payload.
+    #[error("request_id_reused: {message}")]
+    RequestIdReused {
+        message: String,
+        request_id: Option<String>,
+    },
+    /// 503: no leader is known (election in progress, or no quorum).
+    #[error("no_leader: {message}")]
+    NoLeader {
+        message: String,
+        leader_id: Option<u64>,
+    },
+    /// 503: the node could not serve the read at the requested freshness.
+    #[error("stale_read: {message}")]
+    StaleRead { message: String },
+    /// 503: the node's write queue is full; nothing was proposed.
+    #[error("overloaded: {message}")]
+    Overloaded { message: String },
+    /// The mutation may or may not have been applied. Retry with this `request_id`.
+    #[error("outcome_unknown: {message} (request_id {request_id})")]
+    OutcomeUnknown { request_id: String, message: String },
+    /// 500: the node failed internally.
+    #[error("internal: {message}")]
+    Internal { message: String },
+    /// The node could not be reached, or the connection broke.
+    #[error("transport: {endpoint}: {message}")]
+    Transport {
+        endpoint: String,
+        message: String,
+        /// `true` when the request may have reached the node before the failure.
+        sent: bool,
+    },
+    /// A non-success HTTP answer without a cairn error body (e.g. an unknown path).
+    #[error("http_status: {status}: {body}")]
+    Http { status: u16, body: String },
+    /// A success answer that does not decode as the expected type.
+    #[error("decode: {message}")]
+    Decode { message: String },
+    /// Every answer was older than what the session already saw, even after retrying
+    /// linearizably against the leader.
+    #[error("session_regression: {message}")]
+    SessionRegression {
+        key: Option<String>,
+        message: String,
+    },
+    /// Local input rejected before anything was sent (bad endpoint, malformed token, …).
+    #[error("invalid_input: {message}")]
+    InvalidInput { message: String },
+    /// A local file could not be read or written (CLI batch and session files).
+    #[error("io: {message}")]
+    Io { message: String },
+}
+
+impl ClientError {
+    /// Builds the error for a non-success HTTP answer from its status and body.
+    pub fn from_response(status: u16, body: &[u8]) -> ClientError {
+        match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(parsed) => {
+                let detail = parsed.error;
+                Self::from_code(detail.code, detail.message, &detail.details)
+            }
+            Err(_) => ClientError::Http {
+                status,
+                body: excerpt(body),
+            },
+        }
+    }
+
+    /// Builds the variant for `code`, parsing the details that code carries.
+    pub fn from_code(code: ErrorCode, message: String, details: &Map<String, Value>) -> Self {
+        let op_index = detail::<usize>(details, "op_index");
+        match code {
+            ErrorCode::InvalidRequest => ClientError::InvalidRequest { message },
+            ErrorCode::NotFound => ClientError::NotFound { message },
+            ErrorCode::VersionConflict => ClientError::VersionConflict {
+                message,
+                current_version: detail(details, "current_version"),
+                op_index,
+            },
+            ErrorCode::KeyForgotten => ClientError::KeyForgotten {
+                message,
+                tombstone: detail(details, "tombstone"),
+                op_index,
+            },
+            ErrorCode::KeyRevoked => ClientError::KeyRevoked {
+                message,
+                revocation: detail(details, "revocation"),
+                rendered: detail(details, "rendered"),
+                op_index,
+            },
+            ErrorCode::StaleWrite => ClientError::StaleWrite { message, op_index },
+            ErrorCode::InvalidTransition => ClientError::InvalidTransition { message, op_index },
+            ErrorCode::TooLarge => ClientError::TooLarge { message },
+            ErrorCode::RequestIdReused => ClientError::RequestIdReused {
+                message,
+                request_id: detail(details, "request_id"),
+            },
+            ErrorCode::NoLeader => ClientError::NoLeader {
+                message,
+                leader_id: detail(details, "leader_id"),
+            },
+            ErrorCode::StaleRead => ClientError::StaleRead { message },
+            ErrorCode::Overloaded => ClientError::Overloaded { message },
+            ErrorCode::OutcomeUnknown => ClientError::OutcomeUnknown {
+                request_id: detail(details, "request_id").unwrap_or_default(),
+                message,
+            },
+            ErrorCode::Internal => ClientError::Internal { message },
+        }
+    }
+
+    /// The SPEC §5 code of a server-reported error; `None` for client-side failures.
+    pub fn code(&self) -> Option<ErrorCode> {
+        Some(match self {
+            ClientError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
+            ClientError::NotFound { .. } => ErrorCode::NotFound,
+            ClientError::VersionConflict { .. } => ErrorCode::VersionConflict,
+            ClientError::KeyForgotten { .. } => ErrorCode::KeyForgotten,
+            ClientError::KeyRevoked { .. } => ErrorCode::KeyRevoked,
+            ClientError::StaleWrite { .. } => ErrorCode::StaleWrite,
+            ClientError::InvalidTransition { .. } => ErrorCode::InvalidTransition,
+            ClientError::TooLarge { .. } => ErrorCode::TooLarge,
+            ClientError::RequestIdReused { .. } => ErrorCode::RequestIdReused,
+            ClientError::NoLeader { .. } => ErrorCode::NoLeader,
+            ClientError::StaleRead { .. } => ErrorCode::StaleRead,
+            ClientError::Overloaded { .. } => ErrorCode::Overloaded,
+            ClientError::OutcomeUnknown { .. } => ErrorCode::OutcomeUnknown,
+            ClientError::Internal { .. } => ErrorCode::Internal,
+            ClientError::Transport { .. }
+            | ClientError::Http { .. }
+            | ClientError::Decode { .. }
+            | ClientError::SessionRegression { .. }
+            | ClientError::InvalidInput { .. }
+            | ClientError::Io { .. } => return None,
+        })
+    }
+
+    /// The code printed before the message: the SPEC code of server errors, else
+    /// `transport`, `http_status`, `decode`, `session_regression`, `invalid_input` or `io`.
+    pub fn name(&self) -> &'static str {
+        if let Some(code) = self.code() {
+            return code.as_str();
+        }
+        match self {
+            ClientError::Transport { .. } => "transport",
+            ClientError::Http { .. } => "http_status",
+            ClientError::Decode { .. } => "decode",
+            ClientError::SessionRegression { .. } => "session_regression",
+            ClientError::InvalidInput { .. } => "invalid_input",
+            ClientError::Io { .. } => "io",
+            // Every other variant is a server error and has a code.
+            _ => ErrorCode::Internal.as_str(),
+        }
+    }
+
+    /// The CLI exit code of this error's class (see the `EXIT_*` constants).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ClientError::InvalidRequest { .. }
+            | ClientError::TooLarge { .. }
+            | ClientError::RequestIdReused { .. }
+            | ClientError::InvalidInput { .. } => EXIT_INVALID_INPUT,
+            ClientError::NotFound { .. } => EXIT_NOT_FOUND,
+            ClientError::VersionConflict { .. }
+            | ClientError::KeyForgotten { .. }
+            | ClientError::KeyRevoked { .. }
+            | ClientError::StaleWrite { .. }
+            | ClientError::InvalidTransition { .. } => EXIT_CONFLICT,
+            ClientError::NoLeader { .. }
+            | ClientError::StaleRead { .. }
+            | ClientError::Overloaded { .. }
+            | ClientError::Transport { .. }
+            | ClientError::SessionRegression { .. } => EXIT_UNAVAILABLE,
+            ClientError::OutcomeUnknown { .. } => EXIT_OUTCOME_UNKNOWN,
+            ClientError::Internal { .. }
+            | ClientError::Http { .. }
+            | ClientError::Decode { .. }
+            | ClientError::Io { .. } => EXIT_OTHER,
+        }
+    }
+
+    /// `true` when trying again (elsewhere, or later) may succeed: the node was unreachable,
+    /// had no leader, was overloaded, could not serve the read fresh enough, or lost track
+    /// of the outcome.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Transport { .. }
+            | ClientError::NoLeader { .. }
+            | ClientError::StaleRead { .. }
+            | ClientError::Overloaded { .. }
+            | ClientError::OutcomeUnknown { .. } => true,
+            // A gateway-style failure without a cairn body: the node process is not answering.
+            ClientError::Http { status, .. } => matches!(status, 502..=504),
+            _ => false,
+        }
+    }
+
+    /// `true` when the request may have been applied although no answer arrived.
+    pub fn may_have_applied(&self) -> bool {
+        match self {
+            ClientError::Transport { sent, .. } => *sent,
+            ClientError::OutcomeUnknown { .. } => true,
+            ClientError::Http { status, .. } => *status == 504,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn transport(endpoint: &str, err: &reqwest::Error) -> Self {
+        ClientError::Transport {
+            endpoint: endpoint.to_string(),
+            message: error_chain(err),
+            // A connect error means no byte of the request left this process.
+            sent: !err.is_connect(),
+        }
+    }
+
+    pub(crate) fn decode(what: &str, err: impl std::fmt::Display) -> Self {
+        ClientError::Decode {
+            message: format!("{what}: {err}"),
+        }
+    }
+
+    pub(crate) fn invalid_input(message: impl Into<String>) -> Self {
+        ClientError::InvalidInput {
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses one optional detail field; a missing or mistyped field is `None`, because the
+/// error itself (code and message) is still meaningful without it.
+fn detail<T: DeserializeOwned>(details: &Map<String, Value>, name: &str) -> Option<T> {
+    details
+        .get(name)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+}
+
+/// The causes of an error on one line. reqwest's top-level message ("error sending request
+/// for url (…)") is generic and repeats the endpoint; the causes say what happened
+/// (refused, reset, timed out), so the top level is shown only when it has no cause.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut causes = Vec::new();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        causes.push(cause.to_string());
+        source = cause.source();
+    }
+    match causes.is_empty() {
+        true => err.to_string(),
+        false => causes.join(": "),
+    }
+}
+
+fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(HTTP_BODY_EXCERPT_MAX) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(status: u16, body: &str) -> ClientError {
+        ClientError::from_response(status, body.as_bytes())
+    }
+
+    #[test]
+    fn version_conflict_carries_current_version_and_op_index() {
+        let err = parse(
+            409,
+            r#"{"error":{"code":"version_conflict","message":"expected 2, at 5",
+                "current_version":5,"op_index":1}}"#,
+        );
+        assert_eq!(
+            err,
+            ClientError::VersionConflict {
+                message: "expected 2, at 5".into(),
+                current_version: Some(5),
+                op_index: Some(1),
+            }
+        );
+        assert_eq!(err.code(), Some(ErrorCode::VersionConflict));
+        assert_eq!(err.exit_code(), EXIT_CONFLICT);
+        assert_eq!(err.to_string(), "version_conflict: expected 2, at 5");
+    }
+
+    #[test]
+    fn key_forgotten_parses_the_tombstone() {
+        let err = parse(
+            409,
+            r#"{"error":{"code":"key_forgotten","message":"forgotten","tombstone":
+                {"id":"t1","key":"k","actor":"a","reason":"wrong","value_hash":null,
+                 "forgotten_at":10,"version":3,"generation":1,"revision":42}}}"#,
+        );
+        let ClientError::KeyForgotten { tombstone, .. } = err else {
+            panic!("{err:?}")
+        };
+        let tombstone = tombstone.expect("tombstone parsed");
+        assert_eq!((tombstone.id.as_str(), tombstone.revision), ("t1", 42));
+        assert_eq!(tombstone.value_hash, None);
+    }
+
+    #[test]
+    fn key_revoked_parses_revocation_and_rendered() {
+        let err = parse(
+            409,
+            r#"{"error":{"code":"key_revoked","message":"revoked",
+                "revocation":{"actor":"a","reason":"r","revoked_at":7,"version":2},
+                "rendered":"[k] [REVOKED] Previously believed: v."}}"#,
+        );
+        let ClientError::KeyRevoked {
+            revocation,
+            rendered,
+            op_index,
+            ..
+        } = err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(revocation.map(|r| r.version), Some(2));
+        assert!(rendered.unwrap().contains("[REVOKED]"));
+        assert_eq!(op_index, None);
+    }
+
+    #[test]
+    fn outcome_unknown_is_its_own_class() {
+        let err = parse(
+            504,
+            r#"{"error":{"code":"outcome_unknown","message":"leader lost","request_id":"r1"}}"#,
+        );
+        assert_eq!(
+            err,
+            ClientError::OutcomeUnknown {
+                request_id: "r1".into(),
+                message: "leader lost".into()
+            }
+        );
+        assert_eq!(err.exit_code(), EXIT_OUTCOME_UNKNOWN);
+        assert!(err.is_transient() && err.may_have_applied());
+    }
+
+    #[test]
+    fn exit_codes_per_class() {
+        let cases = [
+            (r#"{"error":{"code":"invalid_request","message":"m"}}"#, 2),
+            (r#"{"error":{"code":"too_large","message":"m"}}"#, 2),
+            (
+                r#"{"error":{"code":"request_id_reused","message":"m","request_id":"x"}}"#,
+                2,
+            ),
+            (r#"{"error":{"code":"not_found","message":"m"}}"#, 3),
+            (r#"{"error":{"code":"stale_write","message":"m"}}"#, 4),
+            (
+                r#"{"error":{"code":"invalid_transition","message":"m"}}"#,
+                4,
+            ),
+            (
+                r#"{"error":{"code":"no_leader","message":"m","leader_id":null}}"#,
+                5,
+            ),
+            (r#"{"error":{"code":"stale_read","message":"m"}}"#, 5),
+            (r#"{"error":{"code":"overloaded","message":"m"}}"#, 5),
+            (r#"{"error":{"code":"internal","message":"m"}}"#, 1),
+        ];
+        for (body, exit) in cases {
+            assert_eq!(parse(400, body).exit_code(), exit, "{body}");
+        }
+    }
+
+    #[test]
+    fn display_starts_with_the_name() {
+        let errors = [
+            parse(409, r#"{"error":{"code":"stale_write","message":"m"}}"#),
+            parse(503, r#"{"error":{"code":"overloaded","message":"m"}}"#),
+            parse(500, "oops"),
+            ClientError::invalid_input("bad"),
+            ClientError::SessionRegression {
+                key: None,
+                message: "m".into(),
+            },
+            ClientError::Transport {
+                endpoint: "e".into(),
+                message: "m".into(),
+                sent: false,
+            },
+        ];
+        let names = ["stale_write", "overloaded", "http_status", "invalid_input"];
+        for (err, name) in errors.iter().zip(names) {
+            assert_eq!(err.name(), name);
+        }
+        for err in &errors {
+            assert!(
+                err.to_string().starts_with(&format!("{}: ", err.name())),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn mistyped_details_do_not_hide_the_error() {
+        let err = parse(
+            409,
+            r#"{"error":{"code":"version_conflict","message":"m","current_version":"five"}}"#,
+        );
+        assert!(matches!(
+            err,
+            ClientError::VersionConflict {
+                current_version: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn non_cairn_bodies_become_http_errors() {
+        let err = parse(502, "<html>Bad Gateway</html>");
+        assert_eq!(
+            err,
+            ClientError::Http {
+                status: 502,
+                body: "<html>Bad Gateway</html>".into()
+            }
+        );
+        assert!(err.is_transient() && !err.may_have_applied());
+        assert_eq!(err.code(), None);
+        assert_eq!(err.exit_code(), EXIT_OTHER);
+        let long = "x".repeat(HTTP_BODY_EXCERPT_MAX * 2);
+        let ClientError::Http { body, .. } = parse(404, &long) else {
+            panic!()
+        };
+        assert!(body.chars().count() <= HTTP_BODY_EXCERPT_MAX + 1);
+    }
+}

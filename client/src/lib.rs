@@ -1,0 +1,52 @@
+//! cairn client: the wire types, the async client library and the `cairn` CLI.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), cairn_client::ClientError> {
+//! use cairn_client::api::{ForgetRequest, ReadOptions, WriteRequest};
+//! use cairn_client::{Client, Session};
+//!
+//! let client = Client::new(vec!["127.0.0.1:7401".into(), "127.0.0.1:7402".into()])?
+//!     .with_session(Session::new());
+//! client.write(WriteRequest::new("db/engine", "postgres 16".into(), "agent-a")).await?;
+//! client.forget(ForgetRequest::new("db/engine", "agent-a", "moved to sqlite")).await?;
+//! // Hand the session to another agent: it can never read the forgotten value back.
+//! let token = client.session().unwrap().export_token();
+//! let next = Client::new(vec!["127.0.0.1:7403".into()])?
+//!     .with_session(Session::import_token(&token)?);
+//! let record = next.read("db/engine", ReadOptions::default()).await?;
+//! assert_eq!(record.record.state, cairn_client::api::State::Forgotten);
+//! # Ok(()) }
+//! ```
+//!
+//! # Layout
+//!
+//! - [`api`]: the JSON wire types of SPEC §5/§6, shared with the node.
+//! - [`requests`]: constructors for the request types, and the [`Mutation`] /
+//!   [`ReadQuery`] traits that route every mutation and read through one generic path.
+//! - [`client`]: [`Client`] and [`ClientBuilder`]: leader discovery, bounded jittered
+//!   retries, automatic `request_id`s and `OutcomeUnknown`, read routing by consistency,
+//!   session-checked reads, cluster administration.
+//! - [`session`]: [`Session`], the per-agent record of what was seen (SPEC §3 "Forget
+//!   epochs on every read"), and its token format.
+//! - [`watch`]: `GET /v1/watch` as a resumable [`WatchStream`] (SSE parsing).
+//! - [`error`]: [`ClientError`], one variant per SPEC error code plus client-side
+//!   failures, with the CLI exit code of each class.
+//! - `fake_node` (tests only): a scripted HTTP stand-in for a node, so retry, discovery,
+//!   session and watch logic is unit-tested without a cluster.
+//! - `src/bin/cairn.rs`: the `cairn` CLI on top of [`Client`].
+
+pub mod api;
+pub mod client;
+pub mod error;
+pub mod requests;
+pub mod session;
+pub mod watch;
+
+#[cfg(test)]
+mod fake_node;
+
+pub use client::{new_request_id, Client, ClientBuilder, RetryPolicy};
+pub use error::ClientError;
+pub use requests::{Mutation, ReadQuery};
+pub use session::{KeyMark, Observable, Session};
+pub use watch::WatchStream;

@@ -1,0 +1,76 @@
+//! `[batching]`: how client operations are grouped into Raft entries.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{check_at_most, check_positive, ConfigError};
+
+/// Longest a proposer may wait for more operations before sealing an entry.
+pub const LINGER_US_LIMIT: u64 = 100_000;
+
+/// Group commit: operations queue up (bounded) and are sealed into one Raft entry when it
+/// holds `ops_max` operations or `bytes_max` bytes, or `linger_us` has passed; at most
+/// `inflight_entries_max` entries are proposed and not yet applied at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchingConfig {
+    /// Operations per Raft entry. A client `/v1/batch` is one entry, so this is at least
+    /// `limits.batch_ops_max`.
+    pub ops_max: u64,
+    /// Encoded bytes per Raft entry. At least `limits.value_bytes_max` so the largest
+    /// write fits.
+    pub bytes_max: u64,
+    /// How long the first queued operation may wait for company. 0 = never wait.
+    pub linger_us: u64,
+    /// Entries proposed but not yet applied (pipelining depth).
+    pub inflight_entries_max: u64,
+    /// Operations waiting to be proposed; a full queue makes writers wait (backpressure).
+    pub queue_ops_max: u64,
+}
+
+impl Default for BatchingConfig {
+    fn default() -> Self {
+        BatchingConfig {
+            ops_max: 1024,
+            bytes_max: 4 * 1024 * 1024,
+            linger_us: 200,
+            inflight_entries_max: 4,
+            queue_ops_max: 65_536,
+        }
+    }
+}
+
+impl BatchingConfig {
+    /// Checks:
+    /// - `ops_max`, `bytes_max`, `inflight_entries_max`, `queue_ops_max` > 0;
+    /// - `linger_us <= 100_000`;
+    /// - `queue_ops_max >= ops_max` (a full entry must fit in the queue).
+    ///
+    /// Bounds relative to `[limits]` are checked by [`crate::NodeConfig::validate`].
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_positive("batching.ops_max", self.ops_max)?;
+        check_positive("batching.bytes_max", self.bytes_max)?;
+        check_positive("batching.inflight_entries_max", self.inflight_entries_max)?;
+        check_positive("batching.queue_ops_max", self.queue_ops_max)?;
+        check_at_most("batching.linger_us", self.linger_us, LINGER_US_LIMIT)?;
+        if self.queue_ops_max < self.ops_max {
+            return Err(ConfigError::invalid(
+                "batching.queue_ops_max",
+                format!(
+                    "must be >= batching.ops_max ({}) (got {})",
+                    self.ops_max, self.queue_ops_max
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        BatchingConfig::default().validate().unwrap();
+    }
+}

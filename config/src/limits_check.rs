@@ -1,0 +1,81 @@
+//! Validation of [`Limits`] (`[limits]`), kept beside `limits.rs` rather than in it so the
+//! type's definition stays a plain list of bounds.
+
+use crate::error::{check_at_most, check_positive, ConfigError};
+use crate::Limits;
+
+/// Keys are stored in RocksDB keys and echoed in every rendered note.
+pub const KEY_BYTES_MAX_LIMIT: u64 = 4096;
+/// A value travels whole in one Raft entry and one HTTP body.
+pub const VALUE_BYTES_MAX_LIMIT: u64 = 64 * 1024 * 1024;
+/// A client batch is applied as one Raft entry.
+pub const BATCH_OPS_MAX_LIMIT: u64 = 100_000;
+/// One page of a list or recall is built in memory.
+pub const PAGE_ITEMS_MAX_LIMIT: u64 = 100_000;
+
+impl Limits {
+    /// Checks:
+    /// - every bound > 0 (a zero bound would reject all input of that kind);
+    /// - `key_bytes_max <= 4096`, `value_bytes_max <= 64 MiB`, `batch_ops_max <= 100_000`,
+    ///   `page_items_max <= 100_000`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let all: [(&'static str, usize); 12] = [
+            ("limits.key_bytes_max", self.key_bytes_max),
+            ("limits.value_bytes_max", self.value_bytes_max),
+            ("limits.actor_bytes_max", self.actor_bytes_max),
+            ("limits.reason_bytes_max", self.reason_bytes_max),
+            ("limits.anchors_max", self.anchors_max),
+            ("limits.anchor_bytes_max", self.anchor_bytes_max),
+            ("limits.tags_max", self.tags_max),
+            ("limits.tag_bytes_max", self.tag_bytes_max),
+            ("limits.source_bytes_max", self.source_bytes_max),
+            ("limits.request_id_bytes_max", self.request_id_bytes_max),
+            ("limits.batch_ops_max", self.batch_ops_max),
+            ("limits.cues_max", self.cues_max),
+        ];
+        for (field, value) in all {
+            check_positive(field, value as u64)?;
+        }
+        check_positive("limits.page_items_max", u64::from(self.page_items_max))?;
+        check_at_most(
+            "limits.key_bytes_max",
+            self.key_bytes_max as u64,
+            KEY_BYTES_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.value_bytes_max",
+            self.value_bytes_max as u64,
+            VALUE_BYTES_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.batch_ops_max",
+            self.batch_ops_max as u64,
+            BATCH_OPS_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.page_items_max",
+            u64::from(self.page_items_max),
+            PAGE_ITEMS_MAX_LIMIT,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Limits::default().validate().unwrap();
+    }
+
+    #[test]
+    fn zero_bound_names_the_field() {
+        let limits = Limits {
+            cues_max: 0,
+            ..Limits::default()
+        };
+        let err = limits.validate().unwrap_err();
+        assert_eq!(err.to_string(), "limits.cues_max: must be > 0 (got 0)");
+    }
+}

@@ -1,0 +1,283 @@
+//! [`NodeConfig`]: the top-level fields, the sections, and loading a file with overrides.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{check_positive, ConfigError};
+use crate::{BatchingConfig, Limits, RaftConfig, ReadsConfig};
+
+/// Node `i` serves clients on `127.0.0.1:(CLIENT_PORT_BASE + i)` by default (SPEC §6).
+pub const CLIENT_PORT_BASE: u16 = 7400;
+/// Node `i` talks to its peers on `127.0.0.1:(PEER_PORT_BASE + i)` by default (SPEC §6).
+pub const PEER_PORT_BASE: u16 = 7500;
+/// How long a `request_id` is remembered for exactly-once retries: 24 h.
+pub const DEDUP_RETENTION_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
+pub const LOG_LEVEL_DEFAULT: &str = "info";
+
+/// Everything one `cairn-node` process needs. Build it with [`NodeConfig::load`] (or
+/// [`NodeConfig::local`]), which fills defaults and validates; a `NodeConfig` obtained that
+/// way always satisfies [`NodeConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeConfig {
+    /// Raft node id, >= 1, unique in the cluster.
+    pub id: u64,
+    /// RocksDB directory (state machine, Raft log, snapshots). Default `./data/node-{id}`.
+    pub data_dir: PathBuf,
+    /// `IP:PORT` of the client HTTP API. Default `127.0.0.1:(7400+id)`.
+    pub client_addr: String,
+    /// `IP:PORT` of the peer (Raft RPC) listener. Default `127.0.0.1:(7500+id)`.
+    pub peer_addr: String,
+    /// How long a `request_id` is remembered so a retried mutation is not applied twice.
+    pub dedup_retention_ms: u64,
+    /// `tracing` filter directive, e.g. `info` or `info,openraft=warn`.
+    pub log_level: String,
+    pub raft: RaftConfig,
+    pub batching: BatchingConfig,
+    pub reads: ReadsConfig,
+    pub limits: Limits,
+}
+
+/// Values given on the command line or in the environment; each one that is `Some` beats
+/// the file. The node binary fills this from its clap flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub id: Option<u64>,
+    pub data_dir: Option<PathBuf>,
+    pub client_addr: Option<String>,
+    pub peer_addr: Option<String>,
+}
+
+/// The file as written: every field optional, sections default per field.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeFile {
+    id: Option<u64>,
+    data_dir: Option<PathBuf>,
+    client_addr: Option<String>,
+    peer_addr: Option<String>,
+    dedup_retention_ms: Option<u64>,
+    log_level: Option<String>,
+    #[serde(default)]
+    raft: RaftConfig,
+    #[serde(default)]
+    batching: BatchingConfig,
+    #[serde(default)]
+    reads: ReadsConfig,
+    #[serde(default)]
+    limits: Limits,
+}
+
+impl NodeConfig {
+    /// Reads the TOML `file` if given, applies `ov`, fills the rest with defaults derived
+    /// from the id, and validates.
+    ///
+    /// Precedence, per field: override > file > default. The id must come from the file
+    /// or the override ([`ConfigError::MissingId`] otherwise); defaults for `data_dir`,
+    /// `client_addr` and `peer_addr` are derived from the final id.
+    pub fn load(file: Option<&Path>, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
+        let parsed = match file {
+            None => NodeFile::default(),
+            Some(path) => {
+                let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                parse(&text, &path.display().to_string())?
+            }
+        };
+        assemble(parsed, ov)
+    }
+
+    /// Like [`NodeConfig::load`] for TOML text that is not in a file (errors say `<string>`).
+    pub fn from_toml_str(text: &str, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
+        assemble(parse(text, "<string>")?, ov)
+    }
+
+    /// All defaults for node `id`: `./data/node-{id}`, 127.0.0.1:(7400+id), 127.0.0.1:(7500+id).
+    pub fn local(id: u64) -> Result<NodeConfig, ConfigError> {
+        let ov = Overrides {
+            id: Some(id),
+            ..Overrides::default()
+        };
+        NodeConfig::load(None, &ov)
+    }
+
+    /// Checks every section, then the top-level fields and the bounds that tie sections:
+    /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
+    /// - `client_addr` and `peer_addr` parse as `IP:PORT` and differ (unless port 0);
+    /// - `dedup_retention_ms > 0`;
+    /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
+    /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.id == 0 {
+            return Err(ConfigError::invalid("id", "must be >= 1 (got 0)"));
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(ConfigError::invalid("data_dir", "must not be empty"));
+        }
+        let client = parse_addr("client_addr", &self.client_addr)?;
+        let peer = parse_addr("peer_addr", &self.peer_addr)?;
+        if client == peer && client.port() != 0 {
+            return Err(ConfigError::invalid(
+                "peer_addr",
+                format!("must differ from client_addr (both {client})"),
+            ));
+        }
+        check_positive("dedup_retention_ms", self.dedup_retention_ms)?;
+        if self.log_level.trim().is_empty() || self.log_level.contains(char::is_whitespace) {
+            return Err(ConfigError::invalid(
+                "log_level",
+                format!(
+                    "must be a tracing filter like \"info\" or \"info,openraft=warn\" (got {:?})",
+                    self.log_level
+                ),
+            ));
+        }
+        self.raft.validate()?;
+        self.batching.validate()?;
+        self.reads.validate()?;
+        self.limits.validate()?;
+        self.validate_cross_section()
+    }
+
+    fn validate_cross_section(&self) -> Result<(), ConfigError> {
+        let batch_ops_max = self.limits.batch_ops_max as u64;
+        if self.batching.ops_max < batch_ops_max {
+            return Err(ConfigError::invalid(
+                "batching.ops_max",
+                format!(
+                    "must be >= limits.batch_ops_max ({batch_ops_max}), a client batch is one \
+                     Raft entry (got {})",
+                    self.batching.ops_max
+                ),
+            ));
+        }
+        let value_bytes_max = self.limits.value_bytes_max as u64;
+        if self.batching.bytes_max < value_bytes_max {
+            return Err(ConfigError::invalid(
+                "batching.bytes_max",
+                format!(
+                    "must be >= limits.value_bytes_max ({value_bytes_max}) so the largest \
+                     write fits in one Raft entry (got {})",
+                    self.batching.bytes_max
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `client_addr` as a socket address (cannot fail on a validated config).
+    pub fn client_socket_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("client_addr", &self.client_addr)
+    }
+
+    /// `peer_addr` as a socket address (cannot fail on a validated config).
+    pub fn peer_socket_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr("peer_addr", &self.peer_addr)
+    }
+
+    /// The effective configuration as TOML; loading it back yields the same config.
+    pub fn to_toml_string(&self) -> Result<String, toml::ser::Error> {
+        toml::to_string(self)
+    }
+}
+
+fn parse(text: &str, origin: &str) -> Result<NodeFile, ConfigError> {
+    toml::from_str(text).map_err(|e| ConfigError::Parse {
+        origin: origin.to_string(),
+        message: e.to_string().trim_end().to_string(),
+    })
+}
+
+fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
+    let id = ov.id.or(file.id).ok_or(ConfigError::MissingId)?;
+    let data_dir = ov
+        .data_dir
+        .clone()
+        .or(file.data_dir)
+        .unwrap_or_else(|| default_data_dir(id));
+    let client_addr = match ov.client_addr.clone().or(file.client_addr) {
+        Some(addr) => addr,
+        None => default_addr("client_addr", CLIENT_PORT_BASE, id)?,
+    };
+    let peer_addr = match ov.peer_addr.clone().or(file.peer_addr) {
+        Some(addr) => addr,
+        None => default_addr("peer_addr", PEER_PORT_BASE, id)?,
+    };
+    let config = NodeConfig {
+        id,
+        data_dir,
+        client_addr,
+        peer_addr,
+        dedup_retention_ms: file
+            .dedup_retention_ms
+            .unwrap_or(DEDUP_RETENTION_MS_DEFAULT),
+        log_level: file
+            .log_level
+            .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
+        raft: file.raft,
+        batching: file.batching,
+        reads: file.reads,
+        limits: file.limits,
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+/// `./data/node-{id}`, relative to the node's working directory.
+pub fn default_data_dir(id: u64) -> PathBuf {
+    PathBuf::from(format!("./data/node-{id}"))
+}
+
+/// `127.0.0.1:(base + id)`, or an error naming `field` when that port does not exist.
+fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, ConfigError> {
+    let port = u64::from(base) + id;
+    if port > u64::from(u16::MAX) {
+        return Err(ConfigError::invalid(
+            field,
+            format!("no default for id {id} (port {base}+{id} > 65535); set it explicitly"),
+        ));
+    }
+    Ok(format!("127.0.0.1:{port}"))
+}
+
+fn parse_addr(field: &'static str, addr: &str) -> Result<SocketAddr, ConfigError> {
+    addr.parse().map_err(|_| {
+        ConfigError::invalid(
+            field,
+            format!("must be IP:PORT, e.g. 127.0.0.1:7401 (got {addr:?})"),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_defaults_follow_the_id() {
+        let c = NodeConfig::local(3).unwrap();
+        assert_eq!(c.client_addr, "127.0.0.1:7403");
+        assert_eq!(c.peer_addr, "127.0.0.1:7503");
+        assert_eq!(c.data_dir, PathBuf::from("./data/node-3"));
+        assert_eq!(c.dedup_retention_ms, 86_400_000);
+        assert_eq!(c.log_level, "info");
+    }
+
+    #[test]
+    fn default_port_overflow_names_the_field() {
+        let err = NodeConfig::local(60_000).unwrap_err();
+        assert_eq!(err.field(), Some("client_addr"));
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let c = NodeConfig::local(2).unwrap();
+        let text = c.to_toml_string().unwrap();
+        let back = NodeConfig::from_toml_str(&text, &Overrides::default()).unwrap();
+        assert_eq!(back, c);
+    }
+}

@@ -1,0 +1,118 @@
+//! `[raft]`: openraft timings, snapshot and log-purge policy.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{check_at_most, check_less, check_positive, ConfigError};
+
+/// A killed leader must be replaced within 3 s (SPEC §7), so no election may wait longer.
+pub const ELECTION_TIMEOUT_MAX_MS_LIMIT: u64 = 3000;
+/// One snapshot chunk travels in one RPC body; keep it well below any body limit.
+pub const SNAPSHOT_CHUNK_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// Raft timings and log-compaction policy. Every field is passed explicitly to openraft's
+/// `Config` by the node rather than trusting the library's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RaftConfig {
+    /// Leader → follower heartbeat period. Must be below `election_timeout_min_ms`.
+    pub heartbeat_interval_ms: u64,
+    /// A follower that hears nothing for a random time in
+    /// `[election_timeout_min_ms, election_timeout_max_ms)` starts an election.
+    pub election_timeout_min_ms: u64,
+    /// Upper end of the election timeout; at most 3000 so failover stays under 3 s.
+    pub election_timeout_max_ms: u64,
+    /// Timeout for one install-snapshot chunk RPC.
+    pub install_snapshot_timeout_ms: u64,
+    /// Timeout for append-entries and vote RPCs.
+    pub rpc_timeout_ms: u64,
+    /// Most log entries sent in one append-entries RPC.
+    pub max_payload_entries: u64,
+    /// Take a snapshot after this many entries were applied since the last one.
+    pub snapshot_logs_since_last: u64,
+    /// Log entries kept behind a snapshot so a slow follower can catch up from the log
+    /// instead of a full snapshot. 0 purges everything the snapshot covers.
+    pub purge_keep_logs: u64,
+    /// Size of one install-snapshot chunk.
+    pub snapshot_chunk_bytes: u64,
+}
+
+impl Default for RaftConfig {
+    fn default() -> Self {
+        RaftConfig {
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 400,
+            election_timeout_max_ms: 800,
+            install_snapshot_timeout_ms: 10_000,
+            rpc_timeout_ms: 1000,
+            max_payload_entries: 512,
+            snapshot_logs_since_last: 20_000,
+            purge_keep_logs: 1_000,
+            snapshot_chunk_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl RaftConfig {
+    /// Checks:
+    /// - every field > 0, except `purge_keep_logs` (0 = keep nothing behind a snapshot);
+    /// - `heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms`;
+    /// - `election_timeout_max_ms <= 3000`;
+    /// - `snapshot_chunk_bytes <= 64 MiB`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_positive("raft.heartbeat_interval_ms", self.heartbeat_interval_ms)?;
+        check_positive("raft.election_timeout_min_ms", self.election_timeout_min_ms)?;
+        check_positive("raft.election_timeout_max_ms", self.election_timeout_max_ms)?;
+        check_positive(
+            "raft.install_snapshot_timeout_ms",
+            self.install_snapshot_timeout_ms,
+        )?;
+        check_positive("raft.rpc_timeout_ms", self.rpc_timeout_ms)?;
+        check_positive("raft.max_payload_entries", self.max_payload_entries)?;
+        check_positive(
+            "raft.snapshot_logs_since_last",
+            self.snapshot_logs_since_last,
+        )?;
+        check_positive("raft.snapshot_chunk_bytes", self.snapshot_chunk_bytes)?;
+        check_less(
+            "raft.heartbeat_interval_ms",
+            self.heartbeat_interval_ms,
+            "raft.election_timeout_min_ms",
+            self.election_timeout_min_ms,
+        )?;
+        check_less(
+            "raft.election_timeout_min_ms",
+            self.election_timeout_min_ms,
+            "raft.election_timeout_max_ms",
+            self.election_timeout_max_ms,
+        )?;
+        check_at_most(
+            "raft.election_timeout_max_ms",
+            self.election_timeout_max_ms,
+            ELECTION_TIMEOUT_MAX_MS_LIMIT,
+        )?;
+        check_at_most(
+            "raft.snapshot_chunk_bytes",
+            self.snapshot_chunk_bytes,
+            SNAPSHOT_CHUNK_BYTES_LIMIT,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        RaftConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn purge_keep_logs_may_be_zero() {
+        let raft = RaftConfig {
+            purge_keep_logs: 0,
+            ..RaftConfig::default()
+        };
+        raft.validate().unwrap();
+    }
+}

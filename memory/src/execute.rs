@@ -1,0 +1,786 @@
+//! Running one logged [`Command`] against the applied state.
+//!
+//! The store applies a Raft entry's commands in order. For each it calls [`execute`] with a
+//! [`SlotSource`] that must already reflect the effects of the *earlier commands of the same
+//! entry* (slots and dedup records), e.g. an overlay of their not-yet-committed effects over
+//! RocksDB; then it adds this command's effects to that overlay, and commits the whole
+//! entry's effects in one atomic batch. `execute` only ever reads through `src`.
+//!
+//! Exactly-once retries: a command with a `request_id` remembered within the retention
+//! window is answered from the record (same payload: the original results, `replayed`) or
+//! rejected (different payload: 422 `request_id_reused`), and applies nothing. Only applied
+//! commands are remembered: a rejected command changed nothing, so a retry re-evaluates
+//! against the current state (and may now succeed, e.g. after the conflicting write).
+
+use std::collections::BTreeMap;
+
+use cairn_client::api::{ErrorCode, MutationResult, WatchEvent};
+use serde_json::json;
+
+use crate::types::{
+    Change, Command, CommandResponse, Ctx, DedupRecord, Effect, Mutation, Op, OpError, Slot,
+    SlotSource,
+};
+use crate::write::Write;
+use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write};
+
+/// Executes `cmd` at `ctx` against `src`; `retention_ms` is the dedup retention window.
+///
+/// - All or nothing: on the first rejected mutation the response is `Rejected` (with
+///   `op_index` for a batch) and there are no effects.
+/// - A replay or a reused `request_id` has no effects either.
+/// - Otherwise the effects hold, per touched key, its final slot once, one event (and one
+///   watch record) per applied mutation in order, each new tombstone, the net anchor-index
+///   changes, and the dedup record if the command has a `request_id`.
+/// - Deterministic: depends only on `cmd`, what `src` returns, `ctx` and `retention_ms`.
+pub fn execute<S: SlotSource>(
+    cmd: &Command,
+    src: &S,
+    ctx: &Ctx,
+    retention_ms: u64,
+) -> Result<(CommandResponse, Vec<Effect>), S::Error> {
+    if let Some(id) = &cmd.request_id {
+        let remembered = src
+            .dedup(id)?
+            .filter(|r| dedup_live(r, ctx.now_ms, retention_ms));
+        if let Some(record) = remembered {
+            return Ok((replay(cmd, id, record), Vec::new()));
+        }
+    }
+    let changes = match apply_all(&cmd.mutations, src, ctx)? {
+        Ok(changes) => changes,
+        Err((i, error)) => {
+            let op_index = cmd.is_batch.then_some(i);
+            return Ok((CommandResponse::Rejected { error, op_index }, Vec::new()));
+        }
+    };
+    let results: Vec<MutationResult> = changes.iter().map(|c| c.result.clone()).collect();
+    let mut effects = effects(&changes);
+    if let Some(id) = &cmd.request_id {
+        let record = DedupRecord {
+            payload_hash: cmd.payload_hash.clone(),
+            results: results.clone(),
+            revision: ctx.revision,
+            applied_at_ms: ctx.now_ms,
+        };
+        effects.push(Effect::PutDedup {
+            request_id: id.clone(),
+            record,
+        });
+    }
+    Ok((
+        CommandResponse::Applied {
+            results,
+            revision: ctx.revision,
+            replayed: false,
+        },
+        effects,
+    ))
+}
+
+/// Whether a dedup record still answers retries at leader time `now_ms` (the store may
+/// drop records for which this is false; they would be ignored anyway).
+pub fn dedup_live(record: &DedupRecord, now_ms: u64, retention_ms: u64) -> bool {
+    record.applied_at_ms.saturating_add(retention_ms) >= now_ms
+}
+
+/// The answer to a retry of a remembered `request_id`.
+fn replay(cmd: &Command, id: &str, record: DedupRecord) -> CommandResponse {
+    if record.payload_hash != cmd.payload_hash {
+        let error = OpError::new(
+            ErrorCode::RequestIdReused,
+            format!("request_id {id:?} was already used for a different request"),
+            json!({ "request_id": id }),
+        );
+        return CommandResponse::Rejected {
+            error,
+            op_index: None,
+        };
+    }
+    let results = record
+        .results
+        .into_iter()
+        .map(|r| MutationResult {
+            replayed: true,
+            ..r
+        })
+        .collect();
+    CommandResponse::Applied {
+        results,
+        revision: record.revision,
+        replayed: true,
+    }
+}
+
+/// The changes of every mutation of a command, or the index and error of the first
+/// rejected one.
+type Outcome = Result<Vec<Change>, (usize, OpError)>;
+
+/// Applies `mutations` in order, each seeing the slots the earlier ones produced.
+fn apply_all<S: SlotSource>(
+    mutations: &[Mutation],
+    src: &S,
+    ctx: &Ctx,
+) -> Result<Outcome, S::Error> {
+    let mut overlay: BTreeMap<&str, Slot> = BTreeMap::new();
+    let mut changes = Vec::with_capacity(mutations.len());
+    for (i, m) in mutations.iter().enumerate() {
+        let key = m.op.key();
+        let current = match overlay.get(key) {
+            Some(slot) => Some(slot.clone()),
+            None => src.slot(key)?,
+        };
+        match apply(current.as_ref(), m, ctx) {
+            Ok(change) => {
+                overlay.insert(key, change.slot.clone());
+                changes.push(change);
+            }
+            Err(e) => return Ok(Err((i, e))),
+        }
+    }
+    Ok(Ok(changes))
+}
+
+/// Applies one mutation to the current `slot` of its key: conditions first, then the
+/// operation's rule (SPEC §2).
+pub fn apply(slot: Option<&Slot>, m: &Mutation, ctx: &Ctx) -> Result<Change, OpError> {
+    conditions::check(slot, &m.cond)?;
+    match &m.op {
+        Op::Write {
+            key,
+            value,
+            actor,
+            source,
+            anchors,
+            tags,
+            clear_tombstone,
+            override_revocation,
+            reason,
+        } => {
+            let w = Write {
+                value,
+                actor,
+                source: source.as_deref(),
+                anchors,
+                tags,
+                clear_tombstone: *clear_tombstone,
+                override_revocation: *override_revocation,
+                reason: reason.as_deref(),
+            };
+            write::apply(slot, key, &w, ctx)
+        }
+        Op::Forget { key, actor, reason } => forget::apply(slot, key, actor, reason, ctx),
+        Op::Revoke { key, actor, reason } => revoke::apply(slot, key, actor, reason, ctx),
+        Op::Reinstate { key, actor, reason } => {
+            reinstate::apply(slot, key, actor, reason.as_deref(), ctx)
+        }
+        Op::FlagStale {
+            key,
+            actor,
+            anchor,
+            observed_hash,
+        } => flag_stale::apply(slot, key, actor, anchor, observed_hash, ctx),
+        Op::Supersede {
+            key,
+            by,
+            actor,
+            reason,
+        } => supersede::apply(slot, key, by, actor, reason.as_deref(), ctx),
+    }
+}
+
+/// The store writes of a successful command's `changes` (see [`execute`]).
+fn effects(changes: &[Change]) -> Vec<Effect> {
+    let mut out = Vec::new();
+    let mut final_slots: BTreeMap<&str, &Slot> = BTreeMap::new();
+    // Net count per (anchor, key): each change removes only indexed anchors and adds only
+    // unindexed ones, so the running sum stays in -1..=1 and its sign is the net effect.
+    let mut anchor_net: BTreeMap<(&str, &str), i32> = BTreeMap::new();
+    for change in changes {
+        let Some(event) = &change.event else {
+            continue; // an idempotent no-op writes nothing
+        };
+        let slot = &change.slot;
+        out.push(Effect::AppendEvent {
+            key: slot.key.clone(),
+            event: event.clone(),
+        });
+        if let Some(t) = &change.new_tombstone {
+            out.push(Effect::PutTombstone(t.clone()));
+        }
+        out.push(Effect::Watch(WatchEvent {
+            revision: slot.revision,
+            key: slot.key.clone(),
+            kind: event.kind,
+            state: slot.state,
+            version: slot.version,
+            generation: slot.generation,
+            forget_epoch: slot.forget_epoch,
+        }));
+        final_slots.insert(&slot.key, slot);
+        for a in &change.anchors_removed {
+            *anchor_net.entry((a, &slot.key)).or_default() -= 1;
+        }
+        for a in &change.anchors_added {
+            *anchor_net.entry((a, &slot.key)).or_default() += 1;
+        }
+    }
+    out.extend(
+        final_slots
+            .into_values()
+            .map(|s| Effect::PutSlot(s.clone())),
+    );
+    for ((anchor, key), net) in anchor_net {
+        let (anchor, key) = (anchor.to_string(), key.to_string());
+        match net.signum() {
+            -1 => out.push(Effect::AnchorRemove { anchor, key }),
+            1 => out.push(Effect::AnchorAdd { anchor, key }),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Conditions;
+    use cairn_client::api::{EventKind, State};
+    use std::convert::Infallible;
+
+    /// Applied state in maps; effects are applied the way the store applies them.
+    #[derive(Default)]
+    struct Map {
+        slots: BTreeMap<String, Slot>,
+        dedup: BTreeMap<String, DedupRecord>,
+    }
+
+    impl SlotSource for Map {
+        type Error = Infallible;
+        fn slot(&self, key: &str) -> Result<Option<Slot>, Infallible> {
+            Ok(self.slots.get(key).cloned())
+        }
+        fn dedup(&self, id: &str) -> Result<Option<DedupRecord>, Infallible> {
+            Ok(self.dedup.get(id).cloned())
+        }
+    }
+
+    impl Map {
+        fn run(&mut self, cmd: &Command, revision: u64) -> (CommandResponse, Vec<Effect>) {
+            let ctx = Ctx {
+                revision,
+                now_ms: revision * 1000,
+            };
+            let (resp, effects) = execute(cmd, self, &ctx, RETENTION).unwrap();
+            for e in &effects {
+                match e {
+                    Effect::PutSlot(s) => {
+                        self.slots.insert(s.key.clone(), s.clone());
+                    }
+                    Effect::PutDedup { request_id, record } => {
+                        self.dedup.insert(request_id.clone(), record.clone());
+                    }
+                    _ => {}
+                }
+            }
+            (resp, effects)
+        }
+    }
+
+    const RETENTION: u64 = 10_000;
+
+    fn m(op: Op) -> Mutation {
+        Mutation {
+            op,
+            cond: Conditions::default(),
+        }
+    }
+
+    fn write_m(key: &str, value: &str, anchors: &[&str]) -> Mutation {
+        write_flags(key, value, anchors, false, false)
+    }
+
+    fn write_flags(
+        key: &str,
+        value: &str,
+        anchors: &[&str],
+        clear_tombstone: bool,
+        override_revocation: bool,
+    ) -> Mutation {
+        m(Op::Write {
+            key: key.into(),
+            value: value.into(),
+            actor: "a".into(),
+            source: None,
+            anchors: anchors.iter().map(|a| a.to_string()).collect(),
+            tags: vec![],
+            clear_tombstone,
+            override_revocation,
+            reason: None,
+        })
+    }
+
+    fn forget_m(key: &str) -> Mutation {
+        m(Op::Forget {
+            key: key.into(),
+            actor: "a".into(),
+            reason: "r".into(),
+        })
+    }
+
+    fn revoke_m(key: &str) -> Mutation {
+        m(Op::Revoke {
+            key: key.into(),
+            actor: "a".into(),
+            reason: "r".into(),
+        })
+    }
+
+    fn cmd(mutations: Vec<Mutation>, request_id: Option<&str>) -> Command {
+        let is_batch = mutations.len() > 1;
+        let payload_hash = serde_json::to_string(&mutations).unwrap();
+        Command {
+            request_id: request_id.map(str::to_string),
+            payload_hash,
+            mutations,
+            is_batch,
+        }
+    }
+
+    fn applied(resp: &CommandResponse) -> &[MutationResult] {
+        match resp {
+            CommandResponse::Applied { results, .. } => results,
+            CommandResponse::Rejected { error, .. } => panic!("rejected: {error:?}"),
+        }
+    }
+
+    fn rejected(resp: &CommandResponse) -> (ErrorCode, Option<usize>) {
+        match resp {
+            CommandResponse::Rejected { error, op_index } => (error.code, *op_index),
+            CommandResponse::Applied { .. } => panic!("applied: {resp:?}"),
+        }
+    }
+
+    #[test]
+    fn a_write_yields_slot_event_watch_and_anchor() {
+        let mut map = Map::default();
+        let (resp, effects) = map.run(&cmd(vec![write_m("k", "1", &["tag:x"])], None), 5);
+        assert!(matches!(
+            resp,
+            CommandResponse::Applied {
+                revision: 5,
+                replayed: false,
+                ..
+            }
+        ));
+        let slot = map.slots["k"].clone();
+        let event = slot_event(&effects);
+        assert_eq!(
+            (event.kind, event.version, event.revision),
+            (EventKind::Written, 1, 5)
+        );
+        assert_eq!(
+            effects[1..],
+            [
+                Effect::Watch(WatchEvent {
+                    revision: 5,
+                    key: "k".into(),
+                    kind: EventKind::Written,
+                    state: State::Active,
+                    version: 1,
+                    generation: 1,
+                    forget_epoch: 0,
+                }),
+                Effect::PutSlot(slot),
+                Effect::AnchorAdd {
+                    anchor: "tag:x".into(),
+                    key: "k".into()
+                },
+            ]
+        );
+    }
+
+    fn slot_event(effects: &[Effect]) -> cairn_client::api::HistoryEvent {
+        match &effects[0] {
+            Effect::AppendEvent { event, .. } => event.clone(),
+            other => panic!("first effect is {other:?}"),
+        }
+    }
+
+    #[test]
+    fn later_ops_see_earlier_ops_and_each_key_is_put_once() {
+        let mut map = Map::default();
+        let reinstate = m(Op::Reinstate {
+            key: "k".into(),
+            actor: "a".into(),
+            reason: None,
+        });
+        let batch = cmd(
+            vec![
+                write_m("k", "1", &[]),
+                revoke_m("k"),
+                reinstate,
+                write_m("j", "2", &[]),
+            ],
+            None,
+        );
+        let (resp, effects) = map.run(&batch, 7);
+        let versions: Vec<(&str, u64)> = applied(&resp)
+            .iter()
+            .map(|r| (r.key.as_str(), r.version))
+            .collect();
+        assert_eq!(versions, vec![("k", 1), ("k", 2), ("k", 3), ("j", 1)]);
+        let puts: Vec<&Slot> = effects
+            .iter()
+            .filter_map(|e| {
+                if let Effect::PutSlot(s) = e {
+                    Some(s)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(puts.len(), 2);
+        assert_eq!(
+            (map.slots["k"].version, map.slots["k"].state),
+            (3, State::Active)
+        );
+        let events = effects
+            .iter()
+            .filter(|e| matches!(e, Effect::AppendEvent { .. }))
+            .count();
+        let watches = effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Watch(_)))
+            .count();
+        assert_eq!((events, watches), (4, 4));
+    }
+
+    #[test]
+    fn a_rejected_batch_applies_nothing_and_names_the_op() {
+        let mut map = Map::default();
+        let (resp, effects) = map.run(
+            &cmd(
+                vec![write_m("k", "1", &["tag:x"]), revoke_m("absent")],
+                Some("b"),
+            ),
+            3,
+        );
+        assert_eq!(rejected(&resp), (ErrorCode::NotFound, Some(1)));
+        assert!(effects.is_empty(), "{effects:?}");
+        assert!(
+            map.slots.is_empty() && map.dedup.is_empty(),
+            "a rejection is not remembered"
+        );
+    }
+
+    #[test]
+    fn a_rejected_single_op_has_no_op_index() {
+        let mut map = Map::default();
+        let (resp, effects) = map.run(&cmd(vec![revoke_m("absent")], None), 3);
+        assert_eq!(rejected(&resp), (ErrorCode::NotFound, None));
+        assert!(effects.is_empty());
+    }
+
+    #[test]
+    fn conditions_are_checked_against_the_overlay() {
+        let mut map = Map::default();
+        let mut second = write_m("k", "2", &[]);
+        second.cond.expected_version = Some(1);
+        let (resp, _) = map.run(&cmd(vec![write_m("k", "1", &[]), second.clone()], None), 3);
+        assert_eq!(applied(&resp)[1].version, 2);
+        let (resp, effects) = map.run(&cmd(vec![write_m("k", "3", &[]), second], None), 4);
+        assert_eq!(rejected(&resp), (ErrorCode::VersionConflict, Some(1)));
+        assert!(effects.is_empty());
+        assert_eq!(map.slots["k"].version, 2);
+    }
+
+    #[test]
+    fn forget_puts_its_tombstone_and_a_second_forget_writes_nothing() {
+        let mut map = Map::default();
+        map.run(&cmd(vec![write_m("k", "1", &["tag:x"])], None), 1);
+        let (resp, effects) = map.run(&cmd(vec![forget_m("k")], None), 2);
+        let tombstone = applied(&resp)[0].tombstone.clone().unwrap();
+        assert!(effects.contains(&Effect::PutTombstone(tombstone.clone())));
+        assert!(effects.contains(&Effect::AnchorRemove {
+            anchor: "tag:x".into(),
+            key: "k".into()
+        }));
+        let (resp, effects) = map.run(&cmd(vec![forget_m("k")], None), 3);
+        let r = &applied(&resp)[0];
+        assert_eq!(
+            (r.already, r.tombstone.as_ref(), r.revision),
+            (Some(true), Some(&tombstone), 2)
+        );
+        assert!(effects.is_empty());
+    }
+
+    #[test]
+    fn anchor_changes_are_net_within_a_command() {
+        let mut map = Map::default();
+        let (_, effects) = map.run(
+            &cmd(
+                vec![write_m("k", "1", &["tag:x", "tag:y"]), forget_m("k")],
+                None,
+            ),
+            1,
+        );
+        assert!(!effects
+            .iter()
+            .any(|e| matches!(e, Effect::AnchorAdd { .. } | Effect::AnchorRemove { .. })));
+        map.run(&cmd(vec![write_m("j", "1", &["tag:x"])], None), 2);
+        let again = write_flags("j", "2", &["tag:x", "tag:z"], true, false);
+        let (_, effects) = map.run(&cmd(vec![forget_m("j"), again], None), 3);
+        let anchor_effects: Vec<&Effect> = effects
+            .iter()
+            .filter(|e| matches!(e, Effect::AnchorAdd { .. } | Effect::AnchorRemove { .. }))
+            .collect();
+        assert_eq!(
+            anchor_effects,
+            vec![&Effect::AnchorAdd {
+                anchor: "tag:z".into(),
+                key: "j".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn a_retry_within_retention_is_replayed_without_effects() {
+        let mut map = Map::default();
+        let c = cmd(vec![write_m("k", "1", &[])], Some("r1"));
+        let (first, effects) = map.run(&c, 4);
+        assert!(effects.iter().any(|e| matches!(e, Effect::PutDedup { .. })));
+        let (again, effects) = map.run(&c, 8);
+        assert!(effects.is_empty());
+        let CommandResponse::Applied {
+            results,
+            revision,
+            replayed,
+        } = again
+        else {
+            panic!()
+        };
+        assert_eq!((revision, replayed), (4, true));
+        let expected: Vec<_> = applied(&first)
+            .iter()
+            .map(|r| MutationResult {
+                replayed: true,
+                ..r.clone()
+            })
+            .collect();
+        assert_eq!(results, expected);
+        assert_eq!(map.slots["k"].version, 1, "nothing was applied twice");
+    }
+
+    #[test]
+    fn a_reused_request_id_with_another_payload_is_rejected() {
+        let mut map = Map::default();
+        map.run(&cmd(vec![write_m("k", "1", &[])], Some("r1")), 4);
+        let (resp, effects) = map.run(&cmd(vec![write_m("k", "2", &[])], Some("r1")), 5);
+        assert_eq!(rejected(&resp), (ErrorCode::RequestIdReused, None));
+        let CommandResponse::Rejected { error, .. } = resp else {
+            panic!()
+        };
+        assert_eq!(error.details_json, r#"{"request_id":"r1"}"#);
+        assert!(effects.is_empty());
+    }
+
+    #[test]
+    fn an_expired_request_id_is_a_new_request() {
+        let mut map = Map::default();
+        let c = cmd(vec![write_m("k", "1", &[])], Some("r1"));
+        map.run(&c, 4); // applied at 4000 ms, live through 14000 ms
+        let (resp, _) = map.run(&c, 14);
+        assert!(matches!(
+            resp,
+            CommandResponse::Applied { replayed: true, .. }
+        ));
+        let (resp, effects) = map.run(&c, 15);
+        assert_eq!(applied(&resp)[0].version, 2);
+        assert!(effects
+            .iter()
+            .any(|e| matches!(e, Effect::PutDedup { record, .. } if record.revision == 15)));
+    }
+
+    #[test]
+    fn a_failing_source_is_an_error_not_a_rejection() {
+        struct Broken;
+        impl SlotSource for Broken {
+            type Error = &'static str;
+            fn slot(&self, _: &str) -> Result<Option<Slot>, &'static str> {
+                Err("disk on fire")
+            }
+            fn dedup(&self, _: &str) -> Result<Option<DedupRecord>, &'static str> {
+                Ok(None)
+            }
+        }
+        let ctx = Ctx {
+            revision: 1,
+            now_ms: 1,
+        };
+        assert_eq!(
+            execute(&cmd(vec![forget_m("k")], Some("x")), &Broken, &ctx, 1),
+            Err("disk on fire")
+        );
+    }
+
+    /// What SPEC §2's table says one cell does.
+    #[derive(Debug, PartialEq)]
+    enum Cell {
+        To(State),
+        Already,
+        Err(ErrorCode),
+    }
+
+    /// Every op with and without its flags, against a key in every state.
+    fn ops() -> Vec<(&'static str, Op)> {
+        let flagged = |clear, over| write_flags("k", "9", &[], clear, over).op;
+        vec![
+            ("write", flagged(false, false)),
+            ("write+override", flagged(false, true)),
+            ("write+clear", flagged(true, false)),
+            ("forget", forget_m("k").op),
+            ("revoke", revoke_m("k").op),
+            (
+                "reinstate",
+                Op::Reinstate {
+                    key: "k".into(),
+                    actor: "a".into(),
+                    reason: None,
+                },
+            ),
+            (
+                "flag_stale",
+                Op::FlagStale {
+                    key: "k".into(),
+                    actor: "a".into(),
+                    anchor: "tag:x".into(),
+                    observed_hash: "h".into(),
+                },
+            ),
+            (
+                "supersede",
+                Op::Supersede {
+                    key: "k".into(),
+                    by: "k2".into(),
+                    actor: "a".into(),
+                    reason: None,
+                },
+            ),
+        ]
+    }
+
+    /// The key `k` in `state`, built through `execute` (`None`: absent).
+    fn slot_in(state: State) -> Option<Slot> {
+        let mut map = Map::default();
+        let setup = match state {
+            State::Absent => vec![],
+            State::Active => vec![write_m("k", "1", &[])],
+            State::Revoked => vec![write_m("k", "1", &[]), revoke_m("k")],
+            State::Forgotten => vec![write_m("k", "1", &[]), forget_m("k")],
+        };
+        for (i, mutation) in setup.into_iter().enumerate() {
+            map.run(&cmd(vec![mutation], None), i as u64 + 1);
+        }
+        map.slots.remove("k")
+    }
+
+    #[test]
+    fn transition_table() {
+        use Cell::*;
+        use ErrorCode::*;
+        use State::*;
+        let states = [Absent, Active, Revoked, Forgotten];
+        let table: [(&str, [Cell; 4]); 8] = [
+            (
+                "write",
+                [To(Active), To(Active), Err(KeyRevoked), Err(KeyForgotten)],
+            ),
+            (
+                "write+override",
+                [To(Active), To(Active), To(Active), Err(KeyForgotten)],
+            ),
+            (
+                "write+clear",
+                [To(Active), To(Active), Err(KeyRevoked), To(Active)],
+            ),
+            (
+                "forget",
+                [To(Forgotten), To(Forgotten), To(Forgotten), Already],
+            ),
+            (
+                "revoke",
+                [Err(NotFound), To(Revoked), Already, Err(KeyForgotten)],
+            ),
+            (
+                "reinstate",
+                [Err(NotFound), Already, To(Active), Err(KeyForgotten)],
+            ),
+            (
+                "flag_stale",
+                [Err(NotFound), To(Active), To(Revoked), Err(KeyForgotten)],
+            ),
+            (
+                "supersede",
+                [Err(NotFound), To(Active), To(Revoked), Err(KeyForgotten)],
+            ),
+        ];
+        let ctx = Ctx {
+            revision: 100,
+            now_ms: 100_000,
+        };
+        for ((name, op), (row, cells)) in ops().into_iter().zip(table) {
+            assert_eq!(name, row);
+            for (state, expected) in states.into_iter().zip(cells) {
+                let slot = slot_in(state);
+                let got = match apply(slot.as_ref(), &m(op.clone()), &ctx) {
+                    Ok(c) if c.result.already == Some(true) => Already,
+                    Ok(c) => To(c.slot.state),
+                    Result::Err(e) => Err(e.code),
+                };
+                assert_eq!(got, expected, "{name} on {state}");
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_come_before_every_rule_including_idempotent_ones() {
+        let ctx = Ctx {
+            revision: 100,
+            now_ms: 100_000,
+        };
+        for (name, op) in ops() {
+            for state in [
+                State::Absent,
+                State::Active,
+                State::Revoked,
+                State::Forgotten,
+            ] {
+                let slot = slot_in(state);
+                let current = slot.as_ref().map_or(0, |s| s.version);
+                let wrong = Mutation {
+                    op: op.clone(),
+                    cond: Conditions {
+                        expected_version: Some(current + 1),
+                        based_on_revision: None,
+                    },
+                };
+                let err = apply(slot.as_ref(), &wrong, &ctx).unwrap_err();
+                assert_eq!(err.code, ErrorCode::VersionConflict, "{name} on {state}");
+                let right = Mutation {
+                    op: op.clone(),
+                    cond: Conditions {
+                        expected_version: Some(current),
+                        based_on_revision: None,
+                    },
+                };
+                let unconditional = apply(slot.as_ref(), &m(op.clone()), &ctx);
+                assert_eq!(
+                    apply(slot.as_ref(), &right, &ctx),
+                    unconditional,
+                    "{name} on {state}"
+                );
+            }
+        }
+    }
+}

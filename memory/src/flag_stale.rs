@@ -1,0 +1,114 @@
+//! `flag_stale` (SPEC §2): record that something a note depends on has changed.
+//!
+//! | state | outcome |
+//! |---|---|
+//! | absent | 404 `not_found` |
+//! | active, revoked | state unchanged, stale flag added, event `stale_flagged` |
+//! | forgotten | 409 `key_forgotten` |
+//!
+//! A new flag replaces an earlier flag on the same anchor (the latest observation is the
+//! one that matters), which also bounds the list. The flags are cleared by the next write,
+//! so the event's `reason` records the anchor and observed hash for the history.
+
+use cairn_client::api::{EventKind, StaleFlag};
+
+use crate::step;
+use crate::types::{Change, Ctx, OpError, Slot};
+
+/// Applies a stale flag on `key` (currently `slot`) per the table above.
+///
+/// - At most one flag per anchor.
+/// - The value and state are unchanged.
+pub fn apply(
+    slot: Option<&Slot>,
+    key: &str,
+    actor: &str,
+    anchor: &str,
+    observed_hash: &str,
+    ctx: &Ctx,
+) -> Result<Change, OpError> {
+    let s = step::live(slot, key)?;
+    let mut next = step::begin(Some(s), key, ctx);
+    next.stale.retain(|f| f.anchor != anchor);
+    next.stale.push(StaleFlag {
+        anchor: anchor.to_string(),
+        observed_hash: observed_hash.to_string(),
+        actor: actor.to_string(),
+        flagged_at: ctx.now_ms,
+    });
+    let reason = format!("{anchor} changed (observed {observed_hash})");
+    Ok(step::finish(
+        Some(s),
+        next,
+        EventKind::StaleFlagged,
+        actor,
+        Some(&reason),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::step::fixtures::*;
+    use cairn_client::api::{ErrorCode, State};
+
+    #[test]
+    fn absent_is_not_found() {
+        assert_eq!(
+            code(apply(None, KEY, "a", "path:x", "h", &ctx(20))),
+            ErrorCode::NotFound
+        );
+    }
+
+    #[test]
+    fn active_and_revoked_keep_their_state_and_gain_a_flag() {
+        for prev in [active(), revoked()] {
+            let c = ctx(20);
+            let ch = apply(Some(&prev), KEY, "ci", "path:src/a.rs", "abc", &c).unwrap();
+            assert_applied(Some(&prev), &ch, EventKind::StaleFlagged, &c);
+            assert_eq!((ch.slot.state, &ch.slot.value), (prev.state, &prev.value));
+            assert_eq!(
+                ch.slot.stale,
+                vec![StaleFlag {
+                    anchor: "path:src/a.rs".into(),
+                    observed_hash: "abc".into(),
+                    actor: "ci".into(),
+                    flagged_at: c.now_ms,
+                }]
+            );
+            assert_eq!(
+                ch.event.unwrap().reason.as_deref(),
+                Some("path:src/a.rs changed (observed abc)")
+            );
+        }
+    }
+
+    #[test]
+    fn a_new_flag_on_the_same_anchor_replaces_the_old_one() {
+        let one = apply(Some(&active()), KEY, "ci", "path:a", "h1", &ctx(20))
+            .unwrap()
+            .slot;
+        let two = apply(Some(&one), KEY, "ci", "path:b", "h2", &ctx(21))
+            .unwrap()
+            .slot;
+        let three = apply(Some(&two), KEY, "ci", "path:a", "h3", &ctx(22))
+            .unwrap()
+            .slot;
+        let flags: Vec<_> = three
+            .stale
+            .iter()
+            .map(|f| (f.anchor.as_str(), f.observed_hash.as_str()))
+            .collect();
+        assert_eq!(flags, vec![("path:b", "h2"), ("path:a", "h3")]);
+        assert_eq!(three.state, State::Active);
+    }
+
+    #[test]
+    fn forgotten_is_key_forgotten() {
+        let prev = forgotten();
+        assert_eq!(
+            code(apply(Some(&prev), KEY, "a", "path:x", "h", &ctx(20))),
+            ErrorCode::KeyForgotten
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! Operator endpoints (SPEC §6): init, join, remove, status, compact, healthz, metrics.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cairn_client::api::{
+    ClusterStatus, CompactResponse, ErrorCode, InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
+};
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{ChangeMembers, ServerState};
+use serde_json::json;
+
+use super::body::JsonBody;
+use super::error::ApiError;
+use super::forward::{self, Kind};
+use super::{role_name, App, SharedApp};
+use crate::consensus::{NodeId, NodeInfo};
+use crate::metrics::gauge;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// How long compaction waits for the snapshot and the purge to land.
+const COMPACT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// A voter counts as live when its replicated log is at most this far behind the leader's.
+const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
+
+fn node_info(spec: &NodeSpec) -> Result<NodeInfo> {
+    for (field, addr) in [("client_addr", &spec.client_addr), ("peer_addr", &spec.peer_addr)] {
+        addr.parse::<SocketAddr>().map_err(|e| ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id)))?;
+    }
+    if spec.id == 0 {
+        return Err(ApiError::invalid("node id must be at least 1"));
+    }
+    Ok(NodeInfo { client_addr: spec.client_addr.clone(), peer_addr: spec.peer_addr.clone() })
+}
+
+pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> Result<Response> {
+    let mut members = BTreeMap::new();
+    for spec in &body.value.nodes {
+        if members.insert(spec.id, node_info(spec)?).is_some() {
+            return Err(ApiError::invalid(format!("node {} listed twice", spec.id)));
+        }
+    }
+    if !members.contains_key(&app.node_id) {
+        return Err(ApiError::invalid(format!("nodes must include this node ({})", app.node_id)));
+    }
+    match app.raft.initialize(members).await {
+        Ok(()) => {}
+        Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
+            return Err(ApiError::new(ErrorCode::InvalidTransition, format!("cluster already initialized: {e}")))
+        }
+        Err(e) => return Err(ApiError::internal(e)),
+    }
+    tracing::info!(nodes = body.value.nodes.len(), "cluster initialized");
+    Ok(Json(membership(&app)).into_response())
+}
+
+pub async fn join(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<NodeSpec>) -> Result<Response> {
+    let spec = &body.value;
+    let info = node_info(spec)?;
+    if !app.is_leader() {
+        return forward::to_leader(&app, &headers, "/cluster/join", body.raw.clone(), Kind::Query, None).await;
+    }
+    // Learner first: it receives the log (or a snapshot) without counting toward quorum;
+    // `blocking` returns once it has caught up, and only then is it made a voter.
+    app.raft.add_learner(spec.id, info, true).await.map_err(membership_error)?;
+    tracing::info!(id = spec.id, "learner caught up; promoting to voter");
+    let voters = BTreeSet::from([spec.id]);
+    app.raft.change_membership(ChangeMembers::AddVoterIds(voters), false).await.map_err(membership_error)?;
+    Ok(Json(membership(&app)).into_response())
+}
+
+pub async fn remove(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<RemoveRequest>) -> Result<Response> {
+    let id = body.value.id;
+    if !app.is_leader() {
+        return forward::to_leader(&app, &headers, "/cluster/remove", body.raw.clone(), Kind::Query, None).await;
+    }
+    check_quorum_after_removal(&app, id)?;
+    let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
+    app.raft.change_membership(change, false).await.map_err(membership_error)?;
+    // A learner with this id (never a voter) is dropped too.
+    let metrics = app.raft.metrics().borrow().clone();
+    if metrics.membership_config.membership().get_node(&id).is_some() {
+        app.raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false).await.map_err(membership_error)?;
+    }
+    tracing::info!(id, "node removed");
+    Ok(Json(membership(&app)).into_response())
+}
+
+/// Refuses a removal that would leave the remaining voters without a live majority.
+fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
+    let metrics = app.raft.metrics().borrow().clone();
+    let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
+    let is_voter = voters.contains(&id);
+    let is_member = metrics.membership_config.membership().get_node(&id).is_some();
+    if !is_member {
+        return Err(ApiError::new(ErrorCode::NotFound, format!("node {id} is not a member")));
+    }
+    if !is_voter {
+        return Ok(());
+    }
+    let remaining: Vec<NodeId> = voters.iter().copied().filter(|v| *v != id).collect();
+    if remaining.is_empty() {
+        return Err(ApiError::new(ErrorCode::InvalidTransition, "refusing to remove the last voter"));
+    }
+    let last = metrics.last_log_index.unwrap_or(0);
+    let replication = metrics.replication.clone().unwrap_or_default();
+    let live = remaining
+        .iter()
+        .filter(|v| {
+            **v == app.node_id
+                || replication.get(v).and_then(|m| m.as_ref()).is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX)
+        })
+        .count();
+    if live * 2 <= remaining.len() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!("refusing to remove node {id}: only {live} of the {} remaining voters are live, no quorum", remaining.len()),
+        )
+        .with("live_voters", live)
+        .with("remaining_voters", json!(remaining)));
+    }
+    Ok(())
+}
+
+fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> ApiError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            ApiError::new(ErrorCode::NoLeader, "leadership changed during the membership change").with("leader_id", json!(f.leader_id))
+        }
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
+            ApiError::new(ErrorCode::InvalidTransition, format!("membership change refused: {e}"))
+        }
+        other => ApiError::outcome_unknown(other, None),
+    }
+}
+
+fn membership(app: &App) -> MembershipResponse {
+    let metrics = app.raft.metrics().borrow().clone();
+    let m = metrics.membership_config.membership();
+    let voters: BTreeSet<NodeId> = m.voter_ids().collect();
+    let learners: Vec<NodeId> = m.learner_ids().collect();
+    let nodes = m
+        .nodes()
+        .map(|(id, n)| NodeSpec { id: *id, client_addr: n.client_addr.clone(), peer_addr: n.peer_addr.clone() })
+        .collect();
+    MembershipResponse { voters: voters.into_iter().collect(), learners, nodes }
+}
+
+pub async fn status(State(app): State<SharedApp>) -> Result<Json<ClusterStatus>> {
+    Ok(Json(status_of(&app)?))
+}
+
+fn status_of(app: &App) -> Result<ClusterStatus> {
+    let metrics = app.raft.metrics().borrow().clone();
+    let members = membership(app);
+    let contact = if metrics.state == ServerState::Leader {
+        metrics.millis_since_quorum_ack
+    } else {
+        app.reads.token_age_ms()
+    };
+    Ok(ClusterStatus {
+        node_id: app.node_id,
+        role: role_name(metrics.state).to_string(),
+        leader_id: metrics.current_leader,
+        term: metrics.current_term,
+        last_log_index: metrics.last_log_index.unwrap_or(0),
+        commit_index: app.log.committed_index(),
+        applied_index: metrics.last_applied.map(|id| id.index).unwrap_or(0),
+        ms_since_leader_contact: contact,
+        voters: members.voters,
+        learners: members.learners,
+        nodes: members.nodes,
+        snapshot_index: metrics.snapshot.map(|id| id.index).unwrap_or(0),
+        log_purged_through: metrics.purged.map(|id| id.index).unwrap_or(0),
+    })
+}
+
+/// Snapshot, purge the log through it, then compact RocksDB and drop obsolete WAL files:
+/// afterwards a forgotten value's bytes are in no file of this node.
+pub async fn compact(State(app): State<SharedApp>) -> Result<Json<CompactResponse>> {
+    let _one_at_a_time = app.compacting.lock().await;
+    let applied = app.reads.applied_index();
+    app.raft.trigger().snapshot().await.map_err(ApiError::internal)?;
+    let snapshot_index = wait_metric(&app, "snapshot", |m| m.snapshot.map(|id| id.index).unwrap_or(0) >= applied)
+        .await?
+        .snapshot
+        .map(|id| id.index)
+        .unwrap_or(0);
+    app.raft.trigger().purge_log(snapshot_index).await.map_err(ApiError::internal)?;
+    wait_metric(&app, "purge", |m| m.purged.map(|id| id.index).unwrap_or(0) >= snapshot_index).await?;
+    let engine = app.engine.clone();
+    tokio::task::spawn_blocking(move || engine.compact_all()).await.map_err(ApiError::internal)??;
+    let log_purged_through = app.log.purged_through().map_err(ApiError::internal)?;
+    tracing::info!(snapshot_index, log_purged_through, "compacted");
+    Ok(Json(CompactResponse { snapshot_index, log_purged_through }))
+}
+
+type RaftMetrics = openraft::RaftMetrics<NodeId, NodeInfo>;
+
+async fn wait_metric(app: &App, what: &str, done: impl Fn(&RaftMetrics) -> bool) -> Result<RaftMetrics> {
+    let mut rx = app.raft.metrics();
+    let waited = tokio::time::timeout(COMPACT_STEP_TIMEOUT, rx.wait_for(|m| done(m))).await;
+    match waited {
+        Ok(Ok(m)) => Ok(m.clone()),
+        _ => Err(ApiError::internal(format!("{what} did not complete within {} s", COMPACT_STEP_TIMEOUT.as_secs()))),
+    }
+}
+
+pub async fn healthz(State(app): State<SharedApp>) -> Json<serde_json::Value> {
+    Json(json!({"ok": true, "node_id": app.node_id, "role": app.role()}))
+}
+
+pub async fn metrics(State(app): State<SharedApp>) -> Response {
+    let mut out = String::new();
+    app.metrics.render(&mut out);
+    let metrics = app.raft.metrics().borrow().clone();
+    let is_leader = (metrics.state == ServerState::Leader) as u64;
+    gauge(&mut out, "cairn_is_leader", "1 on the leader", is_leader);
+    gauge(&mut out, "cairn_term", "current Raft term", metrics.current_term);
+    gauge(&mut out, "cairn_last_log_index", "last index in the local log", metrics.last_log_index.unwrap_or(0));
+    gauge(&mut out, "cairn_commit_index", "last committed index known", app.log.committed_index());
+    gauge(&mut out, "cairn_applied_index", "last applied index", app.reads.applied_index());
+    gauge(&mut out, "cairn_snapshot_index", "last log index in the snapshot", metrics.snapshot.map(|i| i.index).unwrap_or(0));
+    gauge(&mut out, "cairn_log_purged_through", "last purged log index", metrics.purged.map(|i| i.index).unwrap_or(0));
+    gauge(&mut out, "cairn_read_token_age_ms", "age of the newest read token", app.reads.token_age_ms().unwrap_or(0));
+    gauge(&mut out, "cairn_read_index_rounds", "ReadIndex rounds run", app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}

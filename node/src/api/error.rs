@@ -1,0 +1,95 @@
+//! The error body of SPEC §5 and the mapping from every internal error to it.
+
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cairn_client::api::{ErrorBody, ErrorCode, ErrorDetail};
+use cairn_memory::OpError;
+use serde_json::{json, Map, Value};
+
+use crate::consensus::batcher::WriteError;
+use crate::consensus::reads::ReadError;
+use crate::store::StoreError;
+
+/// An error answer: a typed code, a message for people, and code-specific details.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Map<String, Value>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError { code, message: message.into(), details: Map::new() }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ApiError::new(ErrorCode::InvalidRequest, message)
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.details.insert(key.to_string(), value.into());
+        self
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        tracing::error!(%message, "internal error");
+        ApiError::new(ErrorCode::Internal, message.to_string())
+    }
+
+    pub fn outcome_unknown(message: impl std::fmt::Display, request_id: Option<&str>) -> Self {
+        ApiError::new(ErrorCode::OutcomeUnknown, format!("outcome unknown: {message}; retry with the same request_id"))
+            .with("request_id", request_id.map(Value::from).unwrap_or(Value::Null))
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message, details: self.details } };
+        (status, Json(body)).into_response()
+    }
+}
+
+impl From<OpError> for ApiError {
+    fn from(e: OpError) -> Self {
+        let details = match serde_json::from_str::<Value>(&e.details_json) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        ApiError { code: e.code, message: e.message, details }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError::internal(e)
+    }
+}
+
+impl From<ReadError> for ApiError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::NotLeader { leader_id, .. } => {
+                ApiError::new(ErrorCode::NoLeader, "this node is not the leader").with("leader_id", json!(leader_id))
+            }
+            ReadError::StaleRead(message) => ApiError::new(ErrorCode::StaleRead, message),
+        }
+    }
+}
+
+/// Maps a batcher failure that is not "forward to the leader".
+pub fn write_failure(e: WriteError, request_id: Option<&str>) -> ApiError {
+    match e {
+        WriteError::NotLeader { leader_id, .. } => {
+            ApiError::new(ErrorCode::NoLeader, "no leader to accept the write").with("leader_id", json!(leader_id))
+        }
+        WriteError::OutcomeUnknown(message) => ApiError::outcome_unknown(message, request_id),
+        WriteError::Overloaded => ApiError::new(ErrorCode::Overloaded, "write queue full; nothing was proposed, retry later"),
+    }
+}
+
+pub async fn unknown_route(uri: Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no such endpoint: {}", uri.path()))
+}

@@ -1,0 +1,108 @@
+//! The client-facing HTTP API (SPEC §5, §6): JSON in, JSON out, unknown fields rejected.
+//!
+//! - `error`: the `{"error": {...}}` body and the mapping of every internal error to it.
+//! - `body`: the JSON extractor (strict, size-limited, keeps the raw bytes for forwarding).
+//! - `forward`: relays a request to the leader.
+//! - `mutations`: write, forget, revoke, reinstate, flag-stale, supersede, batch.
+//! - `reads`: read, probe, history, tombstones, list, recall, with consistency barriers.
+//! - `watch`: the change feed as Server-Sent Events.
+//! - `cluster`: init, join, remove, status, compact, healthz, metrics.
+
+pub mod body;
+pub mod cluster;
+pub mod error;
+pub mod forward;
+pub mod mutations;
+pub mod reads;
+pub mod watch;
+
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use cairn_config::NodeConfig;
+use openraft::ServerState;
+use tokio::sync::watch as tokio_watch;
+
+use crate::consensus::batcher::Batcher;
+use crate::consensus::log_store::LogStore;
+use crate::consensus::reads::ReadGate;
+use crate::consensus::{NodeId, NodeInfo, Raft};
+use crate::metrics::Metrics;
+use crate::store::{Engine, StateEngine};
+
+/// Everything a handler may touch. Cloned cheaply (`Arc`).
+pub struct App {
+    pub node_id: NodeId,
+    pub config: NodeConfig,
+    pub raft: Raft,
+    pub batcher: Batcher,
+    pub reads: Arc<ReadGate>,
+    pub state: StateEngine,
+    pub log: LogStore,
+    pub engine: Arc<Engine>,
+    pub forwarder: reqwest::Client,
+    pub metrics: Arc<Metrics>,
+    /// One compaction at a time per node.
+    pub compacting: tokio::sync::Mutex<()>,
+    pub shutdown: tokio_watch::Receiver<bool>,
+}
+
+pub type SharedApp = Arc<App>;
+
+impl App {
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == ServerState::Leader
+    }
+
+    pub fn role(&self) -> &'static str {
+        role_name(self.raft.metrics().borrow().state)
+    }
+
+    /// The current leader's id and addresses, as this node knows them.
+    pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
+        let metrics = self.raft.metrics().borrow().clone();
+        let id = metrics.current_leader?;
+        let node = metrics.membership_config.membership().get_node(&id)?.clone();
+        Some((id, node))
+    }
+}
+
+pub fn role_name(state: ServerState) -> &'static str {
+    match state {
+        ServerState::Leader => "leader",
+        ServerState::Follower => "follower",
+        ServerState::Candidate => "candidate",
+        ServerState::Learner => "learner",
+        ServerState::Shutdown => "shutdown",
+    }
+}
+
+pub fn router(app: SharedApp) -> Router {
+    let body_max = app.config.limits.value_bytes_max + body::ENVELOPE_BYTES_MAX;
+    Router::new()
+        .route("/v1/write", post(mutations::write))
+        .route("/v1/forget", post(mutations::forget))
+        .route("/v1/revoke", post(mutations::revoke))
+        .route("/v1/reinstate", post(mutations::reinstate))
+        .route("/v1/flag-stale", post(mutations::flag_stale))
+        .route("/v1/supersede", post(mutations::supersede))
+        .route("/v1/batch", post(mutations::batch))
+        .route("/v1/read", post(reads::read))
+        .route("/v1/probe", post(reads::probe))
+        .route("/v1/history", post(reads::history))
+        .route("/v1/tombstones/{id}", get(reads::tombstone))
+        .route("/v1/list", post(reads::list))
+        .route("/v1/recall", post(reads::recall))
+        .route("/v1/watch", get(watch::watch))
+        .route("/cluster/init", post(cluster::init))
+        .route("/cluster/join", post(cluster::join))
+        .route("/cluster/remove", post(cluster::remove))
+        .route("/cluster/status", get(cluster::status))
+        .route("/cluster/compact", post(cluster::compact))
+        .route("/healthz", get(cluster::healthz))
+        .route("/metrics", get(cluster::metrics))
+        .fallback(error::unknown_route)
+        .layer(axum::extract::DefaultBodyLimit::max(body_max))
+        .with_state(app)
+}

@@ -1,0 +1,142 @@
+//! Write batching: concurrent client commands share one Raft entry.
+//!
+//! openraft 0.9 appends one entry per `client_write` and the leader waits for its fsync,
+//! so one command per entry would cap throughput at one fsync per command. The batcher
+//! gathers commands for up to `linger_us` (or until `ops_max`/`bytes_max`), proposes them
+//! as one entry, and hands each caller its own command's response. Up to
+//! `inflight_entries_max` entries are in flight at once, so the next batch gathers while
+//! the previous one is being replicated.
+//!
+//! Every queue is bounded: a full queue answers `Overloaded` instead of growing.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cairn_config::BatchingConfig;
+use cairn_memory::{Command, CommandResponse};
+use openraft::error::{ClientWriteError, RaftError};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+
+use super::types::{NodeId, NodeInfo, Raft, Request};
+
+/// Why a command got no response from the state machine.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteError {
+    /// This node is not the leader; the command was NOT appended anywhere.
+    #[error("not the leader")]
+    NotLeader { leader_id: Option<NodeId>, leader: Option<NodeInfo> },
+    /// The command may or may not have been committed (leader lost, node stopping).
+    #[error("outcome unknown: {0}")]
+    OutcomeUnknown(String),
+    /// The queue is full; nothing was proposed.
+    #[error("write queue full")]
+    Overloaded,
+}
+
+struct Pending {
+    command: Command,
+    bytes: usize,
+    reply: oneshot::Sender<Result<CommandResponse, WriteError>>,
+}
+
+#[derive(Clone)]
+pub struct Batcher {
+    tx: mpsc::Sender<Pending>,
+}
+
+impl Batcher {
+    /// Starts the batching task. It ends when every `Batcher` handle is dropped.
+    pub fn start(raft: Raft, cfg: BatchingConfig, dedup_retention_ms: u64) -> Batcher {
+        let (tx, rx) = mpsc::channel(cfg.queue_ops_max as usize);
+        tokio::spawn(run(raft, cfg, dedup_retention_ms, rx));
+        Batcher { tx }
+    }
+
+    /// Proposes one command and waits for its own response.
+    pub async fn submit(&self, command: Command) -> Result<CommandResponse, WriteError> {
+        let bytes = approx_bytes(&command);
+        let (reply, rx) = oneshot::channel();
+        self.tx.try_send(Pending { command, bytes, reply }).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => WriteError::Overloaded,
+            mpsc::error::TrySendError::Closed(_) => WriteError::OutcomeUnknown("node stopping".into()),
+        })?;
+        rx.await.map_err(|_| WriteError::OutcomeUnknown("write task ended before answering".into()))?
+    }
+}
+
+fn approx_bytes(command: &Command) -> usize {
+    bincode::serialized_size(command).map(|n| n as usize).unwrap_or(usize::MAX)
+}
+
+async fn run(raft: Raft, cfg: BatchingConfig, dedup_retention_ms: u64, mut rx: mpsc::Receiver<Pending>) {
+    let inflight = Arc::new(Semaphore::new(cfg.inflight_entries_max as usize));
+    let linger = Duration::from_micros(cfg.linger_us);
+    while let Some(first) = rx.recv().await {
+        let batch = gather(first, &mut rx, &cfg, linger).await;
+        let Ok(permit) = inflight.clone().acquire_owned().await else { break };
+        let raft = raft.clone();
+        tokio::spawn(async move {
+            propose(&raft, batch, dedup_retention_ms).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Collects commands until the entry is full or `linger` has passed since the first one.
+async fn gather(first: Pending, rx: &mut mpsc::Receiver<Pending>, cfg: &BatchingConfig, linger: Duration) -> Vec<Pending> {
+    let deadline = tokio::time::Instant::now() + linger;
+    let mut ops = first.command.mutations.len();
+    let mut bytes = first.bytes;
+    let mut batch = vec![first];
+    while ops < cfg.ops_max as usize && bytes < cfg.bytes_max as usize {
+        let next = match rx.try_recv() {
+            Ok(p) => p,
+            Err(_) => match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(p)) => p,
+                _ => break,
+            },
+        };
+        ops += next.command.mutations.len();
+        bytes = bytes.saturating_add(next.bytes);
+        batch.push(next);
+    }
+    batch
+}
+
+async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
+    let (commands, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.reply)).unzip();
+    let count = commands.len();
+    let request = Request { now_ms: unix_ms(), dedup_retention_ms, commands };
+    match raft.client_write(request).await {
+        Ok(written) => {
+            let responses = written.data.responses;
+            // Both sides of the log: the state machine answers every command it was given.
+            assert_eq!(responses.len(), count, "state machine answered {} of {count} commands", responses.len());
+            for (reply, response) in replies.into_iter().zip(responses) {
+                let _ = reply.send(Ok(response));
+            }
+        }
+        Err(e) => {
+            let error = classify(e);
+            for reply in replies {
+                let _ = reply.send(Err(error.clone()));
+            }
+        }
+    }
+}
+
+/// `ForwardToLeader` is the one error that proves the entry is not in any log that can
+/// commit it: either it was never appended, or it was truncated as a conflicting suffix
+/// (a committed entry is never truncated). Everything else is indeterminate.
+fn classify(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> WriteError {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            WriteError::NotLeader { leader_id: f.leader_id, leader: f.leader_node }
+        }
+        other => WriteError::OutcomeUnknown(other.to_string()),
+    }
+}
+
+pub fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

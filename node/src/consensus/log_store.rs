@@ -1,0 +1,186 @@
+//! `RaftLogStorage` for openraft over the store's [`LogEngine`].
+//!
+//! To ensure correctness (openraft's storage contract, kept here):
+//! - `append` calls its callback only after the entries are fsynced (the engine's writes are
+//!   synced), so an entry acknowledged to the leader survives a crash.
+//! - `save_vote` returns only after the vote is fsynced: a node never votes twice in a term.
+//! - `truncate` removes a conflicting suffix before any new entry is written after it.
+//! - `purge` records the last purged log id in the same synced batch as the deletion.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{RaftLogId, RaftLogReader};
+
+use super::types::{Entry, LogId, StorageError, StorageIOError, TypeConfig, Vote};
+use crate::store::codec;
+use crate::store::log::meta;
+use crate::store::LogEngine;
+
+#[derive(Clone)]
+pub struct LogStore {
+    engine: LogEngine,
+    /// Last committed index saved by openraft (for status and `served`).
+    committed: Arc<AtomicU64>,
+}
+
+impl LogStore {
+    pub fn new(engine: LogEngine) -> Result<Self, StorageError> {
+        let store = LogStore { engine, committed: Arc::new(AtomicU64::new(0)) };
+        let committed = store.read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?.flatten();
+        store.committed.store(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
+        Ok(store)
+    }
+
+    pub fn committed_index(&self) -> u64 {
+        self.committed.load(Ordering::Relaxed)
+    }
+
+    /// Highest index purged from this node's log (0 if none): what `probe` reports as
+    /// `log_purged_through`.
+    pub fn purged_through(&self) -> Result<u64, StorageError> {
+        Ok(self.last_purged()?.map(|id| id.index).unwrap_or(0))
+    }
+
+    fn last_purged(&self) -> Result<Option<LogId>, StorageError> {
+        self.read_meta(meta::LAST_PURGED, StorageIOError::read_logs)
+    }
+
+    fn read_meta<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &[u8],
+        err: fn(openraft::AnyError) -> StorageIOError,
+    ) -> Result<Option<T>, StorageError> {
+        let bytes = self.engine.get_meta(name).map_err(|e| err(openraft::AnyError::new(&e)))?;
+        bytes
+            .map(|b| codec::decode(&b).map_err(|e| err(openraft::AnyError::new(&e)).into()))
+            .transpose()
+    }
+
+    fn write_meta<T: serde::Serialize>(
+        &self,
+        name: &[u8],
+        value: &T,
+        err: fn(openraft::AnyError) -> StorageIOError,
+    ) -> Result<(), StorageError> {
+        let bytes = codec::encode(value);
+        self.engine.put_meta(name, &bytes).map_err(|e| err(openraft::AnyError::new(&e)).into())
+    }
+}
+
+fn read_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::read_logs(openraft::AnyError::new(&e)).into()
+}
+
+fn write_err(e: impl std::error::Error + 'static) -> StorageError {
+    StorageIOError::write_logs(openraft::AnyError::new(&e)).into()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => u64::MAX,
+        };
+        let raw = self.engine.range(start, end).map_err(read_err)?;
+        let mut entries = Vec::with_capacity(raw.len());
+        for (index, bytes) in raw {
+            let entry: Entry = codec::decode(&bytes).map_err(read_err)?;
+            // Read-side assertion: the entry is stored under its own index.
+            if entry.get_log_id().index != index {
+                return Err(StorageIOError::read_log_at_index(
+                    index,
+                    openraft::AnyError::error(format!("entry under index {index} claims {}", entry.log_id)),
+                )
+                .into());
+            }
+            entries.push(entry);
+        }
+        Ok(entries)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
+        let last_purged_log_id = self.last_purged()?;
+        let last_log_id = match self.engine.last().map_err(read_err)? {
+            Some((_, bytes)) => Some(*codec::decode::<Entry>(&bytes).map_err(read_err)?.get_log_id()),
+            None => last_purged_log_id,
+        };
+        Ok(LogState { last_purged_log_id, last_log_id })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
+        let this = self.clone();
+        let vote = *vote;
+        blocking(move || this.write_meta(meta::VOTE, &vote, StorageIOError::write_vote)).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
+        self.read_meta(meta::VOTE, StorageIOError::read_vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
+        self.committed.fetch_max(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
+        let this = self.clone();
+        blocking(move || this.write_meta(meta::COMMITTED, &committed, StorageIOError::write_logs)).await
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
+        Ok(self.read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let encoded: Vec<(u64, Vec<u8>)> =
+            entries.into_iter().map(|e| (e.get_log_id().index, codec::encode(&e))).collect();
+        let engine = self.engine.clone();
+        let result = blocking(move || engine.append(&encoded).map_err(write_err)).await;
+        // The callback is the durability acknowledgement: fire it only after the fsync.
+        callback.log_io_completed(result.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
+        result
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        tracing::info!(from = log_id.index, "truncating conflicting log suffix");
+        let engine = self.engine.clone();
+        blocking(move || engine.truncate_from(log_id.index).map_err(write_err)).await
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        tracing::debug!(through = log_id.index, "purging log");
+        let engine = self.engine.clone();
+        let marker = codec::encode(&log_id);
+        blocking(move || engine.purge_through(log_id.index, &marker).map_err(write_err)).await
+    }
+}
+
+/// Runs a synced RocksDB write off the async workers: an fsync takes milliseconds.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
+) -> Result<T, StorageError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        StorageError::from(StorageIOError::write_logs(openraft::AnyError::error(format!("storage task: {e}"))))
+    })?
+}

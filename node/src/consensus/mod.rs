@@ -1,0 +1,18 @@
+//! Consensus: the openraft type config and the adapters between openraft and the store.
+//! This is the one place openraft's generics appear.
+//!
+//! - `types`: [`TypeConfig`], the entry payload ([`Request`]) and response.
+//! - `log_store`: `RaftLogStorage` over [`crate::store::LogEngine`].
+//! - `state_machine`: `RaftStateMachine` over [`crate::store::StateEngine`], applying
+//!   commands with the pure rules of `cairn_memory`.
+//! - `batcher`: packs concurrent client commands into one Raft entry.
+//! - `config`: the explicit `openraft::Config`.
+
+pub mod batcher;
+pub mod config;
+pub mod log_store;
+pub mod reads;
+pub mod state_machine;
+pub mod types;
+
+pub use types::*;

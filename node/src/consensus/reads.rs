@@ -1,0 +1,247 @@
+//! The read path's consistency checks (SPEC §3).
+//!
+//! - **Linearizable** (leader only): a ReadIndex round — openraft confirms leadership with
+//!   a quorum and returns the index to wait for. Concurrent reads share rounds: a read that
+//!   arrives while a round is in flight joins the *next* round, which starts after it
+//!   arrived, so sharing never weakens linearizability.
+//! - **Bounded**: a read token is a quorum-confirmed commit index together with the local
+//!   monotonic instant at which it was *requested*. A read is served while the token is
+//!   younger than `max_staleness_ms` and the node has applied the token's index. Tokens are
+//!   refreshed in the background while bounded reads are being asked for. A node cut off
+//!   from the majority (or following a deposed leader) gets no new token, and refuses.
+//! - `min_revision`: wait (bounded) until the local state machine has applied it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cairn_config::ReadsConfig;
+use openraft::ServerState;
+use tokio::sync::{oneshot, watch, Notify};
+
+use super::types::{NodeId, NodeInfo, Raft};
+use crate::raft_rpc::network::PeerClient;
+
+/// Bounded reads stop refreshing tokens after this long without demand.
+const DEMAND_WINDOW: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ReadError {
+    #[error("not the leader")]
+    NotLeader { leader_id: Option<NodeId>, leader: Option<NodeInfo> },
+    #[error("{0}")]
+    StaleRead(String),
+}
+
+/// A quorum-confirmed commit index and the local instant it was asked for.
+#[derive(Debug, Clone, Copy)]
+pub struct Token {
+    pub index: u64,
+    pub asked_at: Instant,
+}
+
+type RoundReply = oneshot::Sender<Result<u64, ReadError>>;
+
+pub struct ReadGate {
+    raft: Raft,
+    peer: PeerClient,
+    cfg: ReadsConfig,
+    rpc_timeout: Duration,
+    applied: Arc<watch::Sender<u64>>,
+    /// Readers waiting for the next ReadIndex round; `None` when no round is running.
+    round_waiters: Mutex<Option<Vec<RoundReply>>>,
+    token: Mutex<Option<Token>>,
+    token_changed: Notify,
+    started: Instant,
+    last_demand_ms: AtomicU64,
+    pub rounds: AtomicU64,
+}
+
+impl ReadGate {
+    pub fn new(raft: Raft, peer: PeerClient, cfg: ReadsConfig, rpc_timeout: Duration, applied: Arc<watch::Sender<u64>>) -> Arc<ReadGate> {
+        Arc::new(ReadGate {
+            raft,
+            peer,
+            cfg,
+            rpc_timeout,
+            applied,
+            round_waiters: Mutex::new(None),
+            token: Mutex::new(None),
+            token_changed: Notify::new(),
+            started: Instant::now(),
+            last_demand_ms: AtomicU64::new(0),
+            rounds: AtomicU64::new(0),
+        })
+    }
+
+    pub fn applied_watch(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
+    }
+
+    pub fn applied_index(&self) -> u64 {
+        *self.applied.borrow()
+    }
+
+    /// Age of the newest quorum-confirmed token in ms (`None` if never had one).
+    pub fn token_age_ms(&self) -> Option<u64> {
+        self.token.lock().expect("token lock").map(|t| t.asked_at.elapsed().as_millis() as u64)
+    }
+
+    pub fn token_index(&self) -> Option<u64> {
+        self.token.lock().expect("token lock").map(|t| t.index)
+    }
+
+    /// Linearizable read barrier on the leader: returns once a quorum confirmed leadership
+    /// (in a round that started after this call) and the read index is applied.
+    pub async fn linearizable(self: &Arc<Self>) -> Result<u64, ReadError> {
+        let asked_at = Instant::now();
+        let index = self.join_round().await?;
+        self.store_token(Token { index, asked_at });
+        self.wait_applied(index, Duration::from_millis(self.cfg.min_revision_wait_ms)).await?;
+        Ok(index)
+    }
+
+    /// Bounded-staleness barrier: returns the token that justifies serving, after the
+    /// node applied its index; refuses once no token younger than `max_staleness` exists.
+    pub async fn bounded(self: &Arc<Self>, max_staleness: Duration) -> Result<Token, ReadError> {
+        self.last_demand_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4).min(max_staleness.max(Duration::from_millis(1)));
+        let deadline = tokio::time::Instant::now() + wait_max;
+        loop {
+            let notified = self.token_changed.notified();
+            if let Some(token) = self.fresh_token(max_staleness) {
+                let remaining = max_staleness.saturating_sub(token.asked_at.elapsed());
+                self.wait_applied(token.index, remaining).await?;
+                return Ok(token);
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let age = self.token_age_ms().map(|a| format!("{a} ms old")).unwrap_or_else(|| "none yet".into());
+                return Err(ReadError::StaleRead(format!(
+                    "no quorum-confirmed read token within {} ms (newest: {age})",
+                    max_staleness.as_millis()
+                )));
+            }
+        }
+    }
+
+    fn fresh_token(&self, max_staleness: Duration) -> Option<Token> {
+        self.token.lock().expect("token lock").filter(|t| t.asked_at.elapsed() <= max_staleness)
+    }
+
+    fn store_token(&self, token: Token) {
+        let mut slot = self.token.lock().expect("token lock");
+        if slot.is_none_or(|old| token.asked_at > old.asked_at) {
+            *slot = Some(token);
+            self.token_changed.notify_waiters();
+        }
+    }
+
+    /// Waits until the local state machine has applied `index`, at most `timeout`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), ReadError> {
+        let mut rx = self.applied.subscribe();
+        let waited = tokio::time::timeout(timeout, rx.wait_for(|applied| *applied >= index)).await;
+        match waited {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(ReadError::StaleRead(format!(
+                "applied index {} has not reached {index} within {} ms",
+                self.applied_index(),
+                timeout.as_millis()
+            ))),
+        }
+    }
+
+    async fn join_round(self: &Arc<Self>) -> Result<u64, ReadError> {
+        let (tx, rx) = oneshot::channel();
+        let start_round = {
+            let mut waiters = self.round_waiters.lock().expect("round lock");
+            match waiters.as_mut() {
+                Some(queue) => {
+                    queue.push(tx);
+                    false
+                }
+                None => {
+                    *waiters = Some(vec![tx]);
+                    true
+                }
+            }
+        };
+        if start_round {
+            let gate = self.clone();
+            tokio::spawn(async move { gate.run_rounds().await });
+        }
+        rx.await.unwrap_or_else(|_| Err(ReadError::StaleRead("read round abandoned".into())))
+    }
+
+    /// Runs ReadIndex rounds until no reader is waiting. Each round serves exactly the
+    /// readers that were queued before it started.
+    async fn run_rounds(&self) {
+        loop {
+            let batch = {
+                let mut waiters = self.round_waiters.lock().expect("round lock");
+                let queue = waiters.as_mut().expect("a round runs only with a queue");
+                if queue.is_empty() {
+                    *waiters = None;
+                    return;
+                }
+                std::mem::take(queue)
+            };
+            self.rounds.fetch_add(1, Ordering::Relaxed);
+            let result = self.read_index_round().await;
+            for reply in batch {
+                let _ = reply.send(result.clone());
+            }
+        }
+    }
+
+    async fn read_index_round(&self) -> Result<u64, ReadError> {
+        match tokio::time::timeout(self.rpc_timeout * 2, self.raft.get_read_log_id()).await {
+            Ok(Ok((read_log_id, _))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
+            Ok(Err(e)) => Err(self.not_leader_or(e.to_string())),
+            Err(_) => Err(ReadError::StaleRead("leadership confirmation timed out".into())),
+        }
+    }
+
+    fn not_leader_or(&self, message: String) -> ReadError {
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.state != ServerState::Leader {
+            let leader = metrics.current_leader.and_then(|id| metrics.membership_config.membership().get_node(&id).cloned());
+            ReadError::NotLeader { leader_id: metrics.current_leader, leader }
+        } else {
+            ReadError::StaleRead(message)
+        }
+    }
+
+    /// One token refresh: a local round on the leader, a ReadIndex RPC to it elsewhere.
+    async fn refresh_token(self: &Arc<Self>) {
+        let asked_at = Instant::now();
+        let metrics = self.raft.metrics().borrow().clone();
+        let index = if metrics.state == ServerState::Leader {
+            self.join_round().await.ok()
+        } else {
+            let leader = metrics.current_leader.and_then(|id| metrics.membership_config.membership().get_node(&id).cloned());
+            match leader {
+                Some(node) => self.peer.read_index(&node.peer_addr, self.rpc_timeout).await.ok(),
+                None => None,
+            }
+        };
+        if let Some(index) = index {
+            self.store_token(Token { index, asked_at });
+        }
+    }
+
+    /// Background refresher; ends when `shutdown` fires.
+    pub async fn run_token_refresher(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let period = Duration::from_millis(self.cfg.token_refresh_ms);
+        loop {
+            let now_ms = self.started.elapsed().as_millis() as u64;
+            let demanded = now_ms.saturating_sub(self.last_demand_ms.load(Ordering::Relaxed)) <= DEMAND_WINDOW.as_millis() as u64;
+            if demanded {
+                self.refresh_token().await;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+}

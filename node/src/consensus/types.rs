@@ -1,0 +1,53 @@
+//! The openraft type configuration and what a log entry carries.
+
+use cairn_memory::{Command, CommandResponse};
+use serde::{Deserialize, Serialize};
+
+/// Where a member listens. Stored in the Raft membership, so every node learns every
+/// other node's addresses from the log.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub client_addr: String,
+    pub peer_addr: String,
+}
+
+/// The payload of one normal Raft entry: the commands the leader's batcher gathered, with
+/// the leader's clock and dedup retention stamped in, so that every replica applies the
+/// entry identically (no replica consults its own clock or config while applying).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// Leader wall-clock unix milliseconds at proposal.
+    pub now_ms: u64,
+    /// How long `request_id`s are remembered, in leader time.
+    pub dedup_retention_ms: u64,
+    pub commands: Vec<Command>,
+}
+
+/// One response per command of the entry, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    pub responses: Vec<CommandResponse>,
+}
+
+openraft::declare_raft_types!(
+    /// cairn's Raft types: u64 node ids, [`NodeInfo`] addresses, snapshots as files.
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = u64,
+        Node = NodeInfo,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = tokio::fs::File,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+pub type NodeId = u64;
+pub type Raft = openraft::Raft<TypeConfig>;
+pub type LogId = openraft::LogId<NodeId>;
+pub type Vote = openraft::Vote<NodeId>;
+pub type Entry = openraft::Entry<TypeConfig>;
+pub type StoredMembership = openraft::StoredMembership<NodeId, NodeInfo>;
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, NodeInfo>;
+pub type Snapshot = openraft::Snapshot<TypeConfig>;
+pub type StorageError = openraft::StorageError<NodeId>;
+pub type StorageIOError = openraft::StorageIOError<NodeId>;

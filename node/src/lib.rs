@@ -1,0 +1,24 @@
+//! `cairn-node`: one member of a cairn cluster.
+//!
+//! # Layout
+//! The arrows point one way: `api` → `consensus` → `store` → `cairn_memory` (the pure key
+//! model, its own crate so that purity is enforced by the dependency graph).
+//!
+//! - [`api`]: axum routes for clients and operators (SPEC §5, §6): JSON, strict bodies,
+//!   consistency barriers, relaying to the leader.
+//! - [`consensus`]: openraft's type config and the adapters from its storage traits to the
+//!   store; the write batcher; the read gate (ReadIndex, bounded-staleness tokens).
+//! - [`raft_rpc`]: Raft RPCs between peers over HTTP with bincode bodies.
+//! - [`store`]: RocksDB (log, state machine, snapshots, codec). No RocksDB type leaves it;
+//!   it knows nothing of openraft.
+//! - [`datadir`]: the exclusive lock and node-id check on the data directory.
+//! - [`metrics`]: counters for `GET /metrics`.
+//! - [`node`]: wiring and clean shutdown.
+
+pub mod api;
+pub mod consensus;
+pub mod datadir;
+pub mod metrics;
+pub mod node;
+pub mod raft_rpc;
+pub mod store;

@@ -1,0 +1,56 @@
+//! Process counters, rendered with Raft's own metrics as Prometheus text at `GET /metrics`.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters are plain atomics: updated on hot paths without locks.
+#[derive(Default)]
+pub struct Metrics {
+    pub mutations_ok: AtomicU64,
+    pub mutations_rejected: AtomicU64,
+    pub mutations_unknown: AtomicU64,
+    pub mutations_forwarded: AtomicU64,
+    pub reads_linearizable: AtomicU64,
+    pub reads_bounded: AtomicU64,
+    pub reads_any: AtomicU64,
+    pub reads_stale_refused: AtomicU64,
+    pub read_index_rounds: AtomicU64,
+    pub bad_requests: AtomicU64,
+    /// Sum of mutation latency in microseconds (with `mutations_ok` gives the mean).
+    pub mutation_latency_us_sum: AtomicU64,
+}
+
+impl Metrics {
+    pub fn inc(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Appends the counters in Prometheus text format.
+    pub fn render(&self, out: &mut String) {
+        let counters: [(&str, &str, &AtomicU64); 11] = [
+            ("cairn_mutations_ok_total", "mutations applied", &self.mutations_ok),
+            ("cairn_mutations_rejected_total", "mutations rejected by a rule or condition", &self.mutations_rejected),
+            ("cairn_mutations_outcome_unknown_total", "mutations answered 504 outcome_unknown", &self.mutations_unknown),
+            ("cairn_mutations_forwarded_total", "mutations forwarded to the leader", &self.mutations_forwarded),
+            ("cairn_reads_linearizable_total", "linearizable reads served", &self.reads_linearizable),
+            ("cairn_reads_bounded_total", "bounded-staleness reads served", &self.reads_bounded),
+            ("cairn_reads_any_total", "consistency=any reads served", &self.reads_any),
+            ("cairn_reads_stale_refused_total", "reads refused with stale_read", &self.reads_stale_refused),
+            ("cairn_read_index_rounds_total", "quorum confirmations (ReadIndex) performed", &self.read_index_rounds),
+            ("cairn_bad_requests_total", "requests rejected before the log", &self.bad_requests),
+            ("cairn_mutation_latency_us_sum", "sum of applied mutation latencies", &self.mutation_latency_us_sum),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+        }
+    }
+}
+
+/// Appends one gauge.
+pub fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+}

@@ -1,0 +1,110 @@
+//! Wiring: open the data dir and storage, start Raft, the batcher, the read gate and both
+//! HTTP servers; stop them all, in order, on shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use cairn_config::NodeConfig;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::api::{self, App};
+use crate::consensus::batcher::Batcher;
+use crate::consensus::config::openraft_config;
+use crate::consensus::log_store::LogStore;
+use crate::consensus::reads::ReadGate;
+use crate::consensus::state_machine::StateMachine;
+use crate::consensus::Raft;
+use crate::datadir::DataDir;
+use crate::metrics::Metrics;
+use crate::raft_rpc::network::{NetworkFactory, PeerClient};
+use crate::raft_rpc::server as peer_server;
+use crate::store::{Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
+
+/// How long servers get to finish in-flight requests at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Timeout of a relayed (follower → leader) client request.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs a node until `stop` resolves, then shuts it down cleanly.
+pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let data_dir = DataDir::open(&config.data_dir, config.id)?;
+    // Bind first: a port conflict fails fast, before any state is touched.
+    let client_listener = bind(&config.client_addr, "client").await?;
+    let peer_listener = bind(&config.peer_addr, "peer").await?;
+
+    let engine = Engine::open(&data_dir.db_path(), &EngineOptions::default()).context("opening RocksDB")?;
+    let log = LogStore::new(LogEngine::new(engine.clone())).map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
+    let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;
+    let state = StateEngine::new(engine.clone());
+    let sm = StateMachine::open(state.clone(), snapshots).context("opening the state machine")?;
+    let applied = sm.applied_watch();
+
+    let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
+    let peer_ip = config.peer_addr.parse::<SocketAddr>().context("peer_addr")?.ip();
+    let peer = PeerClient::new(Some(peer_ip), rpc_timeout)?;
+    let raft_config = Arc::new(openraft_config(&config.raft)?);
+    let raft = Raft::new(config.id, raft_config, NetworkFactory::new(peer.clone()), log.clone(), sm)
+        .await
+        .context("starting Raft")?;
+
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let reads = ReadGate::new(raft.clone(), peer, config.reads.clone(), rpc_timeout, applied);
+    let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown_rx.clone()));
+    let batcher = Batcher::start(raft.clone(), config.batching.clone(), config.dedup_retention_ms);
+    let forwarder = reqwest::Client::builder().timeout(FORWARD_TIMEOUT).no_proxy().build()?;
+    let app = Arc::new(App {
+        node_id: config.id,
+        config: config.clone(),
+        raft: raft.clone(),
+        batcher,
+        reads,
+        state,
+        log,
+        engine,
+        forwarder,
+        metrics: Arc::new(Metrics::default()),
+        compacting: tokio::sync::Mutex::new(()),
+        shutdown: shutdown_rx.clone(),
+    });
+
+    let client_server = serve(client_listener, api::router(app.clone()), shutdown_rx.clone());
+    let peer_server = serve(peer_listener, peer_server::router(raft.clone()), shutdown_rx.clone());
+    tracing::info!(id = config.id, client = %config.client_addr, peer = %config.peer_addr, "node ready");
+
+    stop.await;
+    tracing::info!("shutting down");
+    let _ = shutdown_tx.send(true);
+    drain(client_server, "client").await;
+    drain(peer_server, "peer").await;
+    let _ = refresher.await;
+    drop(app);
+    raft.shutdown().await.map_err(|e| anyhow::anyhow!("stopping Raft: {e}"))?;
+    tracing::info!("stopped");
+    drop(data_dir);
+    Ok(())
+}
+
+async fn bind(addr: &str, what: &str) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr).await.with_context(|| format!("binding the {what} address {addr}"))
+}
+
+fn serve(listener: TcpListener, router: axum::Router, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let graceful = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(graceful).await {
+            tracing::error!(error = %e, "server failed");
+        }
+    })
+}
+
+async fn drain(server: tokio::task::JoinHandle<()>, what: &str) {
+    if tokio::time::timeout(DRAIN_TIMEOUT, server).await.is_err() {
+        tracing::warn!(server = what, "connections still open after {} s; closing", DRAIN_TIMEOUT.as_secs());
+    }
+}

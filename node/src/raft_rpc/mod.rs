@@ -1,0 +1,17 @@
+//! Raft RPCs between peers: HTTP on the peer port, bincode bodies (no JSON on this path).
+//!
+//! - `server`: axum routes that hand requests to the local `Raft`.
+//! - `network`: openraft's `RaftNetworkFactory` over a pooled HTTP client, with timeouts
+//!   from openraft's `RPCOption` and exponential backoff on unreachable peers.
+//!
+//! Paths are shared by both sides through the constants below.
+
+pub mod network;
+pub mod server;
+
+pub const APPEND_PATH: &str = "/raft/append";
+pub const VOTE_PATH: &str = "/raft/vote";
+pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
+/// Leader confirms its commit index with a quorum (ReadIndex) for a follower's read token.
+pub const READ_INDEX_PATH: &str = "/raft/read-index";
+pub const CONTENT_TYPE: &str = "application/x-cairn-bincode";

@@ -1,0 +1,73 @@
+//! The server side of the peer transport: bincode in, bincode out.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use crate::consensus::{NodeId, Raft, TypeConfig};
+use crate::store::codec;
+
+/// Largest peer request body: a full `max_payload_entries` append of large values, or one
+/// snapshot chunk, fits well within it.
+pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
+/// A ReadIndex round must finish within this, or the follower's token request fails.
+const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub fn router(raft: Raft) -> Router {
+    Router::new()
+        .route(APPEND_PATH, post(append))
+        .route(VOTE_PATH, post(vote))
+        .route(SNAPSHOT_PATH, post(snapshot))
+        .route(READ_INDEX_PATH, post(read_index))
+        .layer(axum::extract::DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
+        .with_state(raft)
+}
+
+fn decode_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
+    codec::decode(body).map_err(|e| (StatusCode::BAD_REQUEST, format!("undecodable peer request: {e}")).into_response())
+}
+
+fn reply<T: Serialize>(value: &T) -> Response {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], codec::encode(value)).into_response()
+}
+
+async fn append(State(raft): State<Raft>, body: Bytes) -> Response {
+    match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
+        Ok(req) => reply(&raft.append_entries(req).await),
+        Err(r) => r,
+    }
+}
+
+async fn vote(State(raft): State<Raft>, body: Bytes) -> Response {
+    match decode_body::<VoteRequest<NodeId>>(&body) {
+        Ok(req) => reply(&raft.vote(req).await),
+        Err(r) => r,
+    }
+}
+
+async fn snapshot(State(raft): State<Raft>, body: Bytes) -> Response {
+    match decode_body::<InstallSnapshotRequest<TypeConfig>>(&body) {
+        Ok(req) => reply(&raft.install_snapshot(req).await),
+        Err(r) => r,
+    }
+}
+
+/// ReadIndex for a follower's bounded-read token: confirms leadership with a quorum and
+/// answers the index every read must have applied. Only a leader answers `Ok`.
+async fn read_index(State(raft): State<Raft>) -> Response {
+    let answer: Result<u64, String> = match tokio::time::timeout(READ_INDEX_TIMEOUT, raft.get_read_log_id()).await {
+        Ok(Ok((read_log_id, _applied))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("read index timed out".to_string()),
+    };
+    reply(&answer)
+}

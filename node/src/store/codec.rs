@@ -1,0 +1,104 @@
+//! Binary codec for everything cairn puts on disk or on the peer wire.
+//!
+//! Format: one format byte, then bincode 1.3 (fixed-width little-endian integers, the
+//! crate's `DefaultOptions` are *not* used so the layout is the stable `bincode::serialize`
+//! one). The format byte lets a future release read old data or refuse it loudly instead of
+//! misparsing it.
+//!
+//! Keys in RocksDB are built by hand (big-endian integers, `0x00` separators) so that byte
+//! order equals logical order; values go through [`encode`]/[`decode`].
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Current on-disk/on-wire format.
+pub const FORMAT_V1: u8 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    #[error("empty record: no format byte")]
+    Empty,
+    #[error("unknown format byte {0} (this build reads format {FORMAT_V1})")]
+    UnknownFormat(u8),
+    #[error("bincode: {0}")]
+    Bincode(#[from] bincode::Error),
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let size = bincode::serialized_size(value).expect("in-memory value always has a size");
+    let mut out = Vec::with_capacity(1 + size as usize);
+    out.push(FORMAT_V1);
+    bincode::serialize_into(&mut out, value).expect("serializing into a Vec cannot fail");
+    out
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    match bytes.split_first() {
+        None => Err(CodecError::Empty),
+        Some((&FORMAT_V1, body)) => Ok(bincode::deserialize(body)?),
+        Some((&other, _)) => Err(CodecError::UnknownFormat(other)),
+    }
+}
+
+/// Big-endian u64: byte order equals numeric order in RocksDB's comparator.
+pub fn u64_key(n: u64) -> [u8; 8] {
+    n.to_be_bytes()
+}
+
+pub fn u64_from_key(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.get(..8)?.try_into().ok()?))
+}
+
+/// `a 0x00 b`: keys never contain control characters, so `0x00` cannot occur inside one.
+pub fn pair_key(a: &str, b: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(a.len() + 1 + b.len());
+    k.extend_from_slice(a.as_bytes());
+    k.push(0);
+    k.extend_from_slice(b);
+    k
+}
+
+/// Splits a [`pair_key`] at its first `0x00`.
+pub fn split_pair(key: &[u8]) -> Option<(&[u8], &[u8])> {
+    let at = key.iter().position(|&b| b == 0)?;
+    Some((&key[..at], &key[at + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    struct Sample {
+        a: u64,
+        b: Option<String>,
+        c: Vec<(String, u8)>,
+    }
+
+    #[test]
+    fn round_trip() {
+        let s = Sample { a: 7, b: Some("x".into()), c: vec![("k".into(), 3)] };
+        let bytes = encode(&s);
+        assert_eq!(bytes[0], FORMAT_V1);
+        assert_eq!(decode::<Sample>(&bytes).unwrap(), s);
+    }
+
+    #[test]
+    fn rejects_unknown_format_and_truncation() {
+        let mut bytes = encode(&Sample { a: 1, b: None, c: vec![] });
+        assert!(matches!(decode::<Sample>(&[]), Err(CodecError::Empty)));
+        let truncated = &bytes[..bytes.len() - 1];
+        assert!(matches!(decode::<Sample>(truncated), Err(CodecError::Bincode(_))));
+        bytes[0] = 9;
+        assert!(matches!(decode::<Sample>(&bytes), Err(CodecError::UnknownFormat(9))));
+    }
+
+    #[test]
+    fn keys_sort_numerically_and_split() {
+        assert!(u64_key(2) < u64_key(10));
+        assert_eq!(u64_from_key(&u64_key(42)), Some(42));
+        let k = pair_key("path:src/", b"key-1");
+        assert_eq!(split_pair(&k), Some((&b"path:src/"[..], &b"key-1"[..])));
+    }
+}

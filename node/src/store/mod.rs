@@ -1,0 +1,21 @@
+//! Storage: RocksDB stays inside this module.
+//!
+//! - `engine`: the RocksDB instance, its column families and explicit options.
+//! - `codec`: the versioned binary format (format byte + bincode 1.3) and key encodings.
+//! - `log`: the Raft log as opaque bytes (synced writes only).
+//! - `state`: the state machine's data and its atomic apply transaction.
+//! - `snapshot`: snapshot files, streamed to and from disk.
+//!
+//! Nothing here knows openraft: the consensus layer encodes its own types and passes bytes.
+//! Nothing outside this module sees a RocksDB type.
+
+pub mod codec;
+pub mod engine;
+pub mod log;
+pub mod snapshot;
+pub mod state;
+
+pub use engine::{Engine, EngineOptions, StoreError};
+pub use log::LogEngine;
+pub use snapshot::{SnapshotDir, SnapshotHeader};
+pub use state::{StateEngine, StateTxn};

@@ -1,0 +1,303 @@
+//! Snapshot files: the state machine streamed to and from disk, never held in memory whole.
+//!
+//! File layout (all integers big-endian):
+//! ```text
+//! "CAIRNSNP" format:u8 header_len:u32 header(codec)
+//! { family:u8 key_len:u32 key val_len:u32 val }*
+//! 0xFF record_count:u64 sha256(everything before):32
+//! ```
+//! A file is written to `*.partial`, fsynced, then renamed, so a crash never leaves a
+//! half-written file under a final name. Installing verifies the trailer before touching
+//! the state, and marks the install in progress so a crash mid-install is redone at open.
+
+use std::fs::{self, File};
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use rocksdb::{IteratorMode, WriteBatch};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::codec;
+use super::engine::{cf, Engine, StoreError};
+use super::state::{meta, StateEngine};
+
+const MAGIC: &[u8; 8] = b"CAIRNSNP";
+const END: u8 = 0xFF;
+/// Largest key or value a snapshot record may carry (values are ≤ 1 MiB of JSON plus slot
+/// metadata); anything larger is corruption.
+const RECORD_BYTES_MAX: u32 = 64 << 20;
+/// Bytes per write batch while installing: bounds memory on large snapshots.
+const INSTALL_BATCH_BYTES_MAX: usize = 8 << 20;
+/// Marker in `sm_meta` while an install is in progress (value: snapshot file name).
+const INSTALLING: &[u8] = b"installing";
+/// Upper bound of every key in the state families: UTF-8 never holds 0xFF, and binary keys
+/// (big-endian revisions, times) would need 4096 leading 0xFF bytes to reach it.
+const ALL_KEYS_END: [u8; 4096] = [0xFF; 4096];
+
+/// What a snapshot says about itself. The blobs are opaque here (openraft's log id and
+/// membership, encoded by the consensus layer).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotHeader {
+    pub snapshot_id: String,
+    pub last_applied: Option<Vec<u8>>,
+    pub membership: Option<Vec<u8>>,
+}
+
+/// The snapshot directory of one node: at most one current snapshot plus in-flight files.
+#[derive(Debug, Clone)]
+pub struct SnapshotDir {
+    dir: PathBuf,
+}
+
+impl SnapshotDir {
+    pub fn open(dir: PathBuf) -> Result<SnapshotDir, StoreError> {
+        fs::create_dir_all(&dir)?;
+        for entry in fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "partial") {
+                fs::remove_file(&path)?;
+            }
+        }
+        Ok(SnapshotDir { dir })
+    }
+
+    /// The newest complete snapshot file, if any.
+    pub fn current(&self) -> Result<Option<PathBuf>, StoreError> {
+        let mut best: Option<(u64, PathBuf)> = None;
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "snap") {
+                let seq = seq_of(&path);
+                if best.as_ref().is_none_or(|(s, _)| seq > *s) {
+                    best = Some((seq, path));
+                }
+            }
+        }
+        Ok(best.map(|(_, p)| p))
+    }
+
+    fn next_seq(&self) -> Result<u64, StoreError> {
+        Ok(self.current()?.map(|p| seq_of(&p) + 1).unwrap_or(1))
+    }
+
+    /// A fresh `.partial` path for a snapshot being written or received.
+    pub fn partial_path(&self) -> Result<PathBuf, StoreError> {
+        let nonce: u64 = rand::random();
+        Ok(self.dir.join(format!("{:020}-{nonce:016x}.partial", self.next_seq()?)))
+    }
+
+    /// Makes a verified partial file the current snapshot and deletes older ones, whose
+    /// bytes may hold values forgotten since.
+    pub fn promote(&self, partial: &Path) -> Result<PathBuf, StoreError> {
+        let final_path = self.dir.join(format!("{:020}.snap", self.next_seq()?));
+        fs::rename(partial, &final_path)?;
+        File::open(&self.dir)?.sync_all()?;
+        for entry in fs::read_dir(&self.dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "snap") && path != final_path {
+                fs::remove_file(&path)?;
+            }
+        }
+        Ok(final_path)
+    }
+}
+
+fn seq_of(path: &Path) -> u64 {
+    path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Writes the whole state machine, as of one RocksDB snapshot, into `path` (fsynced).
+/// Returns the header it wrote; `make_id` names the snapshot from the applied log id seen
+/// in that same RocksDB snapshot, so the header and the data can never disagree.
+pub fn write_file(
+    state: &StateEngine,
+    path: &Path,
+    make_id: impl FnOnce(Option<&[u8]>) -> String,
+) -> Result<SnapshotHeader, StoreError> {
+    let engine = state.engine();
+    let view = engine.db().snapshot();
+    let sm_meta = engine.cf(cf::SM_META);
+    let last_applied = view.get_cf(sm_meta, meta::LAST_APPLIED)?;
+    let membership = view.get_cf(sm_meta, meta::MEMBERSHIP)?;
+    let header = SnapshotHeader { snapshot_id: make_id(last_applied.as_deref()), last_applied, membership };
+
+    let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, File::create(path)?));
+    out.write_all(MAGIC)?;
+    out.write_all(&[codec::FORMAT_V1])?;
+    write_blob(&mut out, &codec::encode(&header))?;
+    let mut count: u64 = 0;
+    for (family_index, family) in cf::STATE.iter().enumerate() {
+        for item in view.iterator_cf(engine.cf(family), IteratorMode::Start) {
+            let (k, v) = item?;
+            if *family == cf::SM_META && &*k == INSTALLING {
+                continue;
+            }
+            out.write_all(&[family_index as u8])?;
+            write_blob(&mut out, &k)?;
+            write_blob(&mut out, &v)?;
+            count += 1;
+        }
+    }
+    out.write_all(&[END])?;
+    out.write_all(&count.to_be_bytes())?;
+    let digest = out.hasher.clone().finalize();
+    let mut inner = out.inner;
+    inner.write_all(&digest)?;
+    let file = inner.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(header)
+}
+
+/// Reads and checks the header of a snapshot file.
+pub fn read_header(path: &Path) -> Result<SnapshotHeader, StoreError> {
+    let mut reader = BufReader::new(File::open(path)?);
+    read_preamble(&mut reader)
+}
+
+fn read_preamble(reader: &mut impl Read) -> Result<SnapshotHeader, StoreError> {
+    let mut magic = [0u8; 9];
+    reader.read_exact(&mut magic)?;
+    if &magic[..8] != MAGIC || magic[8] != codec::FORMAT_V1 {
+        return Err(StoreError::Invariant("not a cairn snapshot file (bad magic or format)".into()));
+    }
+    let header = read_blob(reader)?;
+    codec::decode(&header).map_err(|source| StoreError::Codec { cf: "snapshot header", source })
+}
+
+/// Streams through the whole file and checks its record count and sha256 trailer.
+pub fn verify_file(path: &Path) -> Result<SnapshotHeader, StoreError> {
+    let mut reader = HashingReader::new(BufReader::with_capacity(1 << 20, File::open(path)?));
+    let header = read_preamble(&mut reader)?;
+    let count = for_each_record(&mut reader, |_, _, _| Ok(()))?;
+    let mut trailer = [0u8; 8];
+    reader.read_exact(&mut trailer)?;
+    let expected_digest = reader.hasher.clone().finalize();
+    let mut digest = [0u8; 32];
+    reader.inner.read_exact(&mut digest)?;
+    if u64::from_be_bytes(trailer) != count || digest[..] != expected_digest[..] {
+        return Err(StoreError::Invariant(format!("snapshot {} fails its checksum", path.display())));
+    }
+    Ok(header)
+}
+
+/// Replaces the state machine with the content of a verified snapshot file.
+///
+/// - The file is verified before anything is deleted.
+/// - An `installing` marker is committed first and removed by the last batch; [`resume`]
+///   redoes an install that a crash interrupted.
+pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, StoreError> {
+    let header = verify_file(path)?;
+    let engine = state.engine();
+    let mut begin = WriteBatch::default();
+    begin.put_cf(engine.cf(cf::SM_META), INSTALLING, path.to_string_lossy().as_bytes());
+    engine.db().write_opt(begin, &Engine::synced())?;
+
+    let mut batch = WriteBatch::default();
+    for family in cf::STATE {
+        batch.delete_range_cf(engine.cf(family), [].as_slice(), ALL_KEYS_END.as_slice());
+    }
+    batch.put_cf(engine.cf(cf::SM_META), INSTALLING, path.to_string_lossy().as_bytes());
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path)?);
+    read_preamble(&mut reader)?;
+    for_each_record(&mut reader, |family, k, v| {
+        batch.put_cf(engine.cf(family), k, v);
+        if batch.size_in_bytes() >= INSTALL_BATCH_BYTES_MAX {
+            let full = std::mem::take(&mut batch);
+            engine.db().write_opt(full, &Engine::unsynced())?;
+        }
+        Ok(())
+    })?;
+    batch.delete_cf(engine.cf(cf::SM_META), INSTALLING);
+    engine.db().write_opt(batch, &Engine::synced())?;
+    Ok(header)
+}
+
+/// At open: if an install was interrupted, redo it from the file it was installing.
+pub fn resume(state: &StateEngine) -> Result<Option<SnapshotHeader>, StoreError> {
+    let Some(path) = state.meta(INSTALLING)? else { return Ok(None) };
+    let path = PathBuf::from(String::from_utf8_lossy(&path).into_owned());
+    tracing::warn!(path = %path.display(), "redoing a snapshot install interrupted by a crash");
+    install_file(state, &path).map(Some)
+}
+
+fn for_each_record(
+    reader: &mut impl Read,
+    mut f: impl FnMut(&'static str, &[u8], &[u8]) -> Result<(), StoreError>,
+) -> Result<u64, StoreError> {
+    let mut count = 0u64;
+    loop {
+        let mut tag = [0u8; 1];
+        reader.read_exact(&mut tag)?;
+        if tag[0] == END {
+            return Ok(count);
+        }
+        let family = *cf::STATE
+            .get(tag[0] as usize)
+            .ok_or_else(|| StoreError::Invariant(format!("snapshot record for unknown family {}", tag[0])))?;
+        let k = read_blob(reader)?;
+        let v = read_blob(reader)?;
+        f(family, &k, &v)?;
+        count += 1;
+    }
+}
+
+fn write_blob(out: &mut impl Write, bytes: &[u8]) -> Result<(), StoreError> {
+    let len = u32::try_from(bytes.len()).map_err(|_| StoreError::Invariant("record over 4 GiB".into()))?;
+    out.write_all(&len.to_be_bytes())?;
+    out.write_all(bytes)?;
+    Ok(())
+}
+
+fn read_blob(reader: &mut impl Read) -> Result<Vec<u8>, StoreError> {
+    let mut len = [0u8; 4];
+    reader.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len);
+    if len > RECORD_BYTES_MAX {
+        return Err(StoreError::Invariant(format!("snapshot record of {len} bytes")));
+    }
+    let mut buf = vec![0u8; len as usize];
+    reader.read_exact(&mut buf)?;
+    Ok(buf)
+}
+
+struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> HashingWriter<W> {
+    fn new(inner: W) -> Self {
+        HashingWriter { inner, hasher: Sha256::new() }
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct HashingReader<R> {
+    inner: R,
+    hasher: Sha256,
+}
+
+impl<R: Read> HashingReader<R> {
+    fn new(inner: R) -> Self {
+        HashingReader { inner, hasher: Sha256::new() }
+    }
+}
+
+impl<R: Read> Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}

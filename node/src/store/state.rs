@@ -1,0 +1,348 @@
+//! The state machine's data in RocksDB: slots, history, tombstones, the anchor index,
+//! dedup records and the change feed.
+//!
+//! Writes go through a [`StateTxn`]: it reads through its own pending writes (so later
+//! commands of one Raft entry, and later entries of one apply call, see earlier ones) and
+//! commits everything, including the applied log id and membership, as ONE `WriteBatch`.
+//! A crash therefore never leaves data and `last_applied` out of step.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cairn_client::api::{HistoryEvent, Tombstone, WatchEvent};
+use cairn_memory::{DedupRecord, Effect, Slot, SlotSource};
+use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
+use sha2::{Digest, Sha256};
+
+use super::codec::{self, pair_key, split_pair, u64_key};
+use super::engine::{cf, Engine, StoreError};
+
+/// Names of the blobs kept in `sm_meta`.
+pub mod meta {
+    /// Encoded last applied log id (opaque here).
+    pub const LAST_APPLIED: &[u8] = b"last_applied";
+    /// Encoded last membership (opaque here).
+    pub const MEMBERSHIP: &[u8] = b"membership";
+    /// u64: the apply clock, the highest leader time applied (keeps time monotonic across
+    /// leader changes).
+    pub const CLOCK_MS: &[u8] = b"clock_ms";
+}
+
+#[derive(Clone)]
+pub struct StateEngine {
+    engine: Arc<Engine>,
+}
+
+fn decode_in<T: serde::de::DeserializeOwned>(
+    family: &'static str,
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    codec::decode(bytes).map_err(|source| StoreError::Codec { cf: family, source })
+}
+
+impl StateEngine {
+    pub fn new(engine: Arc<Engine>) -> Self {
+        StateEngine { engine }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn txn(&self) -> StateTxn<'_> {
+        StateTxn { state: self, engine: &self.engine, batch: WriteBatch::default(), slots: HashMap::new(), dedup: HashMap::new(), feed_seq: 0 }
+    }
+
+    fn get(&self, family: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.engine.db().get_cf(self.engine.cf(family), key)?)
+    }
+
+    pub fn meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.get(cf::SM_META, name)
+    }
+
+    pub fn clock_ms(&self) -> Result<u64, StoreError> {
+        Ok(match self.meta(meta::CLOCK_MS)? {
+            Some(b) => decode_in(cf::SM_META, &b)?,
+            None => 0,
+        })
+    }
+
+    /// The slot of `key`, checked on the way out of the disk.
+    pub fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
+        let Some(bytes) = self.get(cf::SLOTS, key.as_bytes())? else { return Ok(None) };
+        let slot: Slot = decode_in(cf::SLOTS, &bytes)?;
+        check_slot(&slot, key)?;
+        Ok(Some(slot))
+    }
+
+    pub fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
+        self.get(cf::DEDUP, request_id.as_bytes())?.map(|b| decode_in(cf::DEDUP, &b)).transpose()
+    }
+
+    pub fn tombstone(&self, id: &str) -> Result<Option<Tombstone>, StoreError> {
+        self.get(cf::TOMBSTONES, id.as_bytes())?.map(|b| decode_in(cf::TOMBSTONES, &b)).transpose()
+    }
+
+    /// The key's history, oldest first (bounded by `limit`).
+    pub fn history(&self, key: &str, limit: usize) -> Result<Vec<HistoryEvent>, StoreError> {
+        let prefix = pair_key(key, &[]);
+        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| decode_in(cf::HISTORY, v))
+    }
+
+    /// Slots whose key starts with `prefix` and sorts after `after`, in key order.
+    pub fn slots_after(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<Slot>, StoreError> {
+        let start = match after {
+            // The smallest key strictly greater than `after`.
+            Some(a) if a >= prefix => [a.as_bytes(), &[0]].concat(),
+            _ => prefix.as_bytes().to_vec(),
+        };
+        let family = self.engine.cf(cf::SLOTS);
+        let mut out = Vec::new();
+        for item in self.engine.db().iterator_cf(family, IteratorMode::From(&start, Direction::Forward)) {
+            let (k, v) = item?;
+            if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
+                break;
+            }
+            let slot: Slot = decode_in(cf::SLOTS, &v)?;
+            check_slot(&slot, std::str::from_utf8(&k).unwrap_or(""))?;
+            out.push(slot);
+        }
+        Ok(out)
+    }
+
+    /// Keys indexed under exactly `anchor`.
+    pub fn keys_for_anchor(&self, anchor: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        let prefix = pair_key(anchor, &[]);
+        self.scan_prefix(cf::ANCHORS, &prefix, limit, |k, _| {
+            let (_, key) = split_pair(k).ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
+            Ok(String::from_utf8_lossy(key).into_owned())
+        })
+    }
+
+    /// `(anchor, key)` pairs for every anchor starting with `anchor_prefix`.
+    pub fn keys_under_anchor_prefix(&self, anchor_prefix: &str, limit: usize) -> Result<Vec<(String, String)>, StoreError> {
+        self.scan_prefix(cf::ANCHORS, anchor_prefix.as_bytes(), limit, |k, _| {
+            let (a, key) = split_pair(k).ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
+            Ok((String::from_utf8_lossy(a).into_owned(), String::from_utf8_lossy(key).into_owned()))
+        })
+    }
+
+    /// Change-feed events at or after position `(revision, seq)`, in order, with their
+    /// positions (events of one entry share a revision and are numbered by `seq`).
+    pub fn feed_page(&self, from: (u64, u64), limit: usize) -> Result<Vec<((u64, u64), WatchEvent)>, StoreError> {
+        let family = self.engine.cf(cf::FEED);
+        let start = [u64_key(from.0), u64_key(from.1)].concat();
+        let mut out = Vec::new();
+        for item in self.engine.db().iterator_cf(family, IteratorMode::From(&start, Direction::Forward)) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item?;
+            let position = (codec::u64_from_key(&k).unwrap_or(0), codec::u64_from_key(&k[8..]).unwrap_or(0));
+            out.push((position, decode_in(cf::FEED, &v)?));
+        }
+        Ok(out)
+    }
+
+    /// Oldest revision still in the change feed (None when empty).
+    pub fn feed_first_revision(&self) -> Result<Option<u64>, StoreError> {
+        let family = self.engine.cf(cf::FEED);
+        match self.engine.db().iterator_cf(family, IteratorMode::Start).next() {
+            None => Ok(None),
+            Some(item) => Ok(codec::u64_from_key(&item?.0)),
+        }
+    }
+
+    /// sha256 over every key and value of the state families except `sm_meta`'s clock,
+    /// in order: two replicas that applied the same log have the same digest.
+    pub fn digest(&self) -> Result<String, StoreError> {
+        let snapshot = self.engine.db().snapshot();
+        let mut hasher = Sha256::new();
+        for family in cf::STATE {
+            if family == cf::SM_META {
+                continue;
+            }
+            hasher.update(family.as_bytes());
+            for item in snapshot.iterator_cf(self.engine.cf(family), IteratorMode::Start) {
+                let (k, v) = item?;
+                hasher.update((k.len() as u64).to_be_bytes());
+                hasher.update(&k);
+                hasher.update((v.len() as u64).to_be_bytes());
+                hasher.update(&v);
+            }
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
+
+    fn scan_prefix<T>(
+        &self,
+        family: &'static str,
+        prefix: &[u8],
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut opts = ReadOptions::default();
+        opts.set_prefix_same_as_start(false);
+        let handle = self.engine.cf(family);
+        let mut out = Vec::new();
+        for item in self.engine.db().iterator_cf_opt(handle, opts, IteratorMode::From(prefix, Direction::Forward)) {
+            let (k, v) = item?;
+            if !k.starts_with(prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(f(&k, &v)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Read-side assertion: a slot read back must be the key it is stored under and must hold a
+/// value exactly when its state allows one.
+fn check_slot(slot: &Slot, key: &str) -> Result<(), StoreError> {
+    use cairn_client::api::State;
+    let value_allowed = matches!(slot.state, State::Active | State::Revoked);
+    if slot.key != key || slot.value.is_some() != value_allowed || slot.state == State::Absent {
+        return Err(StoreError::Invariant(format!(
+            "slot under {key:?} is {:?} in state {} with value present={}",
+            slot.key,
+            slot.state,
+            slot.value.is_some()
+        )));
+    }
+    Ok(())
+}
+
+/// One atomic write to the state machine.
+pub struct StateTxn<'a> {
+    state: &'a StateEngine,
+    engine: &'a Engine,
+    batch: WriteBatch,
+    /// Pending slot writes, read back by later commands before the batch is committed.
+    slots: HashMap<String, Slot>,
+    dedup: HashMap<String, DedupRecord>,
+    feed_seq: u32,
+}
+
+impl SlotSource for StateTxn<'_> {
+    type Error = StoreError;
+
+    fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
+        match self.slots.get(key) {
+            Some(s) => Ok(Some(s.clone())),
+            None => self.state.slot(key),
+        }
+    }
+
+    fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
+        match self.dedup.get(request_id) {
+            Some(d) => Ok(Some(d.clone())),
+            None => self.state.dedup(request_id),
+        }
+    }
+}
+
+impl<'a> StateTxn<'a> {
+    fn cf(&self, name: &'static str) -> &'a rocksdb::ColumnFamily {
+        self.engine.cf(name)
+    }
+
+    /// Stages the effects of one applied command.
+    pub fn apply_effects(&mut self, effects: Vec<Effect>) -> Result<(), StoreError> {
+        for effect in effects {
+            self.apply_effect(effect)?;
+        }
+        Ok(())
+    }
+
+    fn apply_effect(&mut self, effect: Effect) -> Result<(), StoreError> {
+        match effect {
+            Effect::PutSlot(slot) => {
+                check_slot(&slot, &slot.key)?;
+                self.batch.put_cf(self.cf(cf::SLOTS), slot.key.as_bytes(), codec::encode(&slot));
+                self.slots.insert(slot.key.clone(), slot);
+            }
+            Effect::AppendEvent { key, event } => {
+                let k = pair_key(&key, &u64_key(event.version));
+                self.batch.put_cf(self.cf(cf::HISTORY), k, codec::encode(&event));
+            }
+            Effect::PutTombstone(t) => {
+                self.batch.put_cf(self.cf(cf::TOMBSTONES), t.id.as_bytes(), codec::encode(&t));
+            }
+            Effect::AnchorAdd { anchor, key } => {
+                self.batch.put_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()), []);
+            }
+            Effect::AnchorRemove { anchor, key } => {
+                self.batch.delete_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()));
+            }
+            Effect::PutDedup { request_id, record } => {
+                let by_time = [&u64_key(record.applied_at_ms)[..], request_id.as_bytes()].concat();
+                self.batch.put_cf(self.cf(cf::DEDUP_BY_TIME), by_time, []);
+                self.batch.put_cf(self.cf(cf::DEDUP), request_id.as_bytes(), codec::encode(&record));
+                self.dedup.insert(request_id, record);
+            }
+            Effect::Watch(event) => {
+                let k = [u64_key(event.revision), u64_key(self.feed_seq as u64)].concat();
+                self.feed_seq += 1;
+                self.batch.put_cf(self.cf(cf::FEED), k, codec::encode(&event));
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a new revision in the change feed (events of one entry share a revision).
+    pub fn begin_revision(&mut self) {
+        self.feed_seq = 0;
+    }
+
+    /// Deletes dedup records first applied before `cutoff_ms`, at most `max` of them (apply
+    /// time stays bounded; the rest go with later entries). Deterministic: every replica
+    /// iterates the same ordered index.
+    pub fn expire_dedup(&mut self, cutoff_ms: u64, max: usize) -> Result<(), StoreError> {
+        let db = self.state.engine.db();
+        let by_time = self.cf(cf::DEDUP_BY_TIME);
+        let mut expired = Vec::new();
+        for item in db.iterator_cf(by_time, IteratorMode::Start).take(max) {
+            let (k, _) = item?;
+            let at = codec::u64_from_key(&k).unwrap_or(u64::MAX);
+            if at >= cutoff_ms {
+                break;
+            }
+            expired.push(k);
+        }
+        for k in expired {
+            let at = codec::u64_from_key(&k).unwrap_or(u64::MAX);
+            let request_id = String::from_utf8_lossy(&k[8..]).into_owned();
+            // The id may have been applied again after it expired: only the record that
+            // this index entry points at is dropped.
+            let current = SlotSource::dedup(self, &request_id)?;
+            if current.is_some_and(|r| r.applied_at_ms == at) {
+                self.batch.delete_cf(self.cf(cf::DEDUP), request_id.as_bytes());
+            }
+            self.batch.delete_cf(self.cf(cf::DEDUP_BY_TIME), &k);
+        }
+        Ok(())
+    }
+
+    /// Drops change-feed events older than `keep_from_revision`.
+    pub fn trim_feed(&mut self, keep_from_revision: u64) {
+        self.batch.delete_range_cf(self.cf(cf::FEED), u64_key(0), u64_key(keep_from_revision));
+    }
+
+    pub fn put_meta(&mut self, name: &[u8], bytes: &[u8]) {
+        self.batch.put_cf(self.cf(cf::SM_META), name, bytes);
+    }
+
+    pub fn put_clock_ms(&mut self, clock_ms: u64) {
+        self.put_meta(meta::CLOCK_MS, &codec::encode(&clock_ms));
+    }
+
+    /// Commits everything staged, atomically. Not fsynced by itself: the same WAL carries
+    /// the Raft log, whose entries are synced before they are applied, and a lost apply is
+    /// redone from the log at restart (openraft re-applies from `last_applied` to the
+    /// committed index).
+    pub fn commit(self) -> Result<(), StoreError> {
+        self.state.engine.db().write_opt(self.batch, &Engine::unsynced())?;
+        Ok(())
+    }
+}
