@@ -61,6 +61,7 @@ async fn barrier(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, opts: R
             Some(reads.bounded(Duration::from_millis(max_ms)).await.map(|_| Metrics::inc(&app.metrics.reads_bounded)))
         }
         Consistency::Any => {
+            reads.note_demand();
             Metrics::inc(&app.metrics.reads_any);
             Some(Ok(()))
         }

@@ -104,7 +104,7 @@ impl ReadGate {
     /// Bounded-staleness barrier: returns the token that justifies serving, after the
     /// node applied its index; refuses once no token younger than `max_staleness` exists.
     pub async fn bounded(self: &Arc<Self>, max_staleness: Duration) -> Result<Token, ReadError> {
-        self.last_demand_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.note_demand();
         let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4).min(max_staleness.max(Duration::from_millis(1)));
         let deadline = tokio::time::Instant::now() + wait_max;
         loop {
@@ -122,6 +122,12 @@ impl ReadGate {
                 )));
             }
         }
+    }
+
+    /// Keeps tokens refreshing for a while: bounded reads need them, and `any` reads report
+    /// their age as `ms_since_leader_contact`.
+    pub fn note_demand(&self) {
+        self.last_demand_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
     fn fresh_token(&self, max_staleness: Duration) -> Option<Token> {
