@@ -14,11 +14,13 @@
 //! - [`datadir`]: the exclusive lock and node-id check on the data directory.
 //! - [`metrics`]: counters for `GET /metrics`.
 //! - [`node`]: wiring and clean shutdown.
+//! - [`planted`]: deliberate bugs for the chaos suite's self-test (feature `planted-bugs`).
 
 pub mod api;
 pub mod consensus;
 pub mod datadir;
 pub mod metrics;
 pub mod node;
+pub mod planted;
 pub mod raft_rpc;
 pub mod store;

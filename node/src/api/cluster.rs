@@ -26,8 +26,12 @@ type Result<T> = std::result::Result<T, ApiError>;
 
 /// How long compaction waits for the snapshot and the purge to land.
 const COMPACT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
-/// A voter counts as live when its replicated log is at most this far behind the leader's.
+/// A voter counts as live when its replicated log is at most this far behind the leader's
+/// and it answers `/healthz` within `LIVE_PROBE_TIMEOUT`.
 const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
+/// The replication metrics keep a dead or frozen voter's last matched index forever (on an
+/// idle cluster it even equals the leader's last index), so liveness needs an answer too.
+const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn node_info(spec: &NodeSpec) -> Result<NodeInfo> {
     for (field, addr) in [("client_addr", &spec.client_addr), ("peer_addr", &spec.peer_addr)] {
@@ -80,7 +84,7 @@ pub async fn remove(State(app): State<SharedApp>, headers: HeaderMap, body: Json
     if !app.is_leader() {
         return forward::to_leader(&app, &headers, "/cluster/remove", body.raw.clone(), Kind::Query, None).await;
     }
-    check_quorum_after_removal(&app, id)?;
+    check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
     app.raft.change_membership(change, false).await.map_err(membership_error)?;
     // A learner with this id (never a voter) is dropped too.
@@ -93,7 +97,7 @@ pub async fn remove(State(app): State<SharedApp>, headers: HeaderMap, body: Json
 }
 
 /// Refuses a removal that would leave the remaining voters without a live majority.
-fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
+async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
     let metrics = app.raft.metrics().borrow().clone();
     let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
     let is_voter = voters.contains(&id);
@@ -109,14 +113,19 @@ fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
         return Err(ApiError::new(ErrorCode::InvalidTransition, "refusing to remove the last voter"));
     }
     let last = metrics.last_log_index.unwrap_or(0);
-    let replication = metrics.replication.clone().unwrap_or_default();
-    let live = remaining
-        .iter()
-        .filter(|v| {
-            **v == app.node_id
-                || replication.get(v).and_then(|m| m.as_ref()).is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX)
-        })
-        .count();
+    let replication = &metrics.replication.clone().unwrap_or_default();
+    let membership = metrics.membership_config.membership();
+    let probes = remaining.iter().map(|v| async move {
+        if *v == app.node_id {
+            return true;
+        }
+        let caught_up = replication.get(v).and_then(|m| m.as_ref()).is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX);
+        match membership.get_node(v) {
+            Some(node) if caught_up => answers_health_probe(app, node).await,
+            _ => false,
+        }
+    });
+    let live = futures::future::join_all(probes).await.into_iter().filter(|live| *live).count();
     if live * 2 <= remaining.len() {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
@@ -126,6 +135,12 @@ fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
         .with("remaining_voters", json!(remaining)));
     }
     Ok(())
+}
+
+async fn answers_health_probe(app: &App, node: &NodeInfo) -> bool {
+    let url = format!("http://{}/healthz", node.client_addr);
+    let answer = app.forwarder.get(url).timeout(LIVE_PROBE_TIMEOUT).send().await;
+    answer.is_ok_and(|r| r.status().is_success())
 }
 
 fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> ApiError {

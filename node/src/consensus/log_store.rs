@@ -16,6 +16,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogId, RaftLogReader};
 
 use super::types::{Entry, LogId, StorageError, StorageIOError, TypeConfig, Vote};
+use crate::planted::{self, Bug};
 use crate::store::codec;
 use crate::store::log::meta;
 use crate::store::LogEngine;
@@ -156,6 +157,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let encoded: Vec<(u64, Vec<u8>)> =
             entries.into_iter().map(|e| (e.get_log_id().index, codec::encode(&e))).collect();
         let engine = self.engine.clone();
+        if planted::active(Bug::AckBeforeFsync) {
+            let result = engine.append_volatile(&encoded).map_err(write_err);
+            callback.log_io_completed(Ok(()));
+            return result;
+        }
         let result = blocking(move || engine.append(&encoded).map_err(write_err)).await;
         // The callback is the durability acknowledgement: fire it only after the fsync.
         callback.log_io_completed(result.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));

@@ -20,6 +20,7 @@ use openraft::ServerState;
 use tokio::sync::{oneshot, watch, Notify};
 
 use super::types::{NodeId, NodeInfo, Raft};
+use crate::planted::{self, Bug};
 use crate::raft_rpc::network::PeerClient;
 
 /// Bounded reads stop refreshing tokens after this long without demand.
@@ -94,6 +95,9 @@ impl ReadGate {
     /// Linearizable read barrier on the leader: returns once a quorum confirmed leadership
     /// (in a round that started after this call) and the read index is applied.
     pub async fn linearizable(self: &Arc<Self>) -> Result<u64, ReadError> {
+        if planted::active(Bug::StaleLeaderRead) && self.raft.metrics().borrow().state == ServerState::Leader {
+            return Ok(self.applied_index());
+        }
         let asked_at = Instant::now();
         let index = self.join_round().await?;
         self.store_token(Token { index, asked_at });
@@ -105,6 +109,9 @@ impl ReadGate {
     /// node applied its index; refuses once no token younger than `max_staleness` exists.
     pub async fn bounded(self: &Arc<Self>, max_staleness: Duration) -> Result<Token, ReadError> {
         self.note_demand();
+        if planted::active(Bug::BoundedSkipsToken) {
+            return Ok(Token { index: self.applied_index(), asked_at: Instant::now() });
+        }
         let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4).min(max_staleness.max(Duration::from_millis(1)));
         let deadline = tokio::time::Instant::now() + wait_max;
         loop {

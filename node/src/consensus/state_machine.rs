@@ -9,10 +9,10 @@
 //!   log indexes.
 //! - A snapshot's header is read from the same RocksDB snapshot as its data.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cairn_memory::{execute, Ctx};
+use cairn_memory::{execute, Command, Ctx, Op, SlotSource};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 use tokio::sync::watch;
@@ -22,7 +22,8 @@ use super::types::{
 };
 use crate::store::snapshot::{self, SnapshotHeader};
 use crate::store::state::meta;
-use crate::store::{codec, SnapshotDir, StateEngine, StoreError};
+use crate::planted::{self, Bug};
+use crate::store::{codec, SnapshotDir, StateEngine, StateTxn, StoreError};
 
 /// Change-feed events older than this many revisions are dropped (bounds the feed).
 pub const FEED_WINDOW_REVISIONS: u64 = 1_000_000;
@@ -77,6 +78,10 @@ impl StateMachine {
     }
 
     fn apply_all(&mut self, entries: Vec<openraft::Entry<TypeConfig>>) -> Result<Vec<Response>, StoreError> {
+        // Nothing to record: committing would overwrite `last_applied` with `None`.
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut clock_ms = self.state.clock_ms()?;
         let mut txn = self.state.txn();
         let mut responses = Vec::with_capacity(entries.len());
@@ -98,7 +103,10 @@ impl StateMachine {
                     txn.begin_revision();
                     let mut out = Vec::with_capacity(request.commands.len());
                     for command in &request.commands {
-                        let (response, effects) = execute::execute(command, &txn, &ctx, request.dedup_retention_ms)?;
+                        let planted_command = planted_write_through_tombstone(command);
+                        let command = planted_command.as_ref().unwrap_or(command);
+                        let source = PlantedDedup(&txn);
+                        let (response, effects) = execute::execute(command, &source, &ctx, request.dedup_retention_ms)?;
                         txn.apply_effects(effects)?;
                         out.push(response);
                     }
@@ -148,12 +156,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<tokio::fs::File>) -> Result<(), StorageError> {
-        snapshot.sync_all().await.map_err(snap_err)?;
-        drop(snapshot);
         let partial = self
             .receiving
             .take()
             .ok_or_else(|| snap_err(StoreError::Invariant("install without a received snapshot".into())))?;
+        land_in_partial(*snapshot, &partial).await.map_err(snap_err)?;
         let (state, snapshots, expected) = (self.state.clone(), self.snapshots.clone(), meta.clone());
         let installed = tokio::task::spawn_blocking(move || -> Result<u64, StoreError> {
             let header = snapshot::verify_file(&partial)?;
@@ -182,6 +189,62 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let meta = meta_from_header(&header).map_err(snap_err)?;
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Some(Snapshot { meta, snapshot: Box::new(file) }))
+    }
+}
+
+/// Makes sure the snapshot's bytes are in `partial`, fsynced.
+///
+/// openraft hands back the box `begin_receiving_snapshot` returned, but its contract only
+/// promises a snapshot handle: the box's file may have been replaced by another one (the
+/// conformance suite installs the leader's own file this way). A handle that is not our
+/// partial file is copied into it from its start, so verifying and installing by path
+/// always see the bytes openraft gave us.
+async fn land_in_partial(mut snapshot: tokio::fs::File, partial: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    use tokio::io::AsyncSeekExt;
+    // Completes buffered writes before the metadata and the bytes are looked at.
+    snapshot.sync_all().await?;
+    let theirs = snapshot.metadata().await?;
+    let ours = tokio::fs::metadata(partial).await?;
+    if (theirs.dev(), theirs.ino()) == (ours.dev(), ours.ino()) {
+        return Ok(());
+    }
+    snapshot.seek(std::io::SeekFrom::Start(0)).await?;
+    let mut out = tokio::fs::File::create(partial).await?;
+    tokio::io::copy(&mut snapshot, &mut out).await?;
+    out.sync_all().await
+}
+
+/// Planted bug `forget-no-tombstone-check`: every write clears tombstones silently.
+fn planted_write_through_tombstone(command: &Command) -> Option<Command> {
+    if !planted::active(Bug::WriteThroughTombstone) {
+        return None;
+    }
+    let mut command = command.clone();
+    for m in &mut command.mutations {
+        if let Op::Write { clear_tombstone, .. } = &mut m.op {
+            *clear_tombstone = true;
+        }
+    }
+    Some(command)
+}
+
+/// The state machine's view for `execute`. With the planted bug `dedup-applies-twice` it
+/// forgets every `request_id`; otherwise it is the transaction itself.
+struct PlantedDedup<'t, 'a>(&'t StateTxn<'a>);
+
+impl SlotSource for PlantedDedup<'_, '_> {
+    type Error = StoreError;
+
+    fn slot(&self, key: &str) -> Result<Option<cairn_memory::Slot>, StoreError> {
+        self.0.slot(key)
+    }
+
+    fn dedup(&self, request_id: &str) -> Result<Option<cairn_memory::DedupRecord>, StoreError> {
+        if planted::active(Bug::DedupAppliesTwice) {
+            return Ok(None);
+        }
+        self.0.dedup(request_id)
     }
 }
 

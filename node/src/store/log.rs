@@ -33,6 +33,18 @@ impl LogEngine {
     /// - Indexes must be consecutive and ascending (asserted): a gap would make the log
     ///   unreadable by Raft.
     pub fn append(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+        self.append_with(entries, &Engine::synced())
+    }
+
+    /// Appends to the memtable only (no WAL, no fsync): lost if the process dies. Exists
+    /// solely for the planted bug `ack-before-fsync`.
+    pub fn append_volatile(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+        let mut opts = Engine::unsynced();
+        opts.disable_wal(true);
+        self.append_with(entries, &opts)
+    }
+
+    fn append_with(&self, entries: &[(u64, Vec<u8>)], opts: &rocksdb::WriteOptions) -> Result<(), StoreError> {
         let log = self.engine.cf(cf::LOG);
         let mut batch = WriteBatch::default();
         for pair in entries.windows(2) {
@@ -46,7 +58,7 @@ impl LogEngine {
         for (index, bytes) in entries {
             batch.put_cf(log, u64_key(*index), bytes);
         }
-        self.engine.db().write_opt(batch, &Engine::synced())?;
+        self.engine.db().write_opt(batch, opts)?;
         Ok(())
     }
 

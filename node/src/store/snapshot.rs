@@ -30,7 +30,8 @@ const RECORD_BYTES_MAX: u32 = 64 << 20;
 /// Bytes per write batch while installing: bounds memory on large snapshots.
 const INSTALL_BATCH_BYTES_MAX: usize = 8 << 20;
 /// Marker in `sm_meta` while an install is in progress (value: snapshot file name).
-const INSTALLING: &[u8] = b"installing";
+/// Public so that crash tests can leave one behind, as an interrupted install would.
+pub const INSTALLING: &[u8] = b"installing";
 /// Upper bound of every key in the state families: UTF-8 never holds 0xFF, and binary keys
 /// (big-endian revisions, times) would need 4096 leading 0xFF bytes to reach it.
 const ALL_KEYS_END: [u8; 4096] = [0xFF; 4096];

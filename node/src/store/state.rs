@@ -6,12 +6,13 @@
 //! commits everything, including the applied log id and membership, as ONE `WriteBatch`.
 //! A crash therefore never leaves data and `last_applied` out of step.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cairn_client::api::{HistoryEvent, Tombstone, WatchEvent};
+use cairn_client::api::{HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
 use cairn_memory::{DedupRecord, Effect, Slot, SlotSource};
 use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::codec::{self, pair_key, split_pair, u64_key};
@@ -50,7 +51,15 @@ impl StateEngine {
     }
 
     pub fn txn(&self) -> StateTxn<'_> {
-        StateTxn { state: self, engine: &self.engine, batch: WriteBatch::default(), slots: HashMap::new(), dedup: HashMap::new(), feed_seq: 0 }
+        StateTxn {
+            state: self,
+            engine: &self.engine,
+            batch: WriteBatch::default(),
+            slots: HashMap::new(),
+            dedup: HashMap::new(),
+            dedup_by_time: BTreeMap::new(),
+            feed_seq: 0,
+        }
     }
 
     fn get(&self, family: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -77,7 +86,8 @@ impl StateEngine {
     }
 
     pub fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
-        self.get(cf::DEDUP, request_id.as_bytes())?.map(|b| decode_in(cf::DEDUP, &b)).transpose()
+        let Some(bytes) = self.get(cf::DEDUP, request_id.as_bytes())? else { return Ok(None) };
+        Ok(Some(decode_in::<StoredDedup>(cf::DEDUP, &bytes)?.into()))
     }
 
     pub fn tombstone(&self, id: &str) -> Result<Option<Tombstone>, StoreError> {
@@ -197,10 +207,63 @@ impl StateEngine {
     }
 }
 
+/// How a [`DedupRecord`] is stored. Its results are `MutationResult`s, an API type whose
+/// JSON form omits an absent `already`/`tombstone` (`skip_serializing_if`). bincode has no
+/// field names, so an omitted field cannot be read back (the record fails to decode, or a
+/// later byte is misread as the field). This mirror keeps every field positional; the
+/// conversions destructure without `..`, so a new API field fails to compile here.
+#[derive(Serialize, Deserialize)]
+struct StoredDedup {
+    payload_hash: String,
+    results: Vec<StoredResult>,
+    revision: u64,
+    applied_at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredResult {
+    key: String,
+    state: State,
+    version: u64,
+    generation: u64,
+    forget_epoch: u64,
+    revision: u64,
+    replayed: bool,
+    already: Option<bool>,
+    tombstone: Option<Tombstone>,
+}
+
+impl From<&DedupRecord> for StoredDedup {
+    fn from(record: &DedupRecord) -> Self {
+        let DedupRecord { payload_hash, results, revision, applied_at_ms } = record.clone();
+        let results = results
+            .into_iter()
+            .map(|r| {
+                let MutationResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone } = r;
+                StoredResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone }
+            })
+            .collect();
+        StoredDedup { payload_hash, results, revision, applied_at_ms }
+    }
+}
+
+impl From<StoredDedup> for DedupRecord {
+    fn from(stored: StoredDedup) -> Self {
+        let StoredDedup { payload_hash, results, revision, applied_at_ms } = stored;
+        let results = results
+            .into_iter()
+            .map(|r| {
+                let StoredResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone } = r;
+                MutationResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone }
+            })
+            .collect();
+        DedupRecord { payload_hash, results, revision, applied_at_ms }
+    }
+}
+
 /// Read-side assertion: a slot read back must be the key it is stored under and must hold a
 /// value exactly when its state allows one.
 fn check_slot(slot: &Slot, key: &str) -> Result<(), StoreError> {
-    use cairn_client::api::State;
     let value_allowed = matches!(slot.state, State::Active | State::Revoked);
     if slot.key != key || slot.value.is_some() != value_allowed || slot.state == State::Absent {
         return Err(StoreError::Invariant(format!(
@@ -220,7 +283,11 @@ pub struct StateTxn<'a> {
     batch: WriteBatch,
     /// Pending slot writes, read back by later commands before the batch is committed.
     slots: HashMap<String, Slot>,
-    dedup: HashMap<String, DedupRecord>,
+    /// Pending dedup writes: `None` is a record expired by an earlier entry of this txn.
+    dedup: HashMap<String, Option<DedupRecord>>,
+    /// Pending changes to the `dedup_by_time` index (`true`: put, `false`: deleted), so
+    /// that expiry sees what earlier entries of this txn did to it.
+    dedup_by_time: BTreeMap<Vec<u8>, bool>,
     feed_seq: u32,
 }
 
@@ -236,7 +303,7 @@ impl SlotSource for StateTxn<'_> {
 
     fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
         match self.dedup.get(request_id) {
-            Some(d) => Ok(Some(d.clone())),
+            Some(d) => Ok(d.clone()),
             None => self.state.dedup(request_id),
         }
     }
@@ -277,9 +344,11 @@ impl<'a> StateTxn<'a> {
             }
             Effect::PutDedup { request_id, record } => {
                 let by_time = [&u64_key(record.applied_at_ms)[..], request_id.as_bytes()].concat();
-                self.batch.put_cf(self.cf(cf::DEDUP_BY_TIME), by_time, []);
-                self.batch.put_cf(self.cf(cf::DEDUP), request_id.as_bytes(), codec::encode(&record));
-                self.dedup.insert(request_id, record);
+                self.batch.put_cf(self.cf(cf::DEDUP_BY_TIME), &by_time, []);
+                self.dedup_by_time.insert(by_time, true);
+                let stored = StoredDedup::from(&record);
+                self.batch.put_cf(self.cf(cf::DEDUP), request_id.as_bytes(), codec::encode(&stored));
+                self.dedup.insert(request_id, Some(record));
             }
             Effect::Watch(event) => {
                 let k = [u64_key(event.revision), u64_key(self.feed_seq as u64)].concat();
@@ -297,20 +366,10 @@ impl<'a> StateTxn<'a> {
 
     /// Deletes dedup records first applied before `cutoff_ms`, at most `max` of them (apply
     /// time stays bounded; the rest go with later entries). Deterministic: every replica
-    /// iterates the same ordered index.
+    /// iterates the same ordered index, as earlier entries left it whether or not they were
+    /// committed in the same apply call (openraft's batching differs between replicas).
     pub fn expire_dedup(&mut self, cutoff_ms: u64, max: usize) -> Result<(), StoreError> {
-        let db = self.state.engine.db();
-        let by_time = self.cf(cf::DEDUP_BY_TIME);
-        let mut expired = Vec::new();
-        for item in db.iterator_cf(by_time, IteratorMode::Start).take(max) {
-            let (k, _) = item?;
-            let at = codec::u64_from_key(&k).unwrap_or(u64::MAX);
-            if at >= cutoff_ms {
-                break;
-            }
-            expired.push(k);
-        }
-        for k in expired {
+        for k in self.expired_index_keys(cutoff_ms, max)? {
             let at = codec::u64_from_key(&k).unwrap_or(u64::MAX);
             let request_id = String::from_utf8_lossy(&k[8..]).into_owned();
             // The id may have been applied again after it expired: only the record that
@@ -318,10 +377,33 @@ impl<'a> StateTxn<'a> {
             let current = SlotSource::dedup(self, &request_id)?;
             if current.is_some_and(|r| r.applied_at_ms == at) {
                 self.batch.delete_cf(self.cf(cf::DEDUP), request_id.as_bytes());
+                self.dedup.insert(request_id, None);
             }
             self.batch.delete_cf(self.cf(cf::DEDUP_BY_TIME), &k);
+            self.dedup_by_time.insert(k, false);
         }
         Ok(())
+    }
+
+    /// The first `max` `dedup_by_time` keys below `cutoff_ms` in the index as this txn has
+    /// changed it so far: the committed keys it has not deleted, plus the keys it put.
+    fn expired_index_keys(&self, cutoff_ms: u64, max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
+        let below_cutoff = |k: &[u8]| codec::u64_from_key(k).unwrap_or(u64::MAX) < cutoff_ms;
+        let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+        let by_time = self.cf(cf::DEDUP_BY_TIME);
+        // Reads at most `max` kept keys plus the keys this txn deleted (which are skipped).
+        for item in self.state.engine.db().iterator_cf(by_time, IteratorMode::Start) {
+            let (k, _) = item?;
+            if !below_cutoff(&k) || keys.len() >= max {
+                break;
+            }
+            if self.dedup_by_time.get(&*k) != Some(&false) {
+                keys.insert(k.into_vec());
+            }
+        }
+        let put = self.dedup_by_time.iter().filter(|(k, put)| **put && below_cutoff(k));
+        keys.extend(put.take(max).map(|(k, _)| k.clone()));
+        Ok(keys.into_iter().take(max).collect())
     }
 
     /// Drops change-feed events older than `keep_from_revision`.
