@@ -55,7 +55,9 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let reads = ReadGate::new(raft.clone(), peer, config.reads.clone(), rpc_timeout, applied);
     let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown_rx.clone()));
     let batcher = Batcher::start(raft.clone(), config.batching.clone(), config.dedup_retention_ms);
-    let forwarder = reqwest::Client::builder().timeout(FORWARD_TIMEOUT).no_proxy().build()?;
+    // Relays leave from the node's own peer IP too, so cutting a node off with packet
+    // filters also cuts its relays.
+    let forwarder = reqwest::Client::builder().local_address(peer_ip).timeout(FORWARD_TIMEOUT).no_proxy().build()?;
     let app = Arc::new(App {
         node_id: config.id,
         config: config.clone(),
