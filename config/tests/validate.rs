@@ -17,7 +17,7 @@ fn rejects(extra: &str, field: &str, needle: &str) {
 }
 
 #[test]
-fn election_timeout_max_over_3000_is_rejected_with_the_exact_message() {
+fn election_timeout_max_over_1500_is_rejected_with_the_exact_message() {
     let err = NodeConfig::from_toml_str(
         "id = 1\n[raft]\nelection_timeout_max_ms = 5000\n",
         &Overrides::default(),
@@ -25,7 +25,7 @@ fn election_timeout_max_over_3000_is_rejected_with_the_exact_message() {
     .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "raft.election_timeout_max_ms: must be <= 3000 (got 5000)"
+        "raft.election_timeout_max_ms: must be <= 1500 (got 5000)"
     );
 }
 
@@ -92,9 +92,9 @@ fn raft_section() {
         "must be > raft.election_timeout_min_ms (800) (got 800)",
     );
     rejects(
-        "[raft]\nelection_timeout_min_ms = 2000\nelection_timeout_max_ms = 3001",
+        "[raft]\nelection_timeout_min_ms = 1000\nelection_timeout_max_ms = 1501",
         "raft.election_timeout_max_ms",
-        "must be <= 3000 (got 3001)",
+        "must be <= 1500 (got 1501)",
     );
     rejects(
         "[raft]\nsnapshot_chunk_bytes = 100000000",
@@ -106,7 +106,7 @@ fn raft_section() {
 #[test]
 fn raft_boundaries_are_accepted() {
     let text = "id = 1\n[raft]\nheartbeat_interval_ms = 1\nelection_timeout_min_ms = 2\n\
-                election_timeout_max_ms = 3000\npurge_keep_logs = 0\n";
+                election_timeout_max_ms = 1500\npurge_keep_logs = 0\n";
     NodeConfig::from_toml_str(text, &Overrides::default()).unwrap();
 }
 

@@ -11,11 +11,18 @@ const NODE_ID_FILE: &str = "node_id";
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
     #[error("data dir {dir}: {source}")]
-    Io { dir: PathBuf, source: std::io::Error },
+    Io {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("data dir {0} is in use by another cairn-node process (exclusive lock held)")]
     Locked(PathBuf),
     #[error("data dir {dir} belongs to node {found}, not node {wanted}; refusing to start")]
-    WrongNode { dir: PathBuf, found: String, wanted: u64 },
+    WrongNode {
+        dir: PathBuf,
+        found: String,
+        wanted: u64,
+    },
 }
 
 /// An open, exclusively locked data directory. The lock is held until this is dropped (or
@@ -29,9 +36,17 @@ pub struct DataDir {
 impl DataDir {
     /// Creates (if needed), locks, and checks ownership of `root` for `node_id`.
     pub fn open(root: &Path, node_id: u64) -> Result<DataDir, DataDirError> {
-        let io = |source| DataDirError::Io { dir: root.to_path_buf(), source };
+        let io = |source| DataDirError::Io {
+            dir: root.to_path_buf(),
+            source,
+        };
         fs::create_dir_all(root).map_err(io)?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(root.join(LOCK_FILE)).map_err(io)?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(root.join(LOCK_FILE))
+            .map_err(io)?;
         // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
         let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
@@ -39,9 +54,16 @@ impl DataDir {
         }
         check_owner(root, node_id).map_err(|e| match e {
             OwnerError::Io(source) => io(source),
-            OwnerError::Wrong(found) => DataDirError::WrongNode { dir: root.to_path_buf(), found, wanted: node_id },
+            OwnerError::Wrong(found) => DataDirError::WrongNode {
+                dir: root.to_path_buf(),
+                found,
+                wanted: node_id,
+            },
         })?;
-        Ok(DataDir { root: root.to_path_buf(), _lock: lock })
+        Ok(DataDir {
+            root: root.to_path_buf(),
+            _lock: lock,
+        })
     }
 
     pub fn db_path(&self) -> PathBuf {
@@ -80,7 +102,10 @@ mod tests {
     fn second_open_is_refused_while_first_holds_the_lock() {
         let dir = tempfile::tempdir().unwrap();
         let first = DataDir::open(dir.path(), 1).unwrap();
-        assert!(matches!(DataDir::open(dir.path(), 1), Err(DataDirError::Locked(_))));
+        assert!(matches!(
+            DataDir::open(dir.path(), 1),
+            Err(DataDirError::Locked(_))
+        ));
         drop(first);
         DataDir::open(dir.path(), 1).unwrap();
     }
@@ -90,6 +115,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         drop(DataDir::open(dir.path(), 1).unwrap());
         let err = DataDir::open(dir.path(), 2).err().unwrap();
-        assert!(err.to_string().contains("belongs to node 1, not node 2"), "{err}");
+        assert!(
+            err.to_string().contains("belongs to node 1, not node 2"),
+            "{err}"
+        );
     }
 }

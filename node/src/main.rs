@@ -38,7 +38,12 @@ Then initialize the cluster once:
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let overrides = Overrides { id: args.id, data_dir: args.data_dir, client_addr: args.client_addr, peer_addr: args.peer_addr };
+    let overrides = Overrides {
+        id: args.id,
+        data_dir: args.data_dir,
+        client_addr: args.client_addr,
+        peer_addr: args.peer_addr,
+    };
     let config = match NodeConfig::load(args.config.as_deref(), &overrides) {
         Ok(c) => c,
         Err(e) => {
@@ -47,7 +52,10 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cairn-node: cannot start the async runtime: {e}");
@@ -65,8 +73,12 @@ fn main() -> ExitCode {
 }
 
 fn init_logging(default_level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{default_level},openraft=warn")));
-    tracing_subscriber::fmt().with_env_filter(filter).with_target(false).init();
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},openraft=warn")));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -32,25 +32,76 @@ impl Metrics {
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
         let counters: [(&str, &str, &AtomicU64); 11] = [
-            ("cairn_mutations_ok_total", "mutations applied", &self.mutations_ok),
-            ("cairn_mutations_rejected_total", "mutations rejected by a rule or condition", &self.mutations_rejected),
-            ("cairn_mutations_outcome_unknown_total", "mutations answered 504 outcome_unknown", &self.mutations_unknown),
-            ("cairn_mutations_forwarded_total", "mutations forwarded to the leader", &self.mutations_forwarded),
-            ("cairn_reads_linearizable_total", "linearizable reads served", &self.reads_linearizable),
-            ("cairn_reads_bounded_total", "bounded-staleness reads served", &self.reads_bounded),
-            ("cairn_reads_any_total", "consistency=any reads served", &self.reads_any),
-            ("cairn_reads_stale_refused_total", "reads refused with stale_read", &self.reads_stale_refused),
-            ("cairn_read_index_rounds_total", "quorum confirmations (ReadIndex) performed", &self.read_index_rounds),
-            ("cairn_bad_requests_total", "requests rejected before the log", &self.bad_requests),
-            ("cairn_mutation_latency_us_sum", "sum of applied mutation latencies", &self.mutation_latency_us_sum),
+            (
+                "cairn_mutations_ok_total",
+                "mutations applied",
+                &self.mutations_ok,
+            ),
+            (
+                "cairn_mutations_rejected_total",
+                "mutations rejected by a rule or condition",
+                &self.mutations_rejected,
+            ),
+            (
+                "cairn_mutations_outcome_unknown_total",
+                "mutations answered 504 outcome_unknown",
+                &self.mutations_unknown,
+            ),
+            (
+                "cairn_mutations_forwarded_total",
+                "mutations forwarded to the leader",
+                &self.mutations_forwarded,
+            ),
+            (
+                "cairn_reads_linearizable_total",
+                "linearizable reads served",
+                &self.reads_linearizable,
+            ),
+            (
+                "cairn_reads_bounded_total",
+                "bounded-staleness reads served",
+                &self.reads_bounded,
+            ),
+            (
+                "cairn_reads_any_total",
+                "consistency=any reads served",
+                &self.reads_any,
+            ),
+            (
+                "cairn_reads_stale_refused_total",
+                "reads refused with stale_read",
+                &self.reads_stale_refused,
+            ),
+            (
+                "cairn_read_index_rounds_total",
+                "quorum confirmations (ReadIndex) performed",
+                &self.read_index_rounds,
+            ),
+            (
+                "cairn_bad_requests_total",
+                "requests rejected before the log",
+                &self.bad_requests,
+            ),
+            (
+                "cairn_mutation_latency_us_sum",
+                "sum of applied mutation latencies",
+                &self.mutation_latency_us_sum,
+            ),
         ];
         for (name, help, value) in counters {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}", value.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                value.load(Ordering::Relaxed)
+            );
         }
     }
 }
 
 /// Appends one gauge.
 pub fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+    );
 }

@@ -36,28 +36,54 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let client_listener = bind(&config.client_addr, "client").await?;
     let peer_listener = bind(&config.peer_addr, "peer").await?;
 
-    let engine = Engine::open(&data_dir.db_path(), &EngineOptions::default()).context("opening RocksDB")?;
-    let log = LogStore::new(LogEngine::new(engine.clone())).map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
+    let engine =
+        Engine::open(&data_dir.db_path(), &EngineOptions::default()).context("opening RocksDB")?;
+    let log = LogStore::new(LogEngine::new(engine.clone()))
+        .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
     let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;
     let state = StateEngine::new(engine.clone());
     let sm = StateMachine::open(state.clone(), snapshots).context("opening the state machine")?;
     let applied = sm.applied_watch();
 
     let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
-    let peer_ip = config.peer_addr.parse::<SocketAddr>().context("peer_addr")?.ip();
+    let peer_ip = config
+        .peer_addr
+        .parse::<SocketAddr>()
+        .context("peer_addr")?
+        .ip();
     let peer = PeerClient::new(Some(peer_ip), rpc_timeout)?;
     let raft_config = Arc::new(openraft_config(&config.raft)?);
-    let raft = Raft::new(config.id, raft_config, NetworkFactory::new(peer.clone()), log.clone(), sm)
-        .await
-        .context("starting Raft")?;
+    let raft = Raft::new(
+        config.id,
+        raft_config,
+        NetworkFactory::new(peer.clone()),
+        log.clone(),
+        sm,
+    )
+    .await
+    .context("starting Raft")?;
 
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let reads = ReadGate::new(raft.clone(), peer, config.reads.clone(), rpc_timeout, applied);
+    let reads = ReadGate::new(
+        raft.clone(),
+        peer,
+        config.reads.clone(),
+        rpc_timeout,
+        applied,
+    );
     let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown_rx.clone()));
-    let batcher = Batcher::start(raft.clone(), config.batching.clone(), config.dedup_retention_ms);
+    let batcher = Batcher::start(
+        raft.clone(),
+        config.batching.clone(),
+        config.dedup_retention_ms,
+    );
     // Relays leave from the node's own peer IP too, so cutting a node off with packet
     // filters also cuts its relays.
-    let forwarder = reqwest::Client::builder().local_address(peer_ip).timeout(FORWARD_TIMEOUT).no_proxy().build()?;
+    let forwarder = reqwest::Client::builder()
+        .local_address(peer_ip)
+        .timeout(FORWARD_TIMEOUT)
+        .no_proxy()
+        .build()?;
     let app = Arc::new(App {
         node_id: config.id,
         config: config.clone(),
@@ -73,8 +99,16 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
         shutdown: shutdown_rx.clone(),
     });
 
-    let client_server = serve(client_listener, api::router(app.clone()), shutdown_rx.clone());
-    let peer_server = serve(peer_listener, peer_server::router(raft.clone()), shutdown_rx.clone());
+    let client_server = serve(
+        client_listener,
+        api::router(app.clone()),
+        shutdown_rx.clone(),
+    );
+    let peer_server = serve(
+        peer_listener,
+        peer_server::router(raft.clone()),
+        shutdown_rx.clone(),
+    );
     tracing::info!(id = config.id, client = %config.client_addr, peer = %config.peer_addr, "node ready");
 
     stop.await;
@@ -84,22 +118,33 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     drain(peer_server, "peer").await;
     let _ = refresher.await;
     drop(app);
-    raft.shutdown().await.map_err(|e| anyhow::anyhow!("stopping Raft: {e}"))?;
+    raft.shutdown()
+        .await
+        .map_err(|e| anyhow::anyhow!("stopping Raft: {e}"))?;
     tracing::info!("stopped");
     drop(data_dir);
     Ok(())
 }
 
 async fn bind(addr: &str, what: &str) -> anyhow::Result<TcpListener> {
-    TcpListener::bind(addr).await.with_context(|| format!("binding the {what} address {addr}"))
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the {what} address {addr}"))
 }
 
-fn serve(listener: TcpListener, router: axum::Router, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let graceful = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(graceful).await {
+        if let Err(e) = axum::serve(listener, router)
+            .with_graceful_shutdown(graceful)
+            .await
+        {
             tracing::error!(error = %e, "server failed");
         }
     })
@@ -107,6 +152,10 @@ fn serve(listener: TcpListener, router: axum::Router, mut shutdown: watch::Recei
 
 async fn drain(server: tokio::task::JoinHandle<()>, what: &str) {
     if tokio::time::timeout(DRAIN_TIMEOUT, server).await.is_err() {
-        tracing::warn!(server = what, "connections still open after {} s; closing", DRAIN_TIMEOUT.as_secs());
+        tracing::warn!(
+            server = what,
+            "connections still open after {} s; closing",
+            DRAIN_TIMEOUT.as_secs()
+        );
     }
 }

@@ -22,8 +22,13 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] =
-        [Bug::WriteThroughTombstone, Bug::BoundedSkipsToken, Bug::AckBeforeFsync, Bug::DedupAppliesTwice, Bug::StaleLeaderRead];
+    pub const ALL: [Bug; 5] = [
+        Bug::WriteThroughTombstone,
+        Bug::BoundedSkipsToken,
+        Bug::AckBeforeFsync,
+        Bug::DedupAppliesTwice,
+        Bug::StaleLeaderRead,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -45,7 +50,10 @@ pub fn active(bug: Bug) -> bool {
         let name = std::env::var("CAIRN_PLANTED_BUG").ok()?;
         let bug = Bug::ALL.into_iter().find(|b| b.name() == name);
         match bug {
-            Some(b) => tracing::warn!(bug = b.name(), "PLANTED BUG ACTIVE: this node is deliberately wrong"),
+            Some(b) => tracing::warn!(
+                bug = b.name(),
+                "PLANTED BUG ACTIVE: this node is deliberately wrong"
+            ),
             None => tracing::error!(%name, "unknown CAIRN_PLANTED_BUG; no bug planted"),
         }
         bug

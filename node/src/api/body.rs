@@ -29,7 +29,8 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
                 ApiError::invalid(format!("unreadable body: {rejection}"))
             }
         })?;
-        let value = serde_json::from_slice(&raw).map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
+        let value = serde_json::from_slice(&raw)
+            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
         Ok(JsonBody { value, raw })
     }
 }

@@ -9,7 +9,8 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_client::api::{
-    ClusterStatus, CompactResponse, ErrorCode, InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
+    ClusterStatus, CompactResponse, ErrorCode, InitRequest, MembershipResponse, NodeSpec,
+    RemoveRequest,
 };
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
@@ -34,13 +35,20 @@ const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
 const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn node_info(spec: &NodeSpec) -> Result<NodeInfo> {
-    for (field, addr) in [("client_addr", &spec.client_addr), ("peer_addr", &spec.peer_addr)] {
-        addr.parse::<SocketAddr>().map_err(|e| ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id)))?;
+    for (field, addr) in [
+        ("client_addr", &spec.client_addr),
+        ("peer_addr", &spec.peer_addr),
+    ] {
+        addr.parse::<SocketAddr>()
+            .map_err(|e| ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id)))?;
     }
     if spec.id == 0 {
         return Err(ApiError::invalid("node id must be at least 1"));
     }
-    Ok(NodeInfo { client_addr: spec.client_addr.clone(), peer_addr: spec.peer_addr.clone() })
+    Ok(NodeInfo {
+        client_addr: spec.client_addr.clone(),
+        peer_addr: spec.peer_addr.clone(),
+    })
 }
 
 pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> Result<Response> {
@@ -51,12 +59,18 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
         }
     }
     if !members.contains_key(&app.node_id) {
-        return Err(ApiError::invalid(format!("nodes must include this node ({})", app.node_id)));
+        return Err(ApiError::invalid(format!(
+            "nodes must include this node ({})",
+            app.node_id
+        )));
     }
     match app.raft.initialize(members).await {
         Ok(()) => {}
         Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
-            return Err(ApiError::new(ErrorCode::InvalidTransition, format!("cluster already initialized: {e}")))
+            return Err(ApiError::new(
+                ErrorCode::InvalidTransition,
+                format!("cluster already initialized: {e}"),
+            ))
         }
         Err(e) => return Err(ApiError::internal(e)),
     }
@@ -64,33 +78,74 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
     Ok(Json(membership(&app)).into_response())
 }
 
-pub async fn join(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<NodeSpec>) -> Result<Response> {
+pub async fn join(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<NodeSpec>,
+) -> Result<Response> {
     let spec = &body.value;
     let info = node_info(spec)?;
     if !app.is_leader() {
-        return forward::to_leader(&app, &headers, "/cluster/join", body.raw.clone(), Kind::Query, None).await;
+        return forward::to_leader(
+            &app,
+            &headers,
+            "/cluster/join",
+            body.raw.clone(),
+            Kind::Query,
+            None,
+        )
+        .await;
     }
     // Learner first: it receives the log (or a snapshot) without counting toward quorum;
     // `blocking` returns once it has caught up, and only then is it made a voter.
-    app.raft.add_learner(spec.id, info, true).await.map_err(membership_error)?;
+    app.raft
+        .add_learner(spec.id, info, true)
+        .await
+        .map_err(membership_error)?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
-    app.raft.change_membership(ChangeMembers::AddVoterIds(voters), false).await.map_err(membership_error)?;
+    app.raft
+        .change_membership(ChangeMembers::AddVoterIds(voters), false)
+        .await
+        .map_err(membership_error)?;
     Ok(Json(membership(&app)).into_response())
 }
 
-pub async fn remove(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<RemoveRequest>) -> Result<Response> {
+pub async fn remove(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<RemoveRequest>,
+) -> Result<Response> {
     let id = body.value.id;
     if !app.is_leader() {
-        return forward::to_leader(&app, &headers, "/cluster/remove", body.raw.clone(), Kind::Query, None).await;
+        return forward::to_leader(
+            &app,
+            &headers,
+            "/cluster/remove",
+            body.raw.clone(),
+            Kind::Query,
+            None,
+        )
+        .await;
     }
     check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
-    app.raft.change_membership(change, false).await.map_err(membership_error)?;
+    app.raft
+        .change_membership(change, false)
+        .await
+        .map_err(membership_error)?;
     // A learner with this id (never a voter) is dropped too.
     let metrics = app.raft.metrics().borrow().clone();
-    if metrics.membership_config.membership().get_node(&id).is_some() {
-        app.raft.change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false).await.map_err(membership_error)?;
+    if metrics
+        .membership_config
+        .membership()
+        .get_node(&id)
+        .is_some()
+    {
+        app.raft
+            .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+            .await
+            .map_err(membership_error)?;
     }
     tracing::info!(id, "node removed");
     Ok(Json(membership(&app)).into_response())
@@ -101,16 +156,26 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
     let metrics = app.raft.metrics().borrow().clone();
     let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
     let is_voter = voters.contains(&id);
-    let is_member = metrics.membership_config.membership().get_node(&id).is_some();
+    let is_member = metrics
+        .membership_config
+        .membership()
+        .get_node(&id)
+        .is_some();
     if !is_member {
-        return Err(ApiError::new(ErrorCode::NotFound, format!("node {id} is not a member")));
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("node {id} is not a member"),
+        ));
     }
     if !is_voter {
         return Ok(());
     }
     let remaining: Vec<NodeId> = voters.iter().copied().filter(|v| *v != id).collect();
     if remaining.is_empty() {
-        return Err(ApiError::new(ErrorCode::InvalidTransition, "refusing to remove the last voter"));
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            "refusing to remove the last voter",
+        ));
     }
     let last = metrics.last_log_index.unwrap_or(0);
     let replication = &metrics.replication.clone().unwrap_or_default();
@@ -119,13 +184,20 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
         if *v == app.node_id {
             return true;
         }
-        let caught_up = replication.get(v).and_then(|m| m.as_ref()).is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX);
+        let caught_up = replication
+            .get(v)
+            .and_then(|m| m.as_ref())
+            .is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX);
         match membership.get_node(v) {
             Some(node) if caught_up => answers_health_probe(app, node).await,
             _ => false,
         }
     });
-    let live = futures::future::join_all(probes).await.into_iter().filter(|live| *live).count();
+    let live = futures::future::join_all(probes)
+        .await
+        .into_iter()
+        .filter(|live| *live)
+        .count();
     if live * 2 <= remaining.len() {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
@@ -139,18 +211,26 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
 
 async fn answers_health_probe(app: &App, node: &NodeInfo) -> bool {
     let url = format!("http://{}/healthz", node.client_addr);
-    let answer = app.forwarder.get(url).timeout(LIVE_PROBE_TIMEOUT).send().await;
+    let answer = app
+        .forwarder
+        .get(url)
+        .timeout(LIVE_PROBE_TIMEOUT)
+        .send()
+        .await;
     answer.is_ok_and(|r| r.status().is_success())
 }
 
 fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> ApiError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            ApiError::new(ErrorCode::NoLeader, "leadership changed during the membership change").with("leader_id", json!(f.leader_id))
-        }
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => {
-            ApiError::new(ErrorCode::InvalidTransition, format!("membership change refused: {e}"))
-        }
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ApiError::new(
+            ErrorCode::NoLeader,
+            "leadership changed during the membership change",
+        )
+        .with("leader_id", json!(f.leader_id)),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!("membership change refused: {e}"),
+        ),
         other => ApiError::outcome_unknown(other, None),
     }
 }
@@ -162,9 +242,17 @@ fn membership(app: &App) -> MembershipResponse {
     let learners: Vec<NodeId> = m.learner_ids().collect();
     let nodes = m
         .nodes()
-        .map(|(id, n)| NodeSpec { id: *id, client_addr: n.client_addr.clone(), peer_addr: n.peer_addr.clone() })
+        .map(|(id, n)| NodeSpec {
+            id: *id,
+            client_addr: n.client_addr.clone(),
+            peer_addr: n.peer_addr.clone(),
+        })
         .collect();
-    MembershipResponse { voters: voters.into_iter().collect(), learners, nodes }
+    MembershipResponse {
+        voters: voters.into_iter().collect(),
+        learners,
+        nodes,
+    }
 }
 
 pub async fn status(State(app): State<SharedApp>) -> Result<Json<ClusterStatus>> {
@@ -201,29 +289,54 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
 pub async fn compact(State(app): State<SharedApp>) -> Result<Json<CompactResponse>> {
     let _one_at_a_time = app.compacting.lock().await;
     let applied = app.reads.applied_index();
-    app.raft.trigger().snapshot().await.map_err(ApiError::internal)?;
-    let snapshot_index = wait_metric(&app, "snapshot", |m| m.snapshot.map(|id| id.index).unwrap_or(0) >= applied)
-        .await?
-        .snapshot
-        .map(|id| id.index)
-        .unwrap_or(0);
-    app.raft.trigger().purge_log(snapshot_index).await.map_err(ApiError::internal)?;
-    wait_metric(&app, "purge", |m| m.purged.map(|id| id.index).unwrap_or(0) >= snapshot_index).await?;
+    app.raft
+        .trigger()
+        .snapshot()
+        .await
+        .map_err(ApiError::internal)?;
+    let snapshot_index = wait_metric(&app, "snapshot", |m| {
+        m.snapshot.map(|id| id.index).unwrap_or(0) >= applied
+    })
+    .await?
+    .snapshot
+    .map(|id| id.index)
+    .unwrap_or(0);
+    app.raft
+        .trigger()
+        .purge_log(snapshot_index)
+        .await
+        .map_err(ApiError::internal)?;
+    wait_metric(&app, "purge", |m| {
+        m.purged.map(|id| id.index).unwrap_or(0) >= snapshot_index
+    })
+    .await?;
     let engine = app.engine.clone();
-    tokio::task::spawn_blocking(move || engine.compact_all()).await.map_err(ApiError::internal)??;
+    tokio::task::spawn_blocking(move || engine.compact_all())
+        .await
+        .map_err(ApiError::internal)??;
     let log_purged_through = app.log.purged_through().map_err(ApiError::internal)?;
     tracing::info!(snapshot_index, log_purged_through, "compacted");
-    Ok(Json(CompactResponse { snapshot_index, log_purged_through }))
+    Ok(Json(CompactResponse {
+        snapshot_index,
+        log_purged_through,
+    }))
 }
 
 type RaftMetrics = openraft::RaftMetrics<NodeId, NodeInfo>;
 
-async fn wait_metric(app: &App, what: &str, done: impl Fn(&RaftMetrics) -> bool) -> Result<RaftMetrics> {
+async fn wait_metric(
+    app: &App,
+    what: &str,
+    done: impl Fn(&RaftMetrics) -> bool,
+) -> Result<RaftMetrics> {
     let mut rx = app.raft.metrics();
     let waited = tokio::time::timeout(COMPACT_STEP_TIMEOUT, rx.wait_for(|m| done(m))).await;
     match waited {
         Ok(Ok(m)) => Ok(m.clone()),
-        _ => Err(ApiError::internal(format!("{what} did not complete within {} s", COMPACT_STEP_TIMEOUT.as_secs()))),
+        _ => Err(ApiError::internal(format!(
+            "{what} did not complete within {} s",
+            COMPACT_STEP_TIMEOUT.as_secs()
+        ))),
     }
 }
 
@@ -237,13 +350,53 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
     let metrics = app.raft.metrics().borrow().clone();
     let is_leader = (metrics.state == ServerState::Leader) as u64;
     gauge(&mut out, "cairn_is_leader", "1 on the leader", is_leader);
-    gauge(&mut out, "cairn_term", "current Raft term", metrics.current_term);
-    gauge(&mut out, "cairn_last_log_index", "last index in the local log", metrics.last_log_index.unwrap_or(0));
-    gauge(&mut out, "cairn_commit_index", "last committed index known", app.log.committed_index());
-    gauge(&mut out, "cairn_applied_index", "last applied index", app.reads.applied_index());
-    gauge(&mut out, "cairn_snapshot_index", "last log index in the snapshot", metrics.snapshot.map(|i| i.index).unwrap_or(0));
-    gauge(&mut out, "cairn_log_purged_through", "last purged log index", metrics.purged.map(|i| i.index).unwrap_or(0));
-    gauge(&mut out, "cairn_read_token_age_ms", "age of the newest read token", app.reads.token_age_ms().unwrap_or(0));
-    gauge(&mut out, "cairn_read_index_rounds", "ReadIndex rounds run", app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed));
+    gauge(
+        &mut out,
+        "cairn_term",
+        "current Raft term",
+        metrics.current_term,
+    );
+    gauge(
+        &mut out,
+        "cairn_last_log_index",
+        "last index in the local log",
+        metrics.last_log_index.unwrap_or(0),
+    );
+    gauge(
+        &mut out,
+        "cairn_commit_index",
+        "last committed index known",
+        app.log.committed_index(),
+    );
+    gauge(
+        &mut out,
+        "cairn_applied_index",
+        "last applied index",
+        app.reads.applied_index(),
+    );
+    gauge(
+        &mut out,
+        "cairn_snapshot_index",
+        "last log index in the snapshot",
+        metrics.snapshot.map(|i| i.index).unwrap_or(0),
+    );
+    gauge(
+        &mut out,
+        "cairn_log_purged_through",
+        "last purged log index",
+        metrics.purged.map(|i| i.index).unwrap_or(0),
+    );
+    gauge(
+        &mut out,
+        "cairn_read_token_age_ms",
+        "age of the newest read token",
+        app.reads.token_age_ms().unwrap_or(0),
+    );
+    gauge(
+        &mut out,
+        "cairn_read_index_rounds",
+        "ReadIndex rounds run",
+        app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }

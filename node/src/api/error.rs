@@ -21,7 +21,11 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ApiError { code, message: message.into(), details: Map::new() }
+        ApiError {
+            code,
+            message: message.into(),
+            details: Map::new(),
+        }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -39,15 +43,28 @@ impl ApiError {
     }
 
     pub fn outcome_unknown(message: impl std::fmt::Display, request_id: Option<&str>) -> Self {
-        ApiError::new(ErrorCode::OutcomeUnknown, format!("outcome unknown: {message}; retry with the same request_id"))
-            .with("request_id", request_id.map(Value::from).unwrap_or(Value::Null))
+        ApiError::new(
+            ErrorCode::OutcomeUnknown,
+            format!("outcome unknown: {message}; retry with the same request_id"),
+        )
+        .with(
+            "request_id",
+            request_id.map(Value::from).unwrap_or(Value::Null),
+        )
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorBody { error: ErrorDetail { code: self.code, message: self.message, details: self.details } };
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+                details: self.details,
+            },
+        };
         (status, Json(body)).into_response()
     }
 }
@@ -58,7 +75,11 @@ impl From<OpError> for ApiError {
             Ok(Value::Object(map)) => map,
             _ => Map::new(),
         };
-        ApiError { code: e.code, message: e.message, details }
+        ApiError {
+            code: e.code,
+            message: e.message,
+            details,
+        }
     }
 }
 
@@ -72,7 +93,8 @@ impl From<ReadError> for ApiError {
     fn from(e: ReadError) -> Self {
         match e {
             ReadError::NotLeader { leader_id, .. } => {
-                ApiError::new(ErrorCode::NoLeader, "this node is not the leader").with("leader_id", json!(leader_id))
+                ApiError::new(ErrorCode::NoLeader, "this node is not the leader")
+                    .with("leader_id", json!(leader_id))
             }
             ReadError::StaleRead(message) => ApiError::new(ErrorCode::StaleRead, message),
         }
@@ -83,13 +105,20 @@ impl From<ReadError> for ApiError {
 pub fn write_failure(e: WriteError, request_id: Option<&str>) -> ApiError {
     match e {
         WriteError::NotLeader { leader_id, .. } => {
-            ApiError::new(ErrorCode::NoLeader, "no leader to accept the write").with("leader_id", json!(leader_id))
+            ApiError::new(ErrorCode::NoLeader, "no leader to accept the write")
+                .with("leader_id", json!(leader_id))
         }
         WriteError::OutcomeUnknown(message) => ApiError::outcome_unknown(message, request_id),
-        WriteError::Overloaded => ApiError::new(ErrorCode::Overloaded, "write queue full; nothing was proposed, retry later"),
+        WriteError::Overloaded => ApiError::new(
+            ErrorCode::Overloaded,
+            "write queue full; nothing was proposed, retry later",
+        ),
     }
 }
 
 pub async fn unknown_route(uri: Uri) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("no such endpoint: {}", uri.path()))
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no such endpoint: {}", uri.path()),
+    )
 }

@@ -23,15 +23,29 @@ pub enum Kind {
 
 /// Relays `raw` to the same path on the leader (GET when `raw` is empty and `kind` is a
 /// query, POST otherwise) and returns the leader's answer unchanged.
-pub async fn to_leader(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, kind: Kind, request_id: Option<&str>) -> Result<Response, ApiError> {
+pub async fn to_leader(
+    app: &App,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+    kind: Kind,
+    request_id: Option<&str>,
+) -> Result<Response, ApiError> {
     if headers.contains_key(FORWARDED_BY) {
-        return Err(ApiError::new(ErrorCode::NoLeader, "relayed here as to the leader, but this node is not the leader"));
+        return Err(ApiError::new(
+            ErrorCode::NoLeader,
+            "relayed here as to the leader, but this node is not the leader",
+        ));
     }
     let Some((leader_id, leader)) = app.leader().filter(|(id, _)| *id != app.node_id) else {
         return Err(ApiError::new(ErrorCode::NoLeader, "no leader is known"));
     };
     let url = format!("http://{}{path}", leader.client_addr);
-    let request = if raw.is_empty() && kind == Kind::Query { app.forwarder.get(url) } else { app.forwarder.post(url) };
+    let request = if raw.is_empty() && kind == Kind::Query {
+        app.forwarder.get(url)
+    } else {
+        app.forwarder.post(url)
+    };
     let sent = request
         .header(FORWARDED_BY, app.node_id.to_string())
         .header(header::CONTENT_TYPE, "application/json")
@@ -41,15 +55,36 @@ pub async fn to_leader(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, k
     let resp = match sent {
         Ok(resp) => resp,
         Err(e) if e.is_connect() => {
-            return Err(ApiError::new(ErrorCode::NoLeader, format!("leader {leader_id} unreachable: {e}")))
+            return Err(ApiError::new(
+                ErrorCode::NoLeader,
+                format!("leader {leader_id} unreachable: {e}"),
+            ))
         }
-        Err(e) if kind == Kind::Mutation => return Err(ApiError::outcome_unknown(format!("relay to leader {leader_id}: {e}"), request_id)),
-        Err(e) => return Err(ApiError::new(ErrorCode::NoLeader, format!("relay to leader {leader_id}: {e}"))),
+        Err(e) if kind == Kind::Mutation => {
+            return Err(ApiError::outcome_unknown(
+                format!("relay to leader {leader_id}: {e}"),
+                request_id,
+            ))
+        }
+        Err(e) => {
+            return Err(ApiError::new(
+                ErrorCode::NoLeader,
+                format!("relay to leader {leader_id}: {e}"),
+            ))
+        }
     };
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     match resp.bytes().await {
-        Ok(body) => Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response()),
-        Err(e) if kind == Kind::Mutation => Err(ApiError::outcome_unknown(format!("reading the leader's answer: {e}"), request_id)),
-        Err(e) => Err(ApiError::new(ErrorCode::NoLeader, format!("reading the leader's answer: {e}"))),
+        Ok(body) => {
+            Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+        }
+        Err(e) if kind == Kind::Mutation => Err(ApiError::outcome_unknown(
+            format!("reading the leader's answer: {e}"),
+            request_id,
+        )),
+        Err(e) => Err(ApiError::new(
+            ErrorCode::NoLeader,
+            format!("reading the leader's answer: {e}"),
+        )),
     }
 }

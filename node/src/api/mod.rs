@@ -63,7 +63,11 @@ impl App {
     pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
         let metrics = self.raft.metrics().borrow().clone();
         let id = metrics.current_leader?;
-        let node = metrics.membership_config.membership().get_node(&id)?.clone();
+        let node = metrics
+            .membership_config
+            .membership()
+            .get_node(&id)?
+            .clone();
         Some((id, node))
     }
 }

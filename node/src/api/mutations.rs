@@ -12,8 +12,8 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_client::api::{
-    BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest, SupersedeRequest,
-    WriteRequest,
+    BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
+    SupersedeRequest, WriteRequest,
 };
 use cairn_memory::{limits, Command, CommandResponse, Mutation, OpError};
 use serde::Serialize;
@@ -27,42 +27,143 @@ use crate::metrics::Metrics;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-pub async fn write(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<WriteRequest>) -> Result<Response> {
+pub async fn write(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<WriteRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/write", body.raw.clone(), limits::write(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/write",
+        body.raw.clone(),
+        limits::write(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn forget(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<ForgetRequest>) -> Result<Response> {
+pub async fn forget(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<ForgetRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/forget", body.raw.clone(), limits::forget(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/forget",
+        body.raw.clone(),
+        limits::forget(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn revoke(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<RevokeRequest>) -> Result<Response> {
+pub async fn revoke(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<RevokeRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/revoke", body.raw.clone(), limits::revoke(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/revoke",
+        body.raw.clone(),
+        limits::revoke(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn reinstate(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<ReinstateRequest>) -> Result<Response> {
+pub async fn reinstate(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<ReinstateRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/reinstate", body.raw.clone(), limits::reinstate(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/reinstate",
+        body.raw.clone(),
+        limits::reinstate(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn flag_stale(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<FlagStaleRequest>) -> Result<Response> {
+pub async fn flag_stale(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<FlagStaleRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/flag-stale", body.raw.clone(), limits::flag_stale(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/flag-stale",
+        body.raw.clone(),
+        limits::flag_stale(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn supersede(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<SupersedeRequest>) -> Result<Response> {
+pub async fn supersede(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<SupersedeRequest>,
+) -> Result<Response> {
     let req = &body.value;
-    single(&app, &headers, "/v1/supersede", body.raw.clone(), limits::supersede(req, &app.config.limits), req.request_id.clone(), req).await
+    single(
+        &app,
+        &headers,
+        "/v1/supersede",
+        body.raw.clone(),
+        limits::supersede(req, &app.config.limits),
+        req.request_id.clone(),
+        req,
+    )
+    .await
 }
 
-pub async fn batch(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<BatchRequest>) -> Result<Response> {
-    let command = limits::batch(&body.value, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
+pub async fn batch(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<BatchRequest>,
+) -> Result<Response> {
+    let command =
+        limits::batch(&body.value, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
     let request_id = body.value.request_id.clone();
-    match submit(&app, &headers, "/v1/batch", body.raw, command, request_id.as_deref()).await? {
+    match submit(
+        &app,
+        &headers,
+        "/v1/batch",
+        body.raw,
+        command,
+        request_id.as_deref(),
+    )
+    .await?
+    {
         Submitted::Relayed(resp) => Ok(resp),
-        Submitted::Applied { results, revision, replayed } => Ok(Json(BatchResult { results, revision, replayed }).into_response()),
+        Submitted::Applied {
+            results,
+            revision,
+            replayed,
+        } => Ok(Json(BatchResult {
+            results,
+            revision,
+            replayed,
+        })
+        .into_response()),
     }
 }
 
@@ -76,11 +177,14 @@ async fn single<P: Serialize>(
     payload: &P,
 ) -> Result<Response> {
     let mutation = mutation.map_err(|e| rejected_input(app, e))?;
-    let command = limits::single(mutation, request_id.clone(), payload, &app.config.limits).map_err(|e| rejected_input(app, e))?;
+    let command = limits::single(mutation, request_id.clone(), payload, &app.config.limits)
+        .map_err(|e| rejected_input(app, e))?;
     match submit(app, headers, path, raw, command, request_id.as_deref()).await? {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied { mut results, .. } => {
-            let result = results.pop().ok_or_else(|| ApiError::internal("state machine returned no result"))?;
+            let result = results
+                .pop()
+                .ok_or_else(|| ApiError::internal("state machine returned no result"))?;
             Ok(Json(result).into_response())
         }
     }
@@ -92,22 +196,46 @@ fn rejected_input(app: &SharedApp, e: OpError) -> ApiError {
 }
 
 enum Submitted {
-    Applied { results: Vec<cairn_client::api::MutationResult>, revision: u64, replayed: bool },
+    Applied {
+        results: Vec<cairn_client::api::MutationResult>,
+        revision: u64,
+        replayed: bool,
+    },
     Relayed(Response),
 }
 
 /// Proposes on the leader, or relays the raw request to it.
-async fn submit(app: &SharedApp, headers: &HeaderMap, path: &str, raw: Bytes, command: Command, request_id: Option<&str>) -> Result<Submitted> {
+async fn submit(
+    app: &SharedApp,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+    command: Command,
+    request_id: Option<&str>,
+) -> Result<Submitted> {
     if !app.is_leader() {
         Metrics::inc(&app.metrics.mutations_forwarded);
-        return forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id).await.map(Submitted::Relayed);
+        return forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id)
+            .await
+            .map(Submitted::Relayed);
     }
     let started = Instant::now();
     match app.batcher.submit(command).await {
-        Ok(CommandResponse::Applied { results, revision, replayed }) => {
+        Ok(CommandResponse::Applied {
+            results,
+            revision,
+            replayed,
+        }) => {
             Metrics::inc(&app.metrics.mutations_ok);
-            Metrics::add(&app.metrics.mutation_latency_us_sum, started.elapsed().as_micros() as u64);
-            Ok(Submitted::Applied { results, revision, replayed })
+            Metrics::add(
+                &app.metrics.mutation_latency_us_sum,
+                started.elapsed().as_micros() as u64,
+            );
+            Ok(Submitted::Applied {
+                results,
+                revision,
+                replayed,
+            })
         }
         Ok(CommandResponse::Rejected { error, op_index }) => {
             Metrics::inc(&app.metrics.mutations_rejected);
@@ -120,7 +248,9 @@ async fn submit(app: &SharedApp, headers: &HeaderMap, path: &str, raw: Bytes, co
         // Provably not appended anywhere that can commit it: safe to relay.
         Err(WriteError::NotLeader { .. }) => {
             Metrics::inc(&app.metrics.mutations_forwarded);
-            forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id).await.map(Submitted::Relayed)
+            forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id)
+                .await
+                .map(Submitted::Relayed)
         }
         Err(e) => {
             if matches!(e, WriteError::OutcomeUnknown(_)) {

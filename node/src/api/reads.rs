@@ -9,9 +9,9 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_client::api::{
-    Consistency, ErrorCode, HistoryRequest, HistoryResponse, ListRequest, ListResponse, ProbeRequest,
-    ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallNote, RecallRequest, RecallResponse, Served,
-    State as KeyState,
+    Consistency, ErrorCode, HistoryRequest, HistoryResponse, ListRequest, ListResponse,
+    ProbeRequest, ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallNote, RecallRequest,
+    RecallResponse, Served, State as KeyState,
 };
 use cairn_memory::{anchors, limits, render, Slot};
 
@@ -47,18 +47,35 @@ enum Barrier {
 /// - bounded: a fresh read token and apply wait, else `stale_read`; never relays.
 /// - any: nothing.
 /// - then `min_revision`: wait (bounded) until applied, else `stale_read`.
-async fn barrier(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, opts: ReadOptions) -> Result<Barrier> {
+async fn barrier(
+    app: &App,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+    opts: ReadOptions,
+) -> Result<Barrier> {
     let consistency = opts.consistency.unwrap_or_default();
     let reads = &app.reads;
     let checked = match consistency {
         Consistency::Linearizable if !app.is_leader() => None,
         Consistency::Linearizable => match reads.linearizable().await {
             Err(ReadError::NotLeader { .. }) => None,
-            other => Some(other.map(|_| ()).inspect(|_| Metrics::inc(&app.metrics.reads_linearizable))),
+            other => Some(
+                other
+                    .map(|_| ())
+                    .inspect(|_| Metrics::inc(&app.metrics.reads_linearizable)),
+            ),
         },
         Consistency::Bounded => {
-            let max_ms = opts.max_staleness_ms.unwrap_or(app.config.reads.default_max_staleness_ms);
-            Some(reads.bounded(Duration::from_millis(max_ms)).await.map(|_| Metrics::inc(&app.metrics.reads_bounded)))
+            let max_ms = opts
+                .max_staleness_ms
+                .unwrap_or(app.config.reads.default_max_staleness_ms);
+            Some(
+                reads
+                    .bounded(Duration::from_millis(max_ms))
+                    .await
+                    .map(|_| Metrics::inc(&app.metrics.reads_bounded)),
+            )
         }
         Consistency::Any => {
             reads.note_demand();
@@ -67,7 +84,11 @@ async fn barrier(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, opts: R
         }
     };
     match checked {
-        None => return forward::to_leader(app, headers, path, raw, Kind::Query, None).await.map(Barrier::Relayed),
+        None => {
+            return forward::to_leader(app, headers, path, raw, Kind::Query, None)
+                .await
+                .map(Barrier::Relayed)
+        }
         Some(Err(e)) => {
             Metrics::inc(&app.metrics.reads_stale_refused);
             return Err(e.into());
@@ -76,21 +97,33 @@ async fn barrier(app: &App, headers: &HeaderMap, path: &str, raw: Bytes, opts: R
     }
     if let Some(min_revision) = opts.min_revision {
         let wait = Duration::from_millis(app.config.reads.min_revision_wait_ms);
-        reads.wait_applied(min_revision, wait).await.inspect_err(|_| Metrics::inc(&app.metrics.reads_stale_refused))?;
+        reads
+            .wait_applied(min_revision, wait)
+            .await
+            .inspect_err(|_| Metrics::inc(&app.metrics.reads_stale_refused))?;
     }
     Ok(Barrier::Local(served(app, consistency)))
 }
 
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
-    let leader_confirmed_ms = if app.is_leader() { app.raft.metrics().borrow().millis_since_quorum_ack } else { None };
+    let leader_confirmed_ms = if app.is_leader() {
+        app.raft.metrics().borrow().millis_since_quorum_ack
+    } else {
+        None
+    };
     Served {
         node_id: app.node_id,
         role: app.role().to_string(),
         consistency,
         applied_index: reads.applied_index(),
-        leader_commit_index: reads.token_index().unwrap_or_else(|| app.log.committed_index()),
-        ms_since_leader_contact: reads.token_age_ms().or(leader_confirmed_ms).unwrap_or(u64::MAX),
+        leader_commit_index: reads
+            .token_index()
+            .unwrap_or_else(|| app.log.committed_index()),
+        ms_since_leader_contact: reads
+            .token_age_ms()
+            .or(leader_confirmed_ms)
+            .unwrap_or(u64::MAX),
     }
 }
 
@@ -107,36 +140,76 @@ macro_rules! local_or_relay {
     };
 }
 
-fn read_opts(consistency: Option<Consistency>, max_staleness_ms: Option<u64>, min_revision: Option<u64>) -> ReadOptions {
-    ReadOptions { consistency, max_staleness_ms, min_revision }
+fn read_opts(
+    consistency: Option<Consistency>,
+    max_staleness_ms: Option<u64>,
+    min_revision: Option<u64>,
+) -> ReadOptions {
+    ReadOptions {
+        consistency,
+        max_staleness_ms,
+        min_revision,
+    }
 }
 
-pub async fn read(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<ReadRequest>) -> Result<Response> {
+pub async fn read(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<ReadRequest>,
+) -> Result<Response> {
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served = local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
-    let slot = app.state.slot(&req.key)?.ok_or_else(|| not_found(&req.key))?;
-    Ok(Json(ReadResponse { record: render::record(&slot), served }).into_response())
+    let served =
+        local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
+    let slot = app
+        .state
+        .slot(&req.key)?
+        .ok_or_else(|| not_found(&req.key))?;
+    Ok(Json(ReadResponse {
+        record: render::record(&slot),
+        served,
+    })
+    .into_response())
 }
 
 fn not_found(key: &str) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("key {key:?} was never written")).with("key", key)
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("key {key:?} was never written"),
+    )
+    .with("key", key)
 }
 
-pub async fn probe(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<ProbeRequest>) -> Result<Response> {
+pub async fn probe(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<ProbeRequest>,
+) -> Result<Response> {
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served = local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
+    let served =
+        local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
     let slot = app.state.slot(&req.key)?;
     let log_purged_through = app.log.purged_through().map_err(ApiError::internal)?;
-    Ok(Json(probe_of(&req.key, slot.as_ref(), log_purged_through, served)).into_response())
+    Ok(Json(probe_of(
+        &req.key,
+        slot.as_ref(),
+        log_purged_through,
+        served,
+    ))
+    .into_response())
 }
 
 /// The value record (the value bytes) vs the retention record (slot metadata, tombstone,
 /// history) of a key.
-fn probe_of(key: &str, slot: Option<&Slot>, log_purged_through: u64, served: Served) -> ProbeResponse {
+fn probe_of(
+    key: &str,
+    slot: Option<&Slot>,
+    log_purged_through: u64,
+    served: Served,
+) -> ProbeResponse {
     ProbeResponse {
         key: key.to_string(),
         state: slot.map(|s| s.state).unwrap_or(KeyState::Absent),
@@ -145,23 +218,35 @@ fn probe_of(key: &str, slot: Option<&Slot>, log_purged_through: u64, served: Ser
         version: slot.map(|s| s.version).unwrap_or(0),
         generation: slot.map(|s| s.generation).unwrap_or(0),
         forget_epoch: slot.map(|s| s.forget_epoch).unwrap_or(0),
-        tombstone_id: slot.and_then(|s| s.tombstone.as_ref()).map(|t| t.id.clone()),
+        tombstone_id: slot
+            .and_then(|s| s.tombstone.as_ref())
+            .map(|t| t.id.clone()),
         value_revision: slot.map(|s| s.value_revision).unwrap_or(0),
         log_purged_through,
         served,
     }
 }
 
-pub async fn history(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<HistoryRequest>) -> Result<Response> {
+pub async fn history(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<HistoryRequest>,
+) -> Result<Response> {
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served = local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
+    let served =
+        local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
     let events = app.state.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
         return Err(not_found(&req.key));
     }
-    Ok(Json(HistoryResponse { key: req.key.clone(), events, served }).into_response())
+    Ok(Json(HistoryResponse {
+        key: req.key.clone(),
+        events,
+        served,
+    })
+    .into_response())
 }
 
 /// `GET /v1/tombstones/{id}?consistency=&max_staleness_ms=&min_revision=`
@@ -172,11 +257,16 @@ pub async fn tombstone(
     Query(opts): Query<ReadOptions>,
 ) -> Result<Response> {
     if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError::invalid("tombstone id must be 1-128 hex characters"));
+        return Err(ApiError::invalid(
+            "tombstone id must be 1-128 hex characters",
+        ));
     }
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
     let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
-    let tombstone = app.state.tombstone(&id)?.ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no tombstone {id}")))?;
+    let tombstone = app
+        .state
+        .tombstone(&id)?
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no tombstone {id}")))?;
     Ok(Json(tombstone).into_response())
 }
 
@@ -191,7 +281,11 @@ fn query_string(opts: &ReadOptions) -> String {
     if let Some(r) = opts.min_revision {
         parts.push(format!("min_revision={r}"));
     }
-    if parts.is_empty() { String::new() } else { format!("?{}", parts.join("&")) }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
 }
 
 fn page_limit(app: &App, limit: Option<u32>) -> Result<usize> {
@@ -203,16 +297,27 @@ fn page_limit(app: &App, limit: Option<u32>) -> Result<usize> {
     }
 }
 
-pub async fn list(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<ListRequest>) -> Result<Response> {
+pub async fn list(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<ListRequest>,
+) -> Result<Response> {
     let req = &body.value;
     if req.prefix.len() > app.config.limits.key_bytes_max {
         return Err(ApiError::invalid("prefix is longer than the longest key"));
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served = local_or_relay!(barrier(&app, &headers, "/v1/list", body.raw.clone(), opts).await?);
-    let wanted = |s: &Slot| req.states.as_ref().is_none_or(|states| states.contains(&s.state));
-    let scanned = app.state.slots_after(&req.prefix, req.after.as_deref(), limit * LIST_SCAN_FACTOR)?;
+    let served =
+        local_or_relay!(barrier(&app, &headers, "/v1/list", body.raw.clone(), opts).await?);
+    let wanted = |s: &Slot| {
+        req.states
+            .as_ref()
+            .is_none_or(|states| states.contains(&s.state))
+    };
+    let scanned =
+        app.state
+            .slots_after(&req.prefix, req.after.as_deref(), limit * LIST_SCAN_FACTOR)?;
     let scan_full = scanned.len() == limit * LIST_SCAN_FACTOR;
     let mut items = Vec::new();
     let mut last_seen = None;
@@ -227,32 +332,56 @@ pub async fn list(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBo
     }
     let more = items.len() == limit || scan_full;
     let next_after = if more { last_seen } else { None };
-    Ok(Json(ListResponse { items, next_after, served }).into_response())
+    Ok(Json(ListResponse {
+        items,
+        next_after,
+        served,
+    })
+    .into_response())
 }
 
-pub async fn recall(State(app): State<SharedApp>, headers: HeaderMap, body: JsonBody<RecallRequest>) -> Result<Response> {
+pub async fn recall(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<RecallRequest>,
+) -> Result<Response> {
     let req = &body.value;
     limits::cues(&req.cues, &app.config.limits)?;
-    if req.include.as_ref().is_some_and(|states| states.contains(&KeyState::Forgotten)) {
-        return Err(ApiError::invalid("include: forgotten notes are never recalled"));
+    if req
+        .include
+        .as_ref()
+        .is_some_and(|states| states.contains(&KeyState::Forgotten))
+    {
+        return Err(ApiError::invalid(
+            "include: forgotten notes are never recalled",
+        ));
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served = local_or_relay!(barrier(&app, &headers, "/v1/recall", body.raw.clone(), opts).await?);
+    let served =
+        local_or_relay!(barrier(&app, &headers, "/v1/recall", body.raw.clone(), opts).await?);
     let notes = recall_notes(&app, req, limit)?;
     Ok(Json(RecallResponse { notes, served }).into_response())
 }
 
 fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<RecallNote>> {
-    let include = req.include.clone().unwrap_or_else(|| vec![KeyState::Active, KeyState::Revoked]);
+    let include = req
+        .include
+        .clone()
+        .unwrap_or_else(|| vec![KeyState::Active, KeyState::Revoked]);
     let mut keys = std::collections::BTreeSet::new();
     for cue in &req.cues {
         for lookup in anchors::index_lookups(cue) {
             let found = match lookup {
-                anchors::Lookup::Exact(anchor) => app.state.keys_for_anchor(&anchor, RECALL_CANDIDATES_MAX)?,
-                anchors::Lookup::Prefix(prefix) => {
-                    app.state.keys_under_anchor_prefix(&prefix, RECALL_CANDIDATES_MAX)?.into_iter().map(|(_, k)| k).collect()
+                anchors::Lookup::Exact(anchor) => {
+                    app.state.keys_for_anchor(&anchor, RECALL_CANDIDATES_MAX)?
                 }
+                anchors::Lookup::Prefix(prefix) => app
+                    .state
+                    .keys_under_anchor_prefix(&prefix, RECALL_CANDIDATES_MAX)?
+                    .into_iter()
+                    .map(|(_, k)| k)
+                    .collect(),
             };
             keys.extend(found);
             if keys.len() >= RECALL_CANDIDATES_MAX {
@@ -262,10 +391,16 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
     }
     let mut candidates = Vec::new();
     for key in keys {
-        if req.prefix.as_ref().is_some_and(|p| !key.starts_with(p.as_str())) {
+        if req
+            .prefix
+            .as_ref()
+            .is_some_and(|p| !key.starts_with(p.as_str()))
+        {
             continue;
         }
-        let Some(slot) = app.state.slot(&key)? else { continue };
+        let Some(slot) = app.state.slot(&key)? else {
+            continue;
+        };
         if slot.state == KeyState::Forgotten || !include.contains(&slot.state) {
             continue;
         }
@@ -275,5 +410,9 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
         }
     }
     anchors::rank(&mut candidates);
-    Ok(candidates.into_iter().take(limit).map(|hit| render::note(&hit.slot, hit.matched)).collect())
+    Ok(candidates
+        .into_iter()
+        .take(limit)
+        .map(|hit| render::note(&hit.slot, hit.matched))
+        .collect())
 }

@@ -30,15 +30,21 @@ pub struct WatchQuery {
     pub from_revision: Option<u64>,
 }
 
-pub async fn watch(State(app): State<SharedApp>, Query(q): Query<WatchQuery>) -> Result<impl IntoResponse, ApiError> {
+pub async fn watch(
+    State(app): State<SharedApp>,
+    Query(q): Query<WatchQuery>,
+) -> Result<impl IntoResponse, ApiError> {
     let first = app.state.feed_first_revision()?;
     let from = q.from_revision.unwrap_or(app.reads.applied_index() + 1);
     if let Some(first) = first.filter(|first| from < *first && from > 0) {
         tracing::debug!(from, first, "watch from a trimmed revision");
-        return Err(ApiError::invalid(format!("from_revision {from} is older than the feed's oldest revision {first}"))
-            .with("oldest_revision", first));
+        return Err(ApiError::invalid(format!(
+            "from_revision {from} is older than the feed's oldest revision {first}"
+        ))
+        .with("oldest_revision", first));
     }
-    Ok(Sse::new(events(app, q.prefix, from)).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(Sse::new(events(app, q.prefix, from))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
 struct Cursor {
@@ -48,8 +54,17 @@ struct Cursor {
     pending: std::collections::VecDeque<Event>,
 }
 
-fn events(app: SharedApp, prefix: String, from: u64) -> impl Stream<Item = Result<Event, Infallible>> {
-    let cursor = Cursor { app, prefix, position: (from, 0), pending: Default::default() };
+fn events(
+    app: SharedApp,
+    prefix: String,
+    from: u64,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let cursor = Cursor {
+        app,
+        prefix,
+        position: (from, 0),
+        pending: Default::default(),
+    };
     stream::unfold(cursor, |mut c| async move {
         loop {
             if let Some(event) = c.pending.pop_front() {
@@ -70,12 +85,19 @@ impl Cursor {
     /// Reads the next page into `pending`; `Ok(false)` when caught up.
     fn fill(&mut self) -> Result<bool, ApiError> {
         let page = self.app.state.feed_page(self.position, PAGE_EVENTS_MAX)?;
-        let Some(((rev, seq), _)) = page.last() else { return Ok(false) };
+        let Some(((rev, seq), _)) = page.last() else {
+            return Ok(false);
+        };
         self.position = (*rev, seq + 1);
         for (_, event) in page {
             if event.key.starts_with(&self.prefix) {
                 let data = serde_json::to_string(&event).map_err(ApiError::internal)?;
-                self.pending.push_back(Event::default().id(event.revision.to_string()).event("change").data(data));
+                self.pending.push_back(
+                    Event::default()
+                        .id(event.revision.to_string())
+                        .event("change")
+                        .data(data),
+                );
             }
         }
         Ok(true)

@@ -24,7 +24,10 @@ use super::types::{NodeId, NodeInfo, Raft, Request};
 pub enum WriteError {
     /// This node is not the leader; the command was NOT appended anywhere.
     #[error("not the leader")]
-    NotLeader { leader_id: Option<NodeId>, leader: Option<NodeInfo> },
+    NotLeader {
+        leader_id: Option<NodeId>,
+        leader: Option<NodeInfo>,
+    },
     /// The command may or may not have been committed (leader lost, node stopping).
     #[error("outcome unknown: {0}")]
     OutcomeUnknown(String),
@@ -56,24 +59,42 @@ impl Batcher {
     pub async fn submit(&self, command: Command) -> Result<CommandResponse, WriteError> {
         let bytes = approx_bytes(&command);
         let (reply, rx) = oneshot::channel();
-        self.tx.try_send(Pending { command, bytes, reply }).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => WriteError::Overloaded,
-            mpsc::error::TrySendError::Closed(_) => WriteError::OutcomeUnknown("node stopping".into()),
-        })?;
-        rx.await.map_err(|_| WriteError::OutcomeUnknown("write task ended before answering".into()))?
+        self.tx
+            .try_send(Pending {
+                command,
+                bytes,
+                reply,
+            })
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => WriteError::Overloaded,
+                mpsc::error::TrySendError::Closed(_) => {
+                    WriteError::OutcomeUnknown("node stopping".into())
+                }
+            })?;
+        rx.await
+            .map_err(|_| WriteError::OutcomeUnknown("write task ended before answering".into()))?
     }
 }
 
 fn approx_bytes(command: &Command) -> usize {
-    bincode::serialized_size(command).map(|n| n as usize).unwrap_or(usize::MAX)
+    bincode::serialized_size(command)
+        .map(|n| n as usize)
+        .unwrap_or(usize::MAX)
 }
 
-async fn run(raft: Raft, cfg: BatchingConfig, dedup_retention_ms: u64, mut rx: mpsc::Receiver<Pending>) {
+async fn run(
+    raft: Raft,
+    cfg: BatchingConfig,
+    dedup_retention_ms: u64,
+    mut rx: mpsc::Receiver<Pending>,
+) {
     let inflight = Arc::new(Semaphore::new(cfg.inflight_entries_max as usize));
     let linger = Duration::from_micros(cfg.linger_us);
     while let Some(first) = rx.recv().await {
         let batch = gather(first, &mut rx, &cfg, linger).await;
-        let Ok(permit) = inflight.clone().acquire_owned().await else { break };
+        let Ok(permit) = inflight.clone().acquire_owned().await else {
+            break;
+        };
         let raft = raft.clone();
         tokio::spawn(async move {
             propose(&raft, batch, dedup_retention_ms).await;
@@ -83,7 +104,12 @@ async fn run(raft: Raft, cfg: BatchingConfig, dedup_retention_ms: u64, mut rx: m
 }
 
 /// Collects commands until the entry is full or `linger` has passed since the first one.
-async fn gather(first: Pending, rx: &mut mpsc::Receiver<Pending>, cfg: &BatchingConfig, linger: Duration) -> Vec<Pending> {
+async fn gather(
+    first: Pending,
+    rx: &mut mpsc::Receiver<Pending>,
+    cfg: &BatchingConfig,
+    linger: Duration,
+) -> Vec<Pending> {
     let deadline = tokio::time::Instant::now() + linger;
     let mut ops = first.command.mutations.len();
     let mut bytes = first.bytes;
@@ -104,14 +130,24 @@ async fn gather(first: Pending, rx: &mut mpsc::Receiver<Pending>, cfg: &Batching
 }
 
 async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
-    let (commands, replies): (Vec<_>, Vec<_>) = batch.into_iter().map(|p| (p.command, p.reply)).unzip();
+    let (commands, replies): (Vec<_>, Vec<_>) =
+        batch.into_iter().map(|p| (p.command, p.reply)).unzip();
     let count = commands.len();
-    let request = Request { now_ms: unix_ms(), dedup_retention_ms, commands };
+    let request = Request {
+        now_ms: unix_ms(),
+        dedup_retention_ms,
+        commands,
+    };
     match raft.client_write(request).await {
         Ok(written) => {
             let responses = written.data.responses;
             // Both sides of the log: the state machine answers every command it was given.
-            assert_eq!(responses.len(), count, "state machine answered {} of {count} commands", responses.len());
+            assert_eq!(
+                responses.len(),
+                count,
+                "state machine answered {} of {count} commands",
+                responses.len()
+            );
             for (reply, response) in replies.into_iter().zip(responses) {
                 let _ = reply.send(Ok(response));
             }
@@ -130,13 +166,17 @@ async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
 /// (a committed entry is never truncated). Everything else is indeterminate.
 fn classify(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> WriteError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
-            WriteError::NotLeader { leader_id: f.leader_id, leader: f.leader_node }
-        }
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => WriteError::NotLeader {
+            leader_id: f.leader_id,
+            leader: f.leader_node,
+        },
         other => WriteError::OutcomeUnknown(other.to_string()),
     }
 }
 
 pub fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -30,9 +30,16 @@ pub struct LogStore {
 
 impl LogStore {
     pub fn new(engine: LogEngine) -> Result<Self, StorageError> {
-        let store = LogStore { engine, committed: Arc::new(AtomicU64::new(0)) };
-        let committed = store.read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?.flatten();
-        store.committed.store(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
+        let store = LogStore {
+            engine,
+            committed: Arc::new(AtomicU64::new(0)),
+        };
+        let committed = store
+            .read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?
+            .flatten();
+        store
+            .committed
+            .store(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
         Ok(store)
     }
 
@@ -55,7 +62,10 @@ impl LogStore {
         name: &[u8],
         err: fn(openraft::AnyError) -> StorageIOError,
     ) -> Result<Option<T>, StorageError> {
-        let bytes = self.engine.get_meta(name).map_err(|e| err(openraft::AnyError::new(&e)))?;
+        let bytes = self
+            .engine
+            .get_meta(name)
+            .map_err(|e| err(openraft::AnyError::new(&e)))?;
         bytes
             .map(|b| codec::decode(&b).map_err(|e| err(openraft::AnyError::new(&e)).into()))
             .transpose()
@@ -68,7 +78,9 @@ impl LogStore {
         err: fn(openraft::AnyError) -> StorageIOError,
     ) -> Result<(), StorageError> {
         let bytes = codec::encode(value);
-        self.engine.put_meta(name, &bytes).map_err(|e| err(openraft::AnyError::new(&e)).into())
+        self.engine
+            .put_meta(name, &bytes)
+            .map_err(|e| err(openraft::AnyError::new(&e)).into())
     }
 }
 
@@ -103,7 +115,10 @@ impl RaftLogReader<TypeConfig> for LogStore {
             if entry.get_log_id().index != index {
                 return Err(StorageIOError::read_log_at_index(
                     index,
-                    openraft::AnyError::error(format!("entry under index {index} claims {}", entry.log_id)),
+                    openraft::AnyError::error(format!(
+                        "entry under index {index} claims {}",
+                        entry.log_id
+                    )),
                 )
                 .into());
             }
@@ -119,10 +134,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
         let last_log_id = match self.engine.last().map_err(read_err)? {
-            Some((_, bytes)) => Some(*codec::decode::<Entry>(&bytes).map_err(read_err)?.get_log_id()),
+            Some((_, bytes)) => Some(
+                *codec::decode::<Entry>(&bytes)
+                    .map_err(read_err)?
+                    .get_log_id(),
+            ),
             None => last_purged_log_id,
         };
-        Ok(LogState { last_purged_log_id, last_log_id })
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -140,22 +162,32 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        self.committed.fetch_max(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
+        self.committed
+            .fetch_max(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
         let this = self.clone();
-        blocking(move || this.write_meta(meta::COMMITTED, &committed, StorageIOError::write_logs)).await
+        blocking(move || this.write_meta(meta::COMMITTED, &committed, StorageIOError::write_logs))
+            .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self.read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?.flatten())
+        Ok(self
+            .read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?
+            .flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
-        let encoded: Vec<(u64, Vec<u8>)> =
-            entries.into_iter().map(|e| (e.get_log_id().index, codec::encode(&e))).collect();
+        let encoded: Vec<(u64, Vec<u8>)> = entries
+            .into_iter()
+            .map(|e| (e.get_log_id().index, codec::encode(&e)))
+            .collect();
         let engine = self.engine.clone();
         if planted::active(Bug::AckBeforeFsync) {
             let result = engine.append_volatile(&encoded).map_err(write_err);
@@ -164,7 +196,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         let result = blocking(move || engine.append(&encoded).map_err(write_err)).await;
         // The callback is the durability acknowledgement: fire it only after the fsync.
-        callback.log_io_completed(result.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
+        callback.log_io_completed(
+            result
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::other(e.to_string())),
+        );
         result
     }
 
@@ -178,7 +215,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         tracing::debug!(through = log_id.index, "purging log");
         let engine = self.engine.clone();
         let marker = codec::encode(&log_id);
-        blocking(move || engine.purge_through(log_id.index, &marker).map_err(write_err)).await
+        blocking(move || {
+            engine
+                .purge_through(log_id.index, &marker)
+                .map_err(write_err)
+        })
+        .await
     }
 }
 
@@ -187,6 +229,8 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, StorageError> + Send + 'static,
 ) -> Result<T, StorageError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
-        StorageError::from(StorageIOError::write_logs(openraft::AnyError::error(format!("storage task: {e}"))))
+        StorageError::from(StorageIOError::write_logs(openraft::AnyError::error(
+            format!("storage task: {e}"),
+        )))
     })?
 }

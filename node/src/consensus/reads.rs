@@ -29,7 +29,10 @@ const DEMAND_WINDOW: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadError {
     #[error("not the leader")]
-    NotLeader { leader_id: Option<NodeId>, leader: Option<NodeInfo> },
+    NotLeader {
+        leader_id: Option<NodeId>,
+        leader: Option<NodeInfo>,
+    },
     #[error("{0}")]
     StaleRead(String),
 }
@@ -59,7 +62,13 @@ pub struct ReadGate {
 }
 
 impl ReadGate {
-    pub fn new(raft: Raft, peer: PeerClient, cfg: ReadsConfig, rpc_timeout: Duration, applied: Arc<watch::Sender<u64>>) -> Arc<ReadGate> {
+    pub fn new(
+        raft: Raft,
+        peer: PeerClient,
+        cfg: ReadsConfig,
+        rpc_timeout: Duration,
+        applied: Arc<watch::Sender<u64>>,
+    ) -> Arc<ReadGate> {
         Arc::new(ReadGate {
             raft,
             peer,
@@ -85,7 +94,10 @@ impl ReadGate {
 
     /// Age of the newest quorum-confirmed token in ms (`None` if never had one).
     pub fn token_age_ms(&self) -> Option<u64> {
-        self.token.lock().expect("token lock").map(|t| t.asked_at.elapsed().as_millis() as u64)
+        self.token
+            .lock()
+            .expect("token lock")
+            .map(|t| t.asked_at.elapsed().as_millis() as u64)
     }
 
     pub fn token_index(&self) -> Option<u64> {
@@ -95,13 +107,16 @@ impl ReadGate {
     /// Linearizable read barrier on the leader: returns once a quorum confirmed leadership
     /// (in a round that started after this call) and the read index is applied.
     pub async fn linearizable(self: &Arc<Self>) -> Result<u64, ReadError> {
-        if planted::active(Bug::StaleLeaderRead) && self.raft.metrics().borrow().state == ServerState::Leader {
+        if planted::active(Bug::StaleLeaderRead)
+            && self.raft.metrics().borrow().state == ServerState::Leader
+        {
             return Ok(self.applied_index());
         }
         let asked_at = Instant::now();
         let index = self.join_round().await?;
         self.store_token(Token { index, asked_at });
-        self.wait_applied(index, Duration::from_millis(self.cfg.min_revision_wait_ms)).await?;
+        self.wait_applied(index, Duration::from_millis(self.cfg.min_revision_wait_ms))
+            .await?;
         Ok(index)
     }
 
@@ -110,9 +125,13 @@ impl ReadGate {
     pub async fn bounded(self: &Arc<Self>, max_staleness: Duration) -> Result<Token, ReadError> {
         self.note_demand();
         if planted::active(Bug::BoundedSkipsToken) {
-            return Ok(Token { index: self.applied_index(), asked_at: Instant::now() });
+            return Ok(Token {
+                index: self.applied_index(),
+                asked_at: Instant::now(),
+            });
         }
-        let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4).min(max_staleness.max(Duration::from_millis(1)));
+        let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4)
+            .min(max_staleness.max(Duration::from_millis(1)));
         let deadline = tokio::time::Instant::now() + wait_max;
         loop {
             let notified = self.token_changed.notified();
@@ -122,7 +141,10 @@ impl ReadGate {
                 return Ok(token);
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                let age = self.token_age_ms().map(|a| format!("{a} ms old")).unwrap_or_else(|| "none yet".into());
+                let age = self
+                    .token_age_ms()
+                    .map(|a| format!("{a} ms old"))
+                    .unwrap_or_else(|| "none yet".into());
                 return Err(ReadError::StaleRead(format!(
                     "no quorum-confirmed read token within {} ms (newest: {age})",
                     max_staleness.as_millis()
@@ -134,11 +156,15 @@ impl ReadGate {
     /// Keeps tokens refreshing for a while: bounded reads need them, and `any` reads report
     /// their age as `ms_since_leader_contact`.
     pub fn note_demand(&self) {
-        self.last_demand_ms.store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+        self.last_demand_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
     fn fresh_token(&self, max_staleness: Duration) -> Option<Token> {
-        self.token.lock().expect("token lock").filter(|t| t.asked_at.elapsed() <= max_staleness)
+        self.token
+            .lock()
+            .expect("token lock")
+            .filter(|t| t.asked_at.elapsed() <= max_staleness)
     }
 
     fn store_token(&self, token: Token) {
@@ -182,7 +208,8 @@ impl ReadGate {
             let gate = self.clone();
             tokio::spawn(async move { gate.run_rounds().await });
         }
-        rx.await.unwrap_or_else(|_| Err(ReadError::StaleRead("read round abandoned".into())))
+        rx.await
+            .unwrap_or_else(|_| Err(ReadError::StaleRead("read round abandoned".into())))
     }
 
     /// Runs ReadIndex rounds until no reader is waiting. Each round serves exactly the
@@ -210,15 +237,26 @@ impl ReadGate {
         match tokio::time::timeout(self.rpc_timeout * 2, self.raft.get_read_log_id()).await {
             Ok(Ok((read_log_id, _))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
             Ok(Err(e)) => Err(self.not_leader_or(e.to_string())),
-            Err(_) => Err(ReadError::StaleRead("leadership confirmation timed out".into())),
+            Err(_) => Err(ReadError::StaleRead(
+                "leadership confirmation timed out".into(),
+            )),
         }
     }
 
     fn not_leader_or(&self, message: String) -> ReadError {
         let metrics = self.raft.metrics().borrow().clone();
         if metrics.state != ServerState::Leader {
-            let leader = metrics.current_leader.and_then(|id| metrics.membership_config.membership().get_node(&id).cloned());
-            ReadError::NotLeader { leader_id: metrics.current_leader, leader }
+            let leader = metrics.current_leader.and_then(|id| {
+                metrics
+                    .membership_config
+                    .membership()
+                    .get_node(&id)
+                    .cloned()
+            });
+            ReadError::NotLeader {
+                leader_id: metrics.current_leader,
+                leader,
+            }
         } else {
             ReadError::StaleRead(message)
         }
@@ -231,9 +269,19 @@ impl ReadGate {
         let index = if metrics.state == ServerState::Leader {
             self.join_round().await.ok()
         } else {
-            let leader = metrics.current_leader.and_then(|id| metrics.membership_config.membership().get_node(&id).cloned());
+            let leader = metrics.current_leader.and_then(|id| {
+                metrics
+                    .membership_config
+                    .membership()
+                    .get_node(&id)
+                    .cloned()
+            });
             match leader {
-                Some(node) => self.peer.read_index(&node.peer_addr, self.rpc_timeout).await.ok(),
+                Some(node) => self
+                    .peer
+                    .read_index(&node.peer_addr, self.rpc_timeout)
+                    .await
+                    .ok(),
                 None => None,
             }
         };
@@ -247,7 +295,8 @@ impl ReadGate {
         let period = Duration::from_millis(self.cfg.token_refresh_ms);
         loop {
             let now_ms = self.started.elapsed().as_millis() as u64;
-            let demanded = now_ms.saturating_sub(self.last_demand_ms.load(Ordering::Relaxed)) <= DEMAND_WINDOW.as_millis() as u64;
+            let demanded = now_ms.saturating_sub(self.last_demand_ms.load(Ordering::Relaxed))
+                <= DEMAND_WINDOW.as_millis() as u64;
             if demanded {
                 self.refresh_token().await;
             }

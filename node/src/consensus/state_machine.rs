@@ -18,11 +18,12 @@ use openraft::{EntryPayload, RaftSnapshotBuilder};
 use tokio::sync::watch;
 
 use super::types::{
-    LogId, Response, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership, TypeConfig,
+    LogId, Response, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
+    TypeConfig,
 };
+use crate::planted::{self, Bug};
 use crate::store::snapshot::{self, SnapshotHeader};
 use crate::store::state::meta;
-use crate::planted::{self, Bug};
 use crate::store::{codec, SnapshotDir, StateEngine, StateTxn, StoreError};
 
 /// Change-feed events older than this many revisions are dropped (bounds the feed).
@@ -53,9 +54,17 @@ impl StateMachine {
     /// Opens the state machine, finishing any snapshot install a crash interrupted.
     pub fn open(state: StateEngine, snapshots: SnapshotDir) -> Result<StateMachine, StoreError> {
         snapshot::resume(&state)?;
-        let sm = StateMachine { state, snapshots, receiving: None, applied_tx: Arc::new(watch::channel(0).0) };
-        let applied = sm.read_applied().map_err(|e| StoreError::Invariant(e.to_string()))?;
-        sm.applied_tx.send_replace(applied.0.map(|id| id.index).unwrap_or(0));
+        let sm = StateMachine {
+            state,
+            snapshots,
+            receiving: None,
+            applied_tx: Arc::new(watch::channel(0).0),
+        };
+        let applied = sm
+            .read_applied()
+            .map_err(|e| StoreError::Invariant(e.to_string()))?;
+        sm.applied_tx
+            .send_replace(applied.0.map(|id| id.index).unwrap_or(0));
         Ok(sm)
     }
 
@@ -77,7 +86,10 @@ impl StateMachine {
         Ok((last, membership))
     }
 
-    fn apply_all(&mut self, entries: Vec<openraft::Entry<TypeConfig>>) -> Result<Vec<Response>, StoreError> {
+    fn apply_all(
+        &mut self,
+        entries: Vec<openraft::Entry<TypeConfig>>,
+    ) -> Result<Vec<Response>, StoreError> {
         // Nothing to record: committing would overwrite `last_applied` with `None`.
         if entries.is_empty() {
             return Ok(Vec::new());
@@ -99,18 +111,25 @@ impl StateMachine {
                 EntryPayload::Normal(request) => {
                     // Leader clocks may step back across elections; the apply clock never does.
                     clock_ms = clock_ms.max(request.now_ms);
-                    let ctx = Ctx { revision: index, now_ms: clock_ms };
+                    let ctx = Ctx {
+                        revision: index,
+                        now_ms: clock_ms,
+                    };
                     txn.begin_revision();
                     let mut out = Vec::with_capacity(request.commands.len());
                     for command in &request.commands {
                         let planted_command = planted_write_through_tombstone(command);
                         let command = planted_command.as_ref().unwrap_or(command);
                         let source = PlantedDedup(&txn);
-                        let (response, effects) = execute::execute(command, &source, &ctx, request.dedup_retention_ms)?;
+                        let (response, effects) =
+                            execute::execute(command, &source, &ctx, request.dedup_retention_ms)?;
                         txn.apply_effects(effects)?;
                         out.push(response);
                     }
-                    txn.expire_dedup(clock_ms.saturating_sub(request.dedup_retention_ms), DEDUP_EXPIRE_PER_ENTRY_MAX)?;
+                    txn.expire_dedup(
+                        clock_ms.saturating_sub(request.dedup_retention_ms),
+                        DEDUP_EXPIRE_PER_ENTRY_MAX,
+                    )?;
                     responses.push(Response { responses: out });
                 }
             }
@@ -145,7 +164,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
-        SnapshotBuilder { state: self.state.clone(), snapshots: self.snapshots.clone() }
+        SnapshotBuilder {
+            state: self.state.clone(),
+            snapshots: self.snapshots.clone(),
+        }
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, StorageError> {
@@ -155,17 +177,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(Box::new(file))
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta, snapshot: Box<tokio::fs::File>) -> Result<(), StorageError> {
-        let partial = self
-            .receiving
-            .take()
-            .ok_or_else(|| snap_err(StoreError::Invariant("install without a received snapshot".into())))?;
-        land_in_partial(*snapshot, &partial).await.map_err(snap_err)?;
-        let (state, snapshots, expected) = (self.state.clone(), self.snapshots.clone(), meta.clone());
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<tokio::fs::File>,
+    ) -> Result<(), StorageError> {
+        let partial = self.receiving.take().ok_or_else(|| {
+            snap_err(StoreError::Invariant(
+                "install without a received snapshot".into(),
+            ))
+        })?;
+        land_in_partial(*snapshot, &partial)
+            .await
+            .map_err(snap_err)?;
+        let (state, snapshots, expected) =
+            (self.state.clone(), self.snapshots.clone(), meta.clone());
         let installed = tokio::task::spawn_blocking(move || -> Result<u64, StoreError> {
+            let _exclusive = snapshots.exclusive();
             let header = snapshot::verify_file(&partial)?;
             let meta_in_file = meta_from_header(&header)?;
-            if meta_in_file.last_log_id != expected.last_log_id || header.snapshot_id != expected.snapshot_id {
+            if meta_in_file.last_log_id != expected.last_log_id
+                || header.snapshot_id != expected.snapshot_id
+            {
                 return Err(StoreError::Invariant(format!(
                     "received snapshot {} does not match announced {}",
                     header.snapshot_id, expected.snapshot_id
@@ -184,11 +217,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
-        let Some(path) = self.snapshots.current().map_err(snap_err)? else { return Ok(None) };
+        let Some(path) = self.snapshots.current().map_err(snap_err)? else {
+            return Ok(None);
+        };
         let header = snapshot::read_header(&path).map_err(snap_err)?;
         let meta = meta_from_header(&header).map_err(snap_err)?;
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
-        Ok(Some(Snapshot { meta, snapshot: Box::new(file) }))
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        }))
     }
 }
 
@@ -222,7 +260,10 @@ fn planted_write_through_tombstone(command: &Command) -> Option<Command> {
     }
     let mut command = command.clone();
     for m in &mut command.mutations {
-        if let Op::Write { clear_tombstone, .. } = &mut m.op {
+        if let Op::Write {
+            clear_tombstone, ..
+        } = &mut m.op
+        {
             *clear_tombstone = true;
         }
     }
@@ -249,7 +290,10 @@ impl SlotSource for PlantedDedup<'_, '_> {
 }
 
 fn meta_from_header(header: &SnapshotHeader) -> Result<SnapshotMeta, StoreError> {
-    let decode_err = |source| StoreError::Codec { cf: "snapshot header", source };
+    let decode_err = |source| StoreError::Codec {
+        cf: "snapshot header",
+        source,
+    };
     let last_log_id: Option<LogId> = match &header.last_applied {
         Some(b) => codec::decode(b).map_err(decode_err)?,
         None => None,
@@ -258,7 +302,11 @@ fn meta_from_header(header: &SnapshotHeader) -> Result<SnapshotMeta, StoreError>
         Some(b) => codec::decode(b).map_err(decode_err)?,
         None => StoredMembership::default(),
     };
-    Ok(SnapshotMeta { last_log_id, last_membership, snapshot_id: header.snapshot_id.clone() })
+    Ok(SnapshotMeta {
+        last_log_id,
+        last_membership,
+        snapshot_id: header.snapshot_id.clone(),
+    })
 }
 
 /// Builds snapshot files off the async workers.
@@ -271,6 +319,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let (state, snapshots) = (self.state.clone(), self.snapshots.clone());
         let (path, header) = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+            let _exclusive = snapshots.exclusive();
             let partial = snapshots.partial_path()?;
             let header = snapshot::write_file(&state, &partial, snapshot_id)?;
             Ok((snapshots.promote(&partial)?, header))
@@ -281,13 +330,18 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
         let meta = meta_from_header(&header).map_err(snap_err)?;
         tracing::info!(id = %meta.snapshot_id, path = %path.display(), "built snapshot");
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
-        Ok(Snapshot { meta, snapshot: Box::new(file) })
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        })
     }
 }
 
 /// `term-index-nonce`: unique even when two snapshots cover the same log id.
 fn snapshot_id(last_applied: Option<&[u8]>) -> String {
-    let id: Option<LogId> = last_applied.and_then(|b| codec::decode::<Option<LogId>>(b).ok()).flatten();
+    let id: Option<LogId> = last_applied
+        .and_then(|b| codec::decode::<Option<LogId>>(b).ok())
+        .flatten();
     let (term, index) = id.map(|id| (id.leader_id.term, id.index)).unwrap_or((0, 0));
     format!("{term}-{index}-{:08x}", rand::random::<u32>())
 }

@@ -3,11 +3,13 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -61,15 +63,28 @@ impl PeerClient {
             .await
             .map_err(CallError::from_send)?;
         if !resp.status().is_success() {
-            return Err(CallError::Network(std::io::Error::other(format!("peer answered HTTP {}", resp.status()))));
+            return Err(CallError::Network(std::io::Error::other(format!(
+                "peer answered HTTP {}",
+                resp.status()
+            ))));
         }
-        let body = resp.bytes().await.map_err(|e| CallError::Network(std::io::Error::other(e)))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
         codec::decode(&body).map_err(|e| CallError::Network(std::io::Error::other(e)))
     }
 
     /// Asks the leader for a quorum-confirmed commit index (ReadIndex).
-    pub async fn read_index(&self, leader_peer_addr: &str, timeout: Duration) -> Result<u64, String> {
-        match self.call::<(), u64, String>(leader_peer_addr, READ_INDEX_PATH, &(), timeout).await {
+    pub async fn read_index(
+        &self,
+        leader_peer_addr: &str,
+        timeout: Duration,
+    ) -> Result<u64, String> {
+        match self
+            .call::<(), u64, String>(leader_peer_addr, READ_INDEX_PATH, &(), timeout)
+            .await
+        {
             Ok(answer) => answer,
             Err(e) => Err(e.to_string()),
         }
@@ -115,7 +130,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     type Network = PeerNetwork;
 
     async fn new_client(&mut self, target: NodeId, node: &NodeInfo) -> PeerNetwork {
-        PeerNetwork { client: self.client.clone(), target, peer_addr: node.peer_addr.clone() }
+        PeerNetwork {
+            client: self.client.clone(),
+            target,
+            peer_addr: node.peer_addr.clone(),
+        }
     }
 }
 
@@ -127,13 +146,21 @@ pub struct PeerNetwork {
 }
 
 impl PeerNetwork {
-    async fn rpc<Req: Serialize, Resp: DeserializeOwned, E: std::error::Error + DeserializeOwned>(
+    async fn rpc<
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    >(
         &self,
         path: &str,
         req: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>> {
-        match self.client.call::<Req, Resp, RaftError<NodeId, E>>(&self.peer_addr, path, req, option.hard_ttl()).await {
+        match self
+            .client
+            .call::<Req, Resp, RaftError<NodeId, E>>(&self.peer_addr, path, req, option.hard_ttl())
+            .await
+        {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
             Err(e) => Err(e.into_rpc()),
@@ -154,8 +181,10 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>>
-    {
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, NodeInfo, RaftError<NodeId, InstallSnapshotError>>,
+    > {
         self.rpc(SNAPSHOT_PATH, &rpc, &option).await
     }
 
@@ -168,7 +197,9 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
     }
 
     fn backoff(&self) -> Backoff {
-        let steps = std::iter::successors(Some(BACKOFF_START_MS), |ms| Some((ms * 2).min(BACKOFF_MAX_MS)));
+        let steps = std::iter::successors(Some(BACKOFF_START_MS), |ms| {
+            Some((ms * 2).min(BACKOFF_MAX_MS))
+        });
         Backoff::new(steps.map(Duration::from_millis))
     }
 }

@@ -33,7 +33,13 @@ pub fn router(raft: Raft) -> Router {
 }
 
 fn decode_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    codec::decode(body).map_err(|e| (StatusCode::BAD_REQUEST, format!("undecodable peer request: {e}")).into_response())
+    codec::decode(body).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("undecodable peer request: {e}"),
+        )
+            .into_response()
+    })
 }
 
 fn reply<T: Serialize>(value: &T) -> Response {
@@ -64,10 +70,11 @@ async fn snapshot(State(raft): State<Raft>, body: Bytes) -> Response {
 /// ReadIndex for a follower's bounded-read token: confirms leadership with a quorum and
 /// answers the index every read must have applied. Only a leader answers `Ok`.
 async fn read_index(State(raft): State<Raft>) -> Response {
-    let answer: Result<u64, String> = match tokio::time::timeout(READ_INDEX_TIMEOUT, raft.get_read_log_id()).await {
-        Ok(Ok((read_log_id, _applied))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err("read index timed out".to_string()),
-    };
+    let answer: Result<u64, String> =
+        match tokio::time::timeout(READ_INDEX_TIMEOUT, raft.get_read_log_id()).await {
+            Ok(Ok((read_log_id, _applied))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("read index timed out".to_string()),
+        };
     reply(&answer)
 }

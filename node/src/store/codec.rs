@@ -78,7 +78,11 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let s = Sample { a: 7, b: Some("x".into()), c: vec![("k".into(), 3)] };
+        let s = Sample {
+            a: 7,
+            b: Some("x".into()),
+            c: vec![("k".into(), 3)],
+        };
         let bytes = encode(&s);
         assert_eq!(bytes[0], FORMAT_V1);
         assert_eq!(decode::<Sample>(&bytes).unwrap(), s);
@@ -86,12 +90,22 @@ mod tests {
 
     #[test]
     fn rejects_unknown_format_and_truncation() {
-        let mut bytes = encode(&Sample { a: 1, b: None, c: vec![] });
+        let mut bytes = encode(&Sample {
+            a: 1,
+            b: None,
+            c: vec![],
+        });
         assert!(matches!(decode::<Sample>(&[]), Err(CodecError::Empty)));
         let truncated = &bytes[..bytes.len() - 1];
-        assert!(matches!(decode::<Sample>(truncated), Err(CodecError::Bincode(_))));
+        assert!(matches!(
+            decode::<Sample>(truncated),
+            Err(CodecError::Bincode(_))
+        ));
         bytes[0] = 9;
-        assert!(matches!(decode::<Sample>(&bytes), Err(CodecError::UnknownFormat(9))));
+        assert!(matches!(
+            decode::<Sample>(&bytes),
+            Err(CodecError::UnknownFormat(9))
+        ));
     }
 
     #[test]

@@ -35,12 +35,30 @@ pub mod cf {
     /// last applied log id, membership, apply clock, snapshot-install marker.
     pub const SM_META: &str = "sm_meta";
 
-    pub const ALL: [&str; 10] =
-        [LOG, RAFT_META, SLOTS, HISTORY, TOMBSTONES, ANCHORS, DEDUP, DEDUP_BY_TIME, FEED, SM_META];
+    pub const ALL: [&str; 10] = [
+        LOG,
+        RAFT_META,
+        SLOTS,
+        HISTORY,
+        TOMBSTONES,
+        ANCHORS,
+        DEDUP,
+        DEDUP_BY_TIME,
+        FEED,
+        SM_META,
+    ];
 
     /// The families that make up the state machine (what a snapshot carries).
-    pub const STATE: [&str; 8] =
-        [SLOTS, HISTORY, TOMBSTONES, ANCHORS, DEDUP, DEDUP_BY_TIME, FEED, SM_META];
+    pub const STATE: [&str; 8] = [
+        SLOTS,
+        HISTORY,
+        TOMBSTONES,
+        ANCHORS,
+        DEDUP,
+        DEDUP_BY_TIME,
+        FEED,
+        SM_META,
+    ];
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +66,10 @@ pub enum StoreError {
     #[error("rocksdb: {0}")]
     Rocks(#[from] rocksdb::Error),
     #[error("corrupt record in {cf}: {source}")]
-    Codec { cf: &'static str, source: super::codec::CodecError },
+    Codec {
+        cf: &'static str,
+        source: super::codec::CodecError,
+    },
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
     #[error("invariant violated: {0}")]
@@ -92,9 +113,9 @@ impl Engine {
         db_opts.set_max_total_wal_size(256 << 20);
         db_opts.set_keep_log_file_num(4);
         db_opts.set_bytes_per_sync(1 << 20);
-        let families = cf::ALL.iter().map(|name| {
-            ColumnFamilyDescriptor::new(*name, family_options(&cache, opts))
-        });
+        let families = cf::ALL
+            .iter()
+            .map(|name| ColumnFamilyDescriptor::new(*name, family_options(&cache, opts)));
         let db = DB::open_cf_descriptors(&db_opts, dir, families)?;
         Ok(Arc::new(Engine { db }))
     }
@@ -104,7 +125,9 @@ impl Engine {
     }
 
     pub fn cf(&self, name: &'static str) -> &ColumnFamily {
-        self.db.cf_handle(name).expect("every column family is created at open")
+        self.db
+            .cf_handle(name)
+            .expect("every column family is created at open")
     }
 
     /// Raft durability: the write returns only after the WAL is fsynced.
@@ -135,7 +158,8 @@ impl Engine {
         compact.set_exclusive_manual_compaction(true);
         compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
         for handle in &handles {
-            self.db.compact_range_cf_opt(*handle, None::<&[u8]>, None::<&[u8]>, &compact);
+            self.db
+                .compact_range_cf_opt(*handle, None::<&[u8]>, None::<&[u8]>, &compact);
         }
         self.db.flush_wal(true)?;
         Ok(())

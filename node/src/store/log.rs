@@ -44,7 +44,11 @@ impl LogEngine {
         self.append_with(entries, &opts)
     }
 
-    fn append_with(&self, entries: &[(u64, Vec<u8>)], opts: &rocksdb::WriteOptions) -> Result<(), StoreError> {
+    fn append_with(
+        &self,
+        entries: &[(u64, Vec<u8>)],
+        opts: &rocksdb::WriteOptions,
+    ) -> Result<(), StoreError> {
         let log = self.engine.cf(cf::LOG);
         let mut batch = WriteBatch::default();
         for pair in entries.windows(2) {
@@ -67,7 +71,10 @@ impl LogEngine {
         let log = self.engine.cf(cf::LOG);
         let from = u64_key(start);
         let mut out = Vec::new();
-        for item in self.engine.db().iterator_cf(log, IteratorMode::From(&from, Direction::Forward))
+        for item in self
+            .engine
+            .db()
+            .iterator_cf(log, IteratorMode::From(&from, Direction::Forward))
         {
             let (k, v) = item?;
             let index = index_of(&k)?;
@@ -103,17 +110,24 @@ impl LogEngine {
     /// synced batch, so a crash can never leave a purged log without its marker.
     pub fn purge_through(&self, through: u64, last_purged: &[u8]) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        let end = through.checked_add(1).ok_or_else(|| {
-            StoreError::Invariant("purge through u64::MAX".to_string())
-        })?;
+        let end = through
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Invariant("purge through u64::MAX".to_string()))?;
         batch.delete_range_cf(self.engine.cf(cf::LOG), u64_key(0), u64_key(end));
-        batch.put_cf(self.engine.cf(cf::RAFT_META), meta::LAST_PURGED, last_purged);
+        batch.put_cf(
+            self.engine.cf(cf::RAFT_META),
+            meta::LAST_PURGED,
+            last_purged,
+        );
         self.engine.db().write_opt(batch, &Engine::synced())?;
         Ok(())
     }
 
     pub fn get_meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.engine.db().get_cf(self.engine.cf(cf::RAFT_META), name)?)
+        Ok(self
+            .engine
+            .db()
+            .get_cf(self.engine.cf(cf::RAFT_META), name)?)
     }
 
     /// Synced: a vote must be on disk before it is acknowledged to a candidate.
@@ -126,5 +140,6 @@ impl LogEngine {
 }
 
 fn index_of(key: &[u8]) -> Result<u64, StoreError> {
-    u64_from_key(key).ok_or_else(|| StoreError::Invariant(format!("log key of {} bytes", key.len())))
+    u64_from_key(key)
+        .ok_or_else(|| StoreError::Invariant(format!("log key of {} bytes", key.len())))
 }

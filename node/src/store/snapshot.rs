@@ -13,6 +13,7 @@
 use std::fs::{self, File};
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};
@@ -49,6 +50,10 @@ pub struct SnapshotHeader {
 #[derive(Debug, Clone)]
 pub struct SnapshotDir {
     dir: PathBuf,
+    /// Held for a whole build (RocksDB snapshot → file → promote) and a whole install
+    /// (verify → promote → load). Without it a build could capture a half-installed state,
+    /// or promote an older view over a newer installed snapshot.
+    exclusive: Arc<Mutex<()>>,
 }
 
 impl SnapshotDir {
@@ -60,7 +65,19 @@ impl SnapshotDir {
                 fs::remove_file(&path)?;
             }
         }
-        Ok(SnapshotDir { dir })
+        Ok(SnapshotDir {
+            dir,
+            exclusive: Arc::new(Mutex::new(())),
+        })
+    }
+
+    /// Serializes snapshot builds and installs (see the field's doc).
+    pub fn exclusive(&self) -> MutexGuard<'_, ()> {
+        // A panic while holding it leaves nothing half-done that the next holder could
+        // trust less than the files on disk, so a poisoned lock is still usable.
+        self.exclusive
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The newest complete snapshot file, if any.
@@ -85,7 +102,9 @@ impl SnapshotDir {
     /// A fresh `.partial` path for a snapshot being written or received.
     pub fn partial_path(&self) -> Result<PathBuf, StoreError> {
         let nonce: u64 = rand::random();
-        Ok(self.dir.join(format!("{:020}-{nonce:016x}.partial", self.next_seq()?)))
+        Ok(self
+            .dir
+            .join(format!("{:020}-{nonce:016x}.partial", self.next_seq()?)))
     }
 
     /// Makes a verified partial file the current snapshot and deletes older ones, whose
@@ -105,7 +124,11 @@ impl SnapshotDir {
 }
 
 fn seq_of(path: &Path) -> u64 {
-    path.file_stem().and_then(|s| s.to_str()).and_then(|s| s.split('-').next()).and_then(|s| s.parse().ok()).unwrap_or(0)
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .and_then(|s| s.split('-').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Writes the whole state machine, as of one RocksDB snapshot, into `path` (fsynced).
@@ -121,7 +144,11 @@ pub fn write_file(
     let sm_meta = engine.cf(cf::SM_META);
     let last_applied = view.get_cf(sm_meta, meta::LAST_APPLIED)?;
     let membership = view.get_cf(sm_meta, meta::MEMBERSHIP)?;
-    let header = SnapshotHeader { snapshot_id: make_id(last_applied.as_deref()), last_applied, membership };
+    let header = SnapshotHeader {
+        snapshot_id: make_id(last_applied.as_deref()),
+        last_applied,
+        membership,
+    };
 
     let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, File::create(path)?));
     out.write_all(MAGIC)?;
@@ -160,10 +187,15 @@ fn read_preamble(reader: &mut impl Read) -> Result<SnapshotHeader, StoreError> {
     let mut magic = [0u8; 9];
     reader.read_exact(&mut magic)?;
     if &magic[..8] != MAGIC || magic[8] != codec::FORMAT_V1 {
-        return Err(StoreError::Invariant("not a cairn snapshot file (bad magic or format)".into()));
+        return Err(StoreError::Invariant(
+            "not a cairn snapshot file (bad magic or format)".into(),
+        ));
     }
     let header = read_blob(reader)?;
-    codec::decode(&header).map_err(|source| StoreError::Codec { cf: "snapshot header", source })
+    codec::decode(&header).map_err(|source| StoreError::Codec {
+        cf: "snapshot header",
+        source,
+    })
 }
 
 /// Streams through the whole file and checks its record count and sha256 trailer.
@@ -177,7 +209,10 @@ pub fn verify_file(path: &Path) -> Result<SnapshotHeader, StoreError> {
     let mut digest = [0u8; 32];
     reader.inner.read_exact(&mut digest)?;
     if u64::from_be_bytes(trailer) != count || digest[..] != expected_digest[..] {
-        return Err(StoreError::Invariant(format!("snapshot {} fails its checksum", path.display())));
+        return Err(StoreError::Invariant(format!(
+            "snapshot {} fails its checksum",
+            path.display()
+        )));
     }
     Ok(header)
 }
@@ -191,14 +226,22 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     let header = verify_file(path)?;
     let engine = state.engine();
     let mut begin = WriteBatch::default();
-    begin.put_cf(engine.cf(cf::SM_META), INSTALLING, path.to_string_lossy().as_bytes());
+    begin.put_cf(
+        engine.cf(cf::SM_META),
+        INSTALLING,
+        path.to_string_lossy().as_bytes(),
+    );
     engine.db().write_opt(begin, &Engine::synced())?;
 
     let mut batch = WriteBatch::default();
     for family in cf::STATE {
         batch.delete_range_cf(engine.cf(family), [].as_slice(), ALL_KEYS_END.as_slice());
     }
-    batch.put_cf(engine.cf(cf::SM_META), INSTALLING, path.to_string_lossy().as_bytes());
+    batch.put_cf(
+        engine.cf(cf::SM_META),
+        INSTALLING,
+        path.to_string_lossy().as_bytes(),
+    );
     let mut reader = BufReader::with_capacity(1 << 20, File::open(path)?);
     read_preamble(&mut reader)?;
     for_each_record(&mut reader, |family, k, v| {
@@ -216,7 +259,9 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
 
 /// At open: if an install was interrupted, redo it from the file it was installing.
 pub fn resume(state: &StateEngine) -> Result<Option<SnapshotHeader>, StoreError> {
-    let Some(path) = state.meta(INSTALLING)? else { return Ok(None) };
+    let Some(path) = state.meta(INSTALLING)? else {
+        return Ok(None);
+    };
     let path = PathBuf::from(String::from_utf8_lossy(&path).into_owned());
     tracing::warn!(path = %path.display(), "redoing a snapshot install interrupted by a crash");
     install_file(state, &path).map(Some)
@@ -233,9 +278,9 @@ fn for_each_record(
         if tag[0] == END {
             return Ok(count);
         }
-        let family = *cf::STATE
-            .get(tag[0] as usize)
-            .ok_or_else(|| StoreError::Invariant(format!("snapshot record for unknown family {}", tag[0])))?;
+        let family = *cf::STATE.get(tag[0] as usize).ok_or_else(|| {
+            StoreError::Invariant(format!("snapshot record for unknown family {}", tag[0]))
+        })?;
         let k = read_blob(reader)?;
         let v = read_blob(reader)?;
         f(family, &k, &v)?;
@@ -244,7 +289,8 @@ fn for_each_record(
 }
 
 fn write_blob(out: &mut impl Write, bytes: &[u8]) -> Result<(), StoreError> {
-    let len = u32::try_from(bytes.len()).map_err(|_| StoreError::Invariant("record over 4 GiB".into()))?;
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| StoreError::Invariant("record over 4 GiB".into()))?;
     out.write_all(&len.to_be_bytes())?;
     out.write_all(bytes)?;
     Ok(())
@@ -255,7 +301,9 @@ fn read_blob(reader: &mut impl Read) -> Result<Vec<u8>, StoreError> {
     reader.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len);
     if len > RECORD_BYTES_MAX {
-        return Err(StoreError::Invariant(format!("snapshot record of {len} bytes")));
+        return Err(StoreError::Invariant(format!(
+            "snapshot record of {len} bytes"
+        )));
     }
     let mut buf = vec![0u8; len as usize];
     reader.read_exact(&mut buf)?;
@@ -269,7 +317,10 @@ struct HashingWriter<W> {
 
 impl<W: Write> HashingWriter<W> {
     fn new(inner: W) -> Self {
-        HashingWriter { inner, hasher: Sha256::new() }
+        HashingWriter {
+            inner,
+            hasher: Sha256::new(),
+        }
     }
 }
 
@@ -291,7 +342,10 @@ struct HashingReader<R> {
 
 impl<R: Read> HashingReader<R> {
     fn new(inner: R) -> Self {
-        HashingReader { inner, hasher: Sha256::new() }
+        HashingReader {
+            inner,
+            hasher: Sha256::new(),
+        }
     }
 }
 

@@ -79,29 +79,42 @@ impl StateEngine {
 
     /// The slot of `key`, checked on the way out of the disk.
     pub fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
-        let Some(bytes) = self.get(cf::SLOTS, key.as_bytes())? else { return Ok(None) };
+        let Some(bytes) = self.get(cf::SLOTS, key.as_bytes())? else {
+            return Ok(None);
+        };
         let slot: Slot = decode_in(cf::SLOTS, &bytes)?;
         check_slot(&slot, key)?;
         Ok(Some(slot))
     }
 
     pub fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
-        let Some(bytes) = self.get(cf::DEDUP, request_id.as_bytes())? else { return Ok(None) };
+        let Some(bytes) = self.get(cf::DEDUP, request_id.as_bytes())? else {
+            return Ok(None);
+        };
         Ok(Some(decode_in::<StoredDedup>(cf::DEDUP, &bytes)?.into()))
     }
 
     pub fn tombstone(&self, id: &str) -> Result<Option<Tombstone>, StoreError> {
-        self.get(cf::TOMBSTONES, id.as_bytes())?.map(|b| decode_in(cf::TOMBSTONES, &b)).transpose()
+        self.get(cf::TOMBSTONES, id.as_bytes())?
+            .map(|b| decode_in(cf::TOMBSTONES, &b))
+            .transpose()
     }
 
     /// The key's history, oldest first (bounded by `limit`).
     pub fn history(&self, key: &str, limit: usize) -> Result<Vec<HistoryEvent>, StoreError> {
         let prefix = pair_key(key, &[]);
-        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| decode_in(cf::HISTORY, v))
+        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| {
+            decode_in(cf::HISTORY, v)
+        })
     }
 
     /// Slots whose key starts with `prefix` and sorts after `after`, in key order.
-    pub fn slots_after(&self, prefix: &str, after: Option<&str>, limit: usize) -> Result<Vec<Slot>, StoreError> {
+    pub fn slots_after(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Slot>, StoreError> {
         let start = match after {
             // The smallest key strictly greater than `after`.
             Some(a) if a >= prefix => [a.as_bytes(), &[0]].concat(),
@@ -109,7 +122,11 @@ impl StateEngine {
         };
         let family = self.engine.cf(cf::SLOTS);
         let mut out = Vec::new();
-        for item in self.engine.db().iterator_cf(family, IteratorMode::From(&start, Direction::Forward)) {
+        for item in self
+            .engine
+            .db()
+            .iterator_cf(family, IteratorMode::From(&start, Direction::Forward))
+        {
             let (k, v) = item?;
             if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
                 break;
@@ -125,31 +142,51 @@ impl StateEngine {
     pub fn keys_for_anchor(&self, anchor: &str, limit: usize) -> Result<Vec<String>, StoreError> {
         let prefix = pair_key(anchor, &[]);
         self.scan_prefix(cf::ANCHORS, &prefix, limit, |k, _| {
-            let (_, key) = split_pair(k).ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
+            let (_, key) = split_pair(k)
+                .ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
             Ok(String::from_utf8_lossy(key).into_owned())
         })
     }
 
     /// `(anchor, key)` pairs for every anchor starting with `anchor_prefix`.
-    pub fn keys_under_anchor_prefix(&self, anchor_prefix: &str, limit: usize) -> Result<Vec<(String, String)>, StoreError> {
+    pub fn keys_under_anchor_prefix(
+        &self,
+        anchor_prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         self.scan_prefix(cf::ANCHORS, anchor_prefix.as_bytes(), limit, |k, _| {
-            let (a, key) = split_pair(k).ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
-            Ok((String::from_utf8_lossy(a).into_owned(), String::from_utf8_lossy(key).into_owned()))
+            let (a, key) = split_pair(k)
+                .ok_or_else(|| StoreError::Invariant("anchor key without separator".into()))?;
+            Ok((
+                String::from_utf8_lossy(a).into_owned(),
+                String::from_utf8_lossy(key).into_owned(),
+            ))
         })
     }
 
     /// Change-feed events at or after position `(revision, seq)`, in order, with their
     /// positions (events of one entry share a revision and are numbered by `seq`).
-    pub fn feed_page(&self, from: (u64, u64), limit: usize) -> Result<Vec<((u64, u64), WatchEvent)>, StoreError> {
+    pub fn feed_page(
+        &self,
+        from: (u64, u64),
+        limit: usize,
+    ) -> Result<Vec<((u64, u64), WatchEvent)>, StoreError> {
         let family = self.engine.cf(cf::FEED);
         let start = [u64_key(from.0), u64_key(from.1)].concat();
         let mut out = Vec::new();
-        for item in self.engine.db().iterator_cf(family, IteratorMode::From(&start, Direction::Forward)) {
+        for item in self
+            .engine
+            .db()
+            .iterator_cf(family, IteratorMode::From(&start, Direction::Forward))
+        {
             if out.len() >= limit {
                 break;
             }
             let (k, v) = item?;
-            let position = (codec::u64_from_key(&k).unwrap_or(0), codec::u64_from_key(&k[8..]).unwrap_or(0));
+            let position = (
+                codec::u64_from_key(&k).unwrap_or(0),
+                codec::u64_from_key(&k[8..]).unwrap_or(0),
+            );
             out.push((position, decode_in(cf::FEED, &v)?));
         }
         Ok(out)
@@ -158,14 +195,20 @@ impl StateEngine {
     /// Oldest revision still in the change feed (None when empty).
     pub fn feed_first_revision(&self) -> Result<Option<u64>, StoreError> {
         let family = self.engine.cf(cf::FEED);
-        match self.engine.db().iterator_cf(family, IteratorMode::Start).next() {
+        match self
+            .engine
+            .db()
+            .iterator_cf(family, IteratorMode::Start)
+            .next()
+        {
             None => Ok(None),
             Some(item) => Ok(codec::u64_from_key(&item?.0)),
         }
     }
 
-    /// sha256 over every key and value of the state families except `sm_meta`'s clock,
-    /// in order: two replicas that applied the same log have the same digest.
+    /// sha256 over every key and value of the state families except `sm_meta` (applied id,
+    /// membership, clock: they legitimately differ between replicas caught up to different
+    /// points), in order: two replicas that applied the same log have the same digest.
     pub fn digest(&self) -> Result<String, StoreError> {
         let snapshot = self.engine.db().snapshot();
         let mut hasher = Sha256::new();
@@ -196,7 +239,11 @@ impl StateEngine {
         opts.set_prefix_same_as_start(false);
         let handle = self.engine.cf(family);
         let mut out = Vec::new();
-        for item in self.engine.db().iterator_cf_opt(handle, opts, IteratorMode::From(prefix, Direction::Forward)) {
+        for item in self.engine.db().iterator_cf_opt(
+            handle,
+            opts,
+            IteratorMode::From(prefix, Direction::Forward),
+        ) {
             let (k, v) = item?;
             if !k.starts_with(prefix) || out.len() >= limit {
                 break;
@@ -235,29 +282,89 @@ struct StoredResult {
 
 impl From<&DedupRecord> for StoredDedup {
     fn from(record: &DedupRecord) -> Self {
-        let DedupRecord { payload_hash, results, revision, applied_at_ms } = record.clone();
+        let DedupRecord {
+            payload_hash,
+            results,
+            revision,
+            applied_at_ms,
+        } = record.clone();
         let results = results
             .into_iter()
             .map(|r| {
-                let MutationResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone } = r;
-                StoredResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone }
+                let MutationResult {
+                    key,
+                    state,
+                    version,
+                    generation,
+                    forget_epoch,
+                    revision,
+                    replayed,
+                    already,
+                    tombstone,
+                } = r;
+                StoredResult {
+                    key,
+                    state,
+                    version,
+                    generation,
+                    forget_epoch,
+                    revision,
+                    replayed,
+                    already,
+                    tombstone,
+                }
             })
             .collect();
-        StoredDedup { payload_hash, results, revision, applied_at_ms }
+        StoredDedup {
+            payload_hash,
+            results,
+            revision,
+            applied_at_ms,
+        }
     }
 }
 
 impl From<StoredDedup> for DedupRecord {
     fn from(stored: StoredDedup) -> Self {
-        let StoredDedup { payload_hash, results, revision, applied_at_ms } = stored;
+        let StoredDedup {
+            payload_hash,
+            results,
+            revision,
+            applied_at_ms,
+        } = stored;
         let results = results
             .into_iter()
             .map(|r| {
-                let StoredResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone } = r;
-                MutationResult { key, state, version, generation, forget_epoch, revision, replayed, already, tombstone }
+                let StoredResult {
+                    key,
+                    state,
+                    version,
+                    generation,
+                    forget_epoch,
+                    revision,
+                    replayed,
+                    already,
+                    tombstone,
+                } = r;
+                MutationResult {
+                    key,
+                    state,
+                    version,
+                    generation,
+                    forget_epoch,
+                    revision,
+                    replayed,
+                    already,
+                    tombstone,
+                }
             })
             .collect();
-        DedupRecord { payload_hash, results, revision, applied_at_ms }
+        DedupRecord {
+            payload_hash,
+            results,
+            revision,
+            applied_at_ms,
+        }
     }
 }
 
@@ -326,34 +433,47 @@ impl<'a> StateTxn<'a> {
         match effect {
             Effect::PutSlot(slot) => {
                 check_slot(&slot, &slot.key)?;
-                self.batch.put_cf(self.cf(cf::SLOTS), slot.key.as_bytes(), codec::encode(&slot));
+                self.batch.put_cf(
+                    self.cf(cf::SLOTS),
+                    slot.key.as_bytes(),
+                    codec::encode(&slot),
+                );
                 self.slots.insert(slot.key.clone(), slot);
             }
             Effect::AppendEvent { key, event } => {
                 let k = pair_key(&key, &u64_key(event.version));
-                self.batch.put_cf(self.cf(cf::HISTORY), k, codec::encode(&event));
+                self.batch
+                    .put_cf(self.cf(cf::HISTORY), k, codec::encode(&event));
             }
             Effect::PutTombstone(t) => {
-                self.batch.put_cf(self.cf(cf::TOMBSTONES), t.id.as_bytes(), codec::encode(&t));
+                self.batch
+                    .put_cf(self.cf(cf::TOMBSTONES), t.id.as_bytes(), codec::encode(&t));
             }
             Effect::AnchorAdd { anchor, key } => {
-                self.batch.put_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()), []);
+                self.batch
+                    .put_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()), []);
             }
             Effect::AnchorRemove { anchor, key } => {
-                self.batch.delete_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()));
+                self.batch
+                    .delete_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()));
             }
             Effect::PutDedup { request_id, record } => {
                 let by_time = [&u64_key(record.applied_at_ms)[..], request_id.as_bytes()].concat();
                 self.batch.put_cf(self.cf(cf::DEDUP_BY_TIME), &by_time, []);
                 self.dedup_by_time.insert(by_time, true);
                 let stored = StoredDedup::from(&record);
-                self.batch.put_cf(self.cf(cf::DEDUP), request_id.as_bytes(), codec::encode(&stored));
+                self.batch.put_cf(
+                    self.cf(cf::DEDUP),
+                    request_id.as_bytes(),
+                    codec::encode(&stored),
+                );
                 self.dedup.insert(request_id, Some(record));
             }
             Effect::Watch(event) => {
                 let k = [u64_key(event.revision), u64_key(self.feed_seq as u64)].concat();
                 self.feed_seq += 1;
-                self.batch.put_cf(self.cf(cf::FEED), k, codec::encode(&event));
+                self.batch
+                    .put_cf(self.cf(cf::FEED), k, codec::encode(&event));
             }
         }
         Ok(())
@@ -376,7 +496,8 @@ impl<'a> StateTxn<'a> {
             // this index entry points at is dropped.
             let current = SlotSource::dedup(self, &request_id)?;
             if current.is_some_and(|r| r.applied_at_ms == at) {
-                self.batch.delete_cf(self.cf(cf::DEDUP), request_id.as_bytes());
+                self.batch
+                    .delete_cf(self.cf(cf::DEDUP), request_id.as_bytes());
                 self.dedup.insert(request_id, None);
             }
             self.batch.delete_cf(self.cf(cf::DEDUP_BY_TIME), &k);
@@ -392,7 +513,12 @@ impl<'a> StateTxn<'a> {
         let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
         let by_time = self.cf(cf::DEDUP_BY_TIME);
         // Reads at most `max` kept keys plus the keys this txn deleted (which are skipped).
-        for item in self.state.engine.db().iterator_cf(by_time, IteratorMode::Start) {
+        for item in self
+            .state
+            .engine
+            .db()
+            .iterator_cf(by_time, IteratorMode::Start)
+        {
             let (k, _) = item?;
             if !below_cutoff(&k) || keys.len() >= max {
                 break;
@@ -401,14 +527,18 @@ impl<'a> StateTxn<'a> {
                 keys.insert(k.into_vec());
             }
         }
-        let put = self.dedup_by_time.iter().filter(|(k, put)| **put && below_cutoff(k));
+        let put = self
+            .dedup_by_time
+            .iter()
+            .filter(|(k, put)| **put && below_cutoff(k));
         keys.extend(put.take(max).map(|(k, _)| k.clone()));
         Ok(keys.into_iter().take(max).collect())
     }
 
     /// Drops change-feed events older than `keep_from_revision`.
     pub fn trim_feed(&mut self, keep_from_revision: u64) {
-        self.batch.delete_range_cf(self.cf(cf::FEED), u64_key(0), u64_key(keep_from_revision));
+        self.batch
+            .delete_range_cf(self.cf(cf::FEED), u64_key(0), u64_key(keep_from_revision));
     }
 
     pub fn put_meta(&mut self, name: &[u8], bytes: &[u8]) {
@@ -424,7 +554,10 @@ impl<'a> StateTxn<'a> {
     /// redone from the log at restart (openraft re-applies from `last_applied` to the
     /// committed index).
     pub fn commit(self) -> Result<(), StoreError> {
-        self.state.engine.db().write_opt(self.batch, &Engine::unsynced())?;
+        self.state
+            .engine
+            .db()
+            .write_opt(self.batch, &Engine::unsynced())?;
         Ok(())
     }
 }

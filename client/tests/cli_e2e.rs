@@ -1,0 +1,634 @@
+//! The `cairn` CLI end to end against a real 3-node cluster: every call below is a `cairn`
+//! process, from `cluster init` to `cluster compact`, in human and `--json` form, with
+//! the exit codes of SPEC §6 / `cairn --help`.
+//!
+//! The nodes are the `cairn-node` binary of the same target directory (`cargo test
+//! --workspace`, which `scripts/test` runs, builds every binary before any test runs).
+//! This crate cannot use the node's test fixture, so a minimal starter lives here: free
+//! ports, a temporary directory per node, SIGKILL on drop (and from the kernel if the test
+//! process dies).
+
+use std::fs::{self, File};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cairn_client::api::{
+    ClusterStatus, CompactResponse, EventKind, HistoryResponse, ListResponse, MembershipResponse,
+    MutationResult, ProbeResponse, ReadResponse, RecallResponse, State, Tombstone,
+};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+const CLI: &str = env!("CARGO_BIN_EXE_cairn");
+/// Until a started node answers `cluster status`.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Until the cluster has one leader that every node follows.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(50);
+/// Variables that would override the flags the test passes.
+const CLEARED_ENV: [&str; 9] = [
+    "CAIRN_ENDPOINTS",
+    "CAIRN_ACTOR",
+    "CAIRN_SESSION_FILE",
+    "CAIRN_CONFIG",
+    "CAIRN_ID",
+    "CAIRN_DATA_DIR",
+    "CAIRN_CLIENT_ADDR",
+    "CAIRN_PEER_ADDR",
+    "CAIRN_PLANTED_BUG",
+];
+/// Exit codes of `cairn --help`.
+const EXIT_INVALID_INPUT: i32 = 2;
+const EXIT_NOT_FOUND: i32 = 3;
+const EXIT_CONFLICT: i32 = 4;
+
+// -- a minimal cluster of real nodes --------------------------------------------------------
+
+fn node_bin() -> PathBuf {
+    let bin = Path::new(CLI).with_file_name("cairn-node");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p cairn-node` first (scripts/test builds the \
+         whole workspace before testing)",
+        bin.display()
+    );
+    bin
+}
+
+fn free_addr() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
+    listener.local_addr().expect("local_addr").to_string()
+}
+
+extern "C" {
+    fn prctl(option: i32, ...) -> i32;
+}
+const PR_SET_PDEATHSIG: i32 = 1;
+const SIGKILL: i32 = 9;
+
+struct Node {
+    id: u64,
+    client_addr: String,
+    peer_addr: String,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn log(&self) -> PathBuf {
+        self.dir.join("node.log")
+    }
+
+    fn spawn(&mut self) {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(self.log())
+            .expect("node log");
+        let mut cmd = Command::new(node_bin());
+        for var in CLEARED_ENV {
+            cmd.env_remove(var);
+        }
+        cmd.env("NO_COLOR", "1")
+            .current_dir(&self.dir)
+            .arg("--id")
+            .arg(self.id.to_string())
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("--client-addr")
+            .arg(&self.client_addr)
+            .arg("--peer-addr")
+            .arg(&self.peer_addr)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        // Without it a test process killed by a timeout would leave its nodes running.
+        unsafe {
+            cmd.pre_exec(|| match prctl(PR_SET_PDEATHSIG, SIGKILL) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+        self.child = Some(cmd.spawn().expect("spawning cairn-node"));
+    }
+
+    fn exited(&mut self) -> bool {
+        let child = self.child.as_mut().expect("a spawned node");
+        child.try_wait().expect("polling cairn-node").is_some()
+    }
+}
+
+struct Cluster {
+    dir: TempDir,
+    nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// Three nodes, each serving; not initialized (the test does that with the CLI).
+    fn start() -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("cairn-cli-e2e-")
+            .tempdir()
+            .expect("tempdir");
+        let mut cluster = Cluster {
+            dir,
+            nodes: Vec::new(),
+        };
+        for id in 1..=3 {
+            let node_dir = cluster.dir.path().join(format!("node{id}"));
+            fs::create_dir_all(&node_dir).expect("node dir");
+            cluster.nodes.push(Node {
+                id,
+                client_addr: free_addr(),
+                peer_addr: free_addr(),
+                dir: node_dir,
+                child: None,
+            });
+            cluster.start_node(cluster.nodes.len() - 1);
+        }
+        cluster
+    }
+
+    /// Spawns node `i` and waits until it answers; new ports if another process took one.
+    fn start_node(&mut self, i: usize) {
+        for _attempt in 0..5 {
+            self.nodes[i].spawn();
+            let deadline = Instant::now() + START_TIMEOUT;
+            loop {
+                let endpoint = format!("http://{}", self.nodes[i].client_addr);
+                let probe = run_cli(
+                    &endpoint,
+                    &["--retries", "0", "--timeout-ms", "1000"],
+                    &["cluster", "status"],
+                );
+                if probe.code == 0 {
+                    return;
+                }
+                if self.nodes[i].exited() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "node {} did not serve within {START_TIMEOUT:?}\n{}",
+                    self.nodes[i].id,
+                    self.logs()
+                );
+                std::thread::sleep(POLL);
+            }
+            let log = fs::read_to_string(self.nodes[i].log()).unwrap_or_default();
+            assert!(
+                log.contains("binding"),
+                "node {} exited during startup:\n{log}",
+                self.nodes[i].id
+            );
+            self.nodes[i].child = None;
+            self.nodes[i].client_addr = free_addr();
+            self.nodes[i].peer_addr = free_addr();
+        }
+        panic!("node {} found no free ports", self.nodes[i].id);
+    }
+
+    fn endpoints(&self) -> String {
+        let endpoints: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("http://{}", n.client_addr))
+            .collect();
+        endpoints.join(",")
+    }
+
+    /// `--node ID=CLIENT,PEER` for each node.
+    fn node_flags(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .flat_map(|n| {
+                [
+                    "--node".to_string(),
+                    format!("{}={},{}", n.id, n.client_addr, n.peer_addr),
+                ]
+            })
+            .collect()
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for node in &self.nodes {
+            let log = fs::read_to_string(node.log()).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(40)..];
+            out.push_str(&format!(
+                "--- node {} log tail:\n{}\n",
+                node.id,
+                tail.join("\n")
+            ));
+        }
+        out
+    }
+
+    /// `cairn --endpoints ALL ARGS...`
+    fn cairn(&self, args: &[&str]) -> Run {
+        run_cli(&self.endpoints(), &[], args)
+    }
+
+    /// Exit 0 expected; the stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let run = self.cairn(args);
+        assert_eq!(run.code, 0, "cairn {args:?}: {run:?}");
+        run.stdout
+    }
+
+    /// `cairn --json ARGS...`: exit 0, exactly one line of JSON, parsed as `T`.
+    fn json<T: DeserializeOwned>(&self, args: &[&str]) -> T {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let stdout = self.ok(&all);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "cairn {all:?}: one JSON document: {stdout}");
+        serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("cairn {all:?}: {e}: {stdout}"))
+    }
+
+    /// Exit `code` expected; the stderr names `error_code`.
+    fn fails(&self, args: &[&str], code: i32, error_code: &str) -> Run {
+        let run = self.cairn(args);
+        assert_eq!(run.code, code, "cairn {args:?}: {run:?}");
+        assert!(
+            run.stderr.starts_with(&format!("error: {error_code}: ")),
+            "cairn {args:?}: {run:?}"
+        );
+        assert!(run.stdout.is_empty(), "cairn {args:?}: {run:?}");
+        run
+    }
+
+    /// Waits until every node follows one leader and has applied what it committed.
+    fn wait_settled(&self) {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let rows: Vec<Value> = self.json(&["cluster", "status"]);
+            let statuses: Vec<ClusterStatus> = rows
+                .iter()
+                .filter_map(|row| serde_json::from_value(row["status"].clone()).ok())
+                .collect();
+            let leader = statuses.iter().find(|s| s.role == "leader");
+            let settled = statuses.len() == 3
+                && leader.is_some_and(|l| {
+                    statuses.iter().all(|s| {
+                        s.leader_id == Some(l.node_id)
+                            && s.term == l.term
+                            && s.applied_index >= l.commit_index
+                    })
+                });
+            if settled {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no settled leader within {SETTLE_TIMEOUT:?}: {rows:#?}\n{}",
+                self.logs()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+            self.dir.disable_cleanup(true);
+            eprintln!("--- nodes kept in {}", self.dir.path().display());
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `cairn --endpoints ENDPOINTS GLOBAL... ARGS...` with a clean environment.
+fn run_cli(endpoints: &str, global: &[&str], args: &[&str]) -> Run {
+    let mut cmd = Command::new(CLI);
+    for var in CLEARED_ENV {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .arg("--endpoints")
+        .arg(endpoints)
+        .args(global)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cairn");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or_default()
+}
+
+// -- the test ---------------------------------------------------------------------------------
+
+#[test]
+fn the_cli_drives_a_cluster_through_the_whole_key_model() {
+    let cluster = Cluster::start();
+    let key = "cli/project/db";
+
+    // 1. cluster init / status.
+    let mut init = vec!["cluster", "init"];
+    let flags = cluster.node_flags();
+    init.extend(flags.iter().map(String::as_str));
+    let membership: MembershipResponse = cluster.json(&init);
+    assert_eq!(membership.voters, [1, 2, 3]);
+    assert!(membership.learners.is_empty());
+    cluster.wait_settled();
+    let table = cluster.ok(&["cluster", "status"]);
+    assert!(first_line(&table).starts_with("ENDPOINT"), "{table}");
+    assert_eq!(
+        table.lines().count(),
+        4,
+        "a header and a row per node: {table}"
+    );
+    assert_eq!(
+        table.lines().filter(|l| l.contains(" leader ")).count(),
+        1,
+        "{table}"
+    );
+
+    // 2. write (a string value and a JSON value) and read back.
+    let written: MutationResult = cluster.json(&[
+        "write",
+        key,
+        "postgres 16",
+        "--anchor",
+        "path:src/db/",
+        "--tag",
+        "infra",
+        "--actor",
+        "cli-test",
+    ]);
+    assert_eq!(
+        (written.state, written.version, written.generation),
+        (State::Active, 1, 1)
+    );
+    let number: MutationResult = cluster.json(&["write", "cli/limits/max_conns", "200"]);
+    assert_eq!(number.version, 1);
+    let read: ReadResponse = cluster.json(&["read", "cli/limits/max_conns"]);
+    assert_eq!(
+        read.record.value,
+        Some(json!(200)),
+        "VALUE is JSON if it parses"
+    );
+    let read: ReadResponse = cluster.json(&["read", key]);
+    assert_eq!(read.record.value, Some(json!("postgres 16")));
+    assert_eq!(read.record.meta.actor, "cli-test");
+    assert_eq!(read.record.meta.anchors, ["path:src/db/"]);
+    assert_eq!(read.record.meta.tags, ["infra"]);
+    let human = cluster.ok(&["read", key]);
+    assert_eq!(
+        first_line(&human),
+        format!("[{key}] postgres 16"),
+        "{human}"
+    );
+    assert!(human.lines().any(|l| l.starts_with("version:")), "{human}");
+
+    // 3. recall by a file under the anchored directory.
+    let recalled: RecallResponse = cluster.json(&["recall", "path:src/db/schema.rs"]);
+    let keys: Vec<&str> = recalled.notes.iter().map(|n| n.key.as_str()).collect();
+    assert_eq!(keys, [key]);
+
+    // 4. a retried request id applies once.
+    let first: MutationResult = cluster.json(&[
+        "write",
+        "cli/retry",
+        "once",
+        "--request-id",
+        "cli-e2e-request-1",
+    ]);
+    let again: MutationResult = cluster.json(&[
+        "write",
+        "cli/retry",
+        "once",
+        "--request-id",
+        "cli-e2e-request-1",
+    ]);
+    assert!(!first.replayed && again.replayed, "{first:?} / {again:?}");
+    assert_eq!(again.version, first.version);
+    cluster.fails(
+        &[
+            "write",
+            "cli/retry",
+            "twice",
+            "--request-id",
+            "cli-e2e-request-1",
+        ],
+        EXIT_INVALID_INPUT,
+        "request_id_reused",
+    );
+
+    // 5. forget; a write after it fails with exit code 4 (conflict).
+    let forgot: MutationResult = cluster.json(&[
+        "forget",
+        key,
+        "--reason",
+        "moved to sqlite",
+        "--actor",
+        "dpo",
+    ]);
+    assert_eq!((forgot.state, forgot.version), (State::Forgotten, 2));
+    let tombstone = forgot.tombstone.clone().expect("a tombstone");
+    assert_eq!(
+        (tombstone.reason.as_str(), tombstone.actor.as_str()),
+        ("moved to sqlite", "dpo")
+    );
+    cluster.fails(
+        &["write", key, "postgres 16"],
+        EXIT_CONFLICT,
+        "key_forgotten",
+    );
+    cluster.fails(
+        &["--json", "write", key, "postgres 16"],
+        EXIT_CONFLICT,
+        "key_forgotten",
+    );
+    let human = cluster.ok(&["read", key]);
+    assert!(
+        first_line(&human).starts_with(&format!("[{key}] [FORGOTTEN]")),
+        "{human}"
+    );
+    assert!(!human.contains("postgres"), "the value is gone: {human}");
+    let by_id: Tombstone = cluster.json(&["tombstone", &tombstone.id]);
+    assert_eq!(by_id, tombstone);
+    let human = cluster.ok(&["tombstone", &tombstone.id]);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("reason:") && l.ends_with("moved to sqlite")),
+        "{human}"
+    );
+
+    // 6. re-create with --clear-tombstone: a new generation.
+    let reopened: MutationResult = cluster.json(&[
+        "write",
+        key,
+        "sqlite",
+        "--clear-tombstone",
+        "--reason",
+        "verified",
+        "--anchor",
+        "path:src/db/",
+    ]);
+    assert_eq!(
+        (reopened.state, reopened.version, reopened.generation),
+        (State::Active, 3, 2)
+    );
+
+    // 7. revoke: read and recall deliver the deterrent; a plain write is a conflict.
+    let reason = "sqlite was only the test database";
+    let revoked: MutationResult =
+        cluster.json(&["revoke", key, "--reason", reason, "--actor", "reviewer"]);
+    assert_eq!((revoked.state, revoked.version), (State::Revoked, 4));
+    let human = cluster.ok(&["read", key]);
+    let deterrent = first_line(&human);
+    assert!(
+        deterrent.starts_with(&format!(
+            "[{key}] [REVOKED] Previously believed: sqlite. Revoked "
+        )) && deterrent.contains(&format!("by reviewer: {reason}.")),
+        "{human}"
+    );
+    let human = cluster.ok(&["recall", "path:src/db/schema.rs"]);
+    let lines: Vec<&str> = human.lines().collect();
+    assert_eq!(
+        lines,
+        [deterrent, "    matched: path:src/db/schema.rs"],
+        "{human}"
+    );
+    let run = cluster.fails(&["write", key, "sqlite"], EXIT_CONFLICT, "key_revoked");
+    assert!(run.stderr.contains("override_revocation"), "{run:?}");
+
+    // 8. reinstate.
+    let reinstated: MutationResult = cluster.json(&[
+        "reinstate",
+        key,
+        "--reason",
+        "it is sqlite after all",
+        "--actor",
+        "agent-b",
+    ]);
+    assert_eq!((reinstated.state, reinstated.version), (State::Active, 5));
+    let human = cluster.ok(&["read", key]);
+    assert_eq!(first_line(&human), format!("[{key}] sqlite"), "{human}");
+
+    // 9. history, in both forms.
+    let history: HistoryResponse = cluster.json(&["history", key]);
+    let summary: Vec<(EventKind, u64, &str)> = history
+        .events
+        .iter()
+        .map(|e| (e.kind, e.version, e.actor.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (EventKind::Written, 1, "cli-test"),
+            (EventKind::Forgotten, 2, "dpo"),
+            (EventKind::TombstoneCleared, 3, "cli"),
+            (EventKind::Revoked, 4, "reviewer"),
+            (EventKind::Reinstated, 5, "agent-b"),
+        ]
+    );
+    let human = cluster.ok(&["history", key]);
+    let kinds: Vec<&str> = human
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "written",
+            "forgotten",
+            "tombstone_cleared",
+            "revoked",
+            "reinstated"
+        ],
+        "{human}"
+    );
+
+    // 10. probe.
+    let probe: ProbeResponse = cluster.json(&["probe", key]);
+    assert_eq!(
+        (
+            probe.state,
+            probe.value_present,
+            probe.retention_present,
+            probe.version,
+            probe.generation,
+            probe.forget_epoch,
+            probe.tombstone_id.as_deref(),
+            probe.value_revision,
+        ),
+        (State::Active, true, true, 5, 2, 2, None, reopened.revision)
+    );
+    let human = cluster.ok(&["probe", key]);
+    assert!(
+        human
+            .lines()
+            .any(|l| l.starts_with("value_present:") && l.ends_with("true")),
+        "{human}"
+    );
+
+    // 11. list, with a state filter.
+    let listed: ListResponse = cluster.json(&["list", "cli/"]);
+    let keys: Vec<&str> = listed.items.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["cli/limits/max_conns", key, "cli/retry"]);
+    cluster.json::<MutationResult>(&["forget", "cli/retry", "--reason", "done"]);
+    let listed: ListResponse = cluster.json(&["list", "cli/", "--state", "forgotten"]);
+    let keys: Vec<&str> = listed.items.iter().map(|r| r.key.as_str()).collect();
+    assert_eq!(keys, ["cli/retry"]);
+    let human = cluster.ok(&["list", "cli/"]);
+    assert!(first_line(&human).starts_with("KEY"), "{human}");
+    assert_eq!(human.lines().count(), 4, "{human}");
+
+    // 12. other exit codes: not found, invalid input.
+    cluster.fails(&["read", "cli/never"], EXIT_NOT_FOUND, "not_found");
+    cluster.fails(
+        &["forget", "cli/limits/max_conns", "--reason", ""],
+        EXIT_INVALID_INPUT,
+        "invalid_request",
+    );
+
+    // 13. cluster status and compact as JSON, one row per endpoint.
+    let rows: Vec<Value> = cluster.json(&["cluster", "status"]);
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let status: ClusterStatus =
+            serde_json::from_value(row["status"].clone()).expect("a status per endpoint");
+        assert_eq!(status.voters, [1, 2, 3], "{row}");
+    }
+    let rows: Vec<Value> = cluster.json(&["cluster", "compact"]);
+    assert_eq!(rows.len(), 3);
+    for row in &rows {
+        let compacted: CompactResponse =
+            serde_json::from_value(row["compact"].clone()).expect("a compact answer");
+        assert!(compacted.snapshot_index >= reinstated.revision, "{row}");
+    }
+    // Still served after compaction.
+    let read: ReadResponse = cluster.json(&["read", key]);
+    assert_eq!(read.record.value, Some(json!("sqlite")));
+}

@@ -1,0 +1,468 @@
+//! A replicated cluster of real `cairn-node` processes: leader election, replication,
+//! relaying by followers, catch-up after downtime, the data-dir lock, and startup errors.
+
+mod support;
+
+use std::time::Duration;
+
+use cairn_client::api::{Consistency, InitRequest, NodeSpec, ReadOptions, WriteRequest};
+use cairn_client::ClientError;
+use serde_json::json;
+use support::{free_addr, run_node_to_exit, wait_until, Cluster, LEADER_TIMEOUT};
+
+/// Bound on replication and catch-up waits.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
+/// A node that refuses to start does so at once; this only bounds a hang.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn any_at(min_revision: u64) -> ReadOptions {
+    ReadOptions {
+        consistency: Some(Consistency::Any),
+        max_staleness_ms: None,
+        min_revision: Some(min_revision),
+    }
+}
+
+fn linearizable() -> ReadOptions {
+    ReadOptions {
+        consistency: Some(Consistency::Linearizable),
+        ..ReadOptions::default()
+    }
+}
+
+/// Writes `count` keys `PREFIX/i` = `{"i": i}`; returns the highest revision.
+async fn write_keys(cluster: &Cluster, prefix: &str, count: u64) -> u64 {
+    let client = cluster.client();
+    let mut revision = 0;
+    for i in 0..count {
+        let result = client
+            .write(WriteRequest::new(
+                format!("{prefix}/{i}"),
+                json!({"i": i}),
+                "t20",
+            ))
+            .await
+            .expect("write");
+        assert!(
+            result.revision > revision,
+            "revisions rise: {} after {revision}",
+            result.revision
+        );
+        revision = result.revision;
+    }
+    revision
+}
+
+/// Checks, on node `id` alone (consistency any), that every key of [`write_keys`] is there.
+async fn assert_keys_on(cluster: &Cluster, id: u64, prefix: &str, count: u64, revision: u64) {
+    let client = cluster.client_for(id);
+    for i in 0..count {
+        let key = format!("{prefix}/{i}");
+        let read = client
+            .read(&key, any_at(revision))
+            .await
+            .unwrap_or_else(|e| panic!("node {id}: read {key}: {e}"));
+        assert_eq!(read.record.value, Some(json!({"i": i})), "node {id}: {key}");
+        assert_eq!(read.served.node_id, id, "an `any` read is served locally");
+        assert!(
+            read.served.applied_index >= revision,
+            "node {id} served before applying {revision}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_elect_exactly_one_leader_and_agree_on_it() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    // Followers learn the leader from its first heartbeat; wait until all three agree.
+    wait_until(
+        CATCH_UP_TIMEOUT,
+        "every node to know the leader",
+        async || {
+            let statuses = cluster.statuses().await;
+            statuses.len() == 3 && statuses.values().all(|s| s.leader_id == Some(leader))
+        },
+    )
+    .await;
+    let statuses = cluster.statuses().await;
+    let leaders: Vec<u64> = statuses
+        .values()
+        .filter(|s| s.role == "leader")
+        .map(|s| s.node_id)
+        .collect();
+    assert_eq!(leaders, vec![leader], "exactly one leader: {statuses:#?}");
+    let term = statuses[&leader].term;
+    for status in statuses.values() {
+        assert_eq!(status.term, term, "one term: {status:?}");
+        assert_eq!(status.voters, vec![1, 2, 3], "voters: {status:?}");
+        assert!(status.learners.is_empty(), "learners: {status:?}");
+        assert_eq!(status.nodes.len(), 3, "nodes: {status:?}");
+        if status.node_id != leader {
+            assert_eq!(status.role, "follower", "{status:?}");
+        }
+    }
+    // The leader's own reads need no relay: `served` says it answered itself.
+    cluster
+        .client()
+        .write(WriteRequest::new("probe", json!(1), "t20"))
+        .await
+        .expect("write");
+    let read = cluster
+        .client_for(leader)
+        .read("probe", linearizable())
+        .await
+        .expect("read");
+    assert_eq!(
+        (read.served.node_id, read.served.role.as_str()),
+        (leader, "leader")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_writes_are_on_every_node() {
+    let cluster = Cluster::start(3).await;
+    let revision = write_keys(&cluster, "rep", 50).await;
+    for id in cluster.ids() {
+        // A 200 means committed on a majority and applied on the leader; the third node
+        // may lag a little, so wait for it before reading its local state.
+        cluster.wait_applied(id, revision, CATCH_UP_TIMEOUT).await;
+        assert_keys_on(&cluster, id, "rep", 50, revision).await;
+        let status = cluster.status(id).await.expect("status");
+        assert!(
+            status.commit_index >= revision && status.last_log_index >= revision,
+            "{status:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn followers_relay_writes_and_linearizable_reads_to_the_leader() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    let written = cluster
+        .client_for(followers[0])
+        .write(WriteRequest::new("relayed", json!("via follower"), "t20"))
+        .await;
+    let written = written.expect("a follower relays the write");
+    assert_eq!(written.version, 1);
+    // A linearizable read at the other follower is answered by the leader (relayed), and
+    // sees the write at once: no wait for replication to that follower.
+    let read = cluster
+        .client_for(followers[1])
+        .read("relayed", linearizable())
+        .await
+        .expect("read");
+    assert_eq!(read.record.value, Some(json!("via follower")));
+    assert_eq!(read.record.revision, written.revision);
+    assert_eq!(
+        read.served.node_id, leader,
+        "linearizable reads are served by the leader"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_that_was_down_catches_up_after_restart() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let down = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.kill9(down);
+    // Two of three are enough for a quorum: writes go on while it is down.
+    let revision = write_keys(&cluster, "while-down", 100).await;
+    let status = cluster.status(leader).await.expect("leader status");
+    assert!(status.applied_index >= revision, "{status:?}");
+    cluster.restart(down).await;
+    cluster.wait_applied(down, revision, CATCH_UP_TIMEOUT).await;
+    assert_keys_on(&cluster, down, "while-down", 100, revision).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_second_process_on_a_locked_data_dir_is_refused() {
+    let mut cluster = Cluster::start(3).await;
+    let data_dir = cluster.data_dir(2);
+    let (client_addr, peer_addr) = (free_addr(), free_addr());
+    let args = [
+        "--id",
+        "2",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--client-addr",
+        &client_addr,
+        "--peer-addr",
+        &peer_addr,
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is in use by another cairn-node process"),
+        "{stderr}"
+    );
+    // The node that holds the lock is untouched and keeps replicating.
+    let revision = write_keys(&cluster, "locked", 5).await;
+    cluster.wait_applied(2, revision, CATCH_UP_TIMEOUT).await;
+    // The lock is an flock: it dies with its process, so kill -9 leaves no stale lock.
+    cluster.kill9(2);
+    cluster.restart(2).await;
+    assert_keys_on(&cluster, 2, "locked", 5, revision).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_data_dir_of_another_node_is_refused() {
+    let mut cluster = Cluster::builder(1).uninitialized().start().await;
+    cluster.terminate(1);
+    let data_dir = cluster.data_dir(1);
+    let (client_addr, peer_addr) = (free_addr(), free_addr());
+    let args = [
+        "--id",
+        "7",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--client-addr",
+        &client_addr,
+        "--peer-addr",
+        &peer_addr,
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("belongs to node 1, not node 7"), "{stderr}");
+    // Refusing did not rewrite the owner.
+    let owner = std::fs::read_to_string(data_dir.join("node_id")).expect("node_id file");
+    assert_eq!(owner.trim(), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_taken_port_stops_the_node_before_it_touches_anything_else() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let scratch = tempfile::tempdir().unwrap();
+    let data_dir = scratch.path().join("data");
+    let peer_addr = free_addr();
+    let args = [
+        "--id",
+        "1",
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--client-addr",
+        &taken_addr,
+        "--peer-addr",
+        &peer_addr,
+    ];
+    let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("binding the client address {taken_addr}")),
+        "{stderr}"
+    );
+    assert!(
+        !data_dir.join("db").exists(),
+        "RocksDB was opened although the port was taken"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_config_file_applies_to_every_node() {
+    let cluster = Cluster::builder(3)
+        .config("[limits]\nkey_bytes_max = 8\n")
+        .start()
+        .await;
+    for id in cluster.ids() {
+        // Every node checks limits itself, before relaying anything to the leader.
+        let client = cluster.client_for(id);
+        let long = client
+            .write(WriteRequest::new(format!("key-{id}-long"), json!(1), "t20"))
+            .await;
+        assert!(
+            matches!(long, Err(ClientError::InvalidRequest { .. })),
+            "node {id}: {long:?}"
+        );
+        client
+            .write(WriteRequest::new(format!("key-{id}"), json!(1), "t20"))
+            .await
+            .expect("a 5-byte key");
+    }
+}
+
+/// One startup that must fail with a configuration error.
+struct BadConfig {
+    name: &'static str,
+    args: Vec<String>,
+    toml: Option<&'static str>,
+    expected: &'static str,
+}
+
+fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
+    let (a, b) = (free_addr(), free_addr());
+    let flags = |id: &str, client: &str, peer: &str| {
+        [
+            "--id",
+            id,
+            "--data-dir",
+            data_dir,
+            "--client-addr",
+            client,
+            "--peer-addr",
+            peer,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let with_file = |id: &str| {
+        [
+            flags(id, &a, &b),
+            vec!["--config".into(), "node.toml".into()],
+        ]
+        .concat()
+    };
+    vec![
+        BadConfig {
+            name: "no id",
+            args: [
+                "--data-dir",
+                data_dir,
+                "--client-addr",
+                &a,
+                "--peer-addr",
+                &b,
+            ]
+            .map(String::from)
+            .to_vec(),
+            toml: None,
+            expected: "id: missing",
+        },
+        BadConfig {
+            name: "id 0",
+            args: flags("0", &a, &b),
+            toml: None,
+            expected: "id: must be >= 1",
+        },
+        BadConfig {
+            name: "same address twice",
+            args: flags("1", &a, &a),
+            toml: None,
+            expected: "peer_addr: must differ from client_addr",
+        },
+        BadConfig {
+            name: "not IP:PORT",
+            args: flags("1", "localhost", &b),
+            toml: None,
+            expected: "client_addr: must be IP:PORT",
+        },
+        BadConfig {
+            name: "election timeout above 3 s",
+            args: with_file("1"),
+            toml: Some("[raft]\nelection_timeout_max_ms = 5000\n"),
+            expected: "raft.election_timeout_max_ms: must be <= 1500",
+        },
+        BadConfig {
+            name: "heartbeat not below the election timeout",
+            args: with_file("1"),
+            toml: Some("[raft]\nheartbeat_interval_ms = 500\nelection_timeout_min_ms = 400\n"),
+            expected: "raft.election_timeout_min_ms",
+        },
+        BadConfig {
+            name: "unknown field",
+            args: with_file("1"),
+            toml: Some("[raft]\nelection_timeout = 5\n"),
+            expected: "unknown field",
+        },
+        BadConfig {
+            name: "missing file",
+            args: [
+                flags("1", &a, &b),
+                vec!["--config".into(), "absent.toml".into()],
+            ]
+            .concat(),
+            toml: None,
+            expected: "cannot read",
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn config_errors_exit_with_code_2_and_name_the_field() {
+    for case in bad_configs("data") {
+        let scratch = tempfile::tempdir().unwrap();
+        if let Some(toml) = case.toml {
+            std::fs::write(scratch.path().join("node.toml"), toml).unwrap();
+        }
+        let args: Vec<&str> = case.args.iter().map(String::as_str).collect();
+        let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+        assert_eq!(status.code(), Some(2), "{}: {stderr}", case.name);
+        assert!(
+            stderr.contains("cairn-node: config:"),
+            "{}: {stderr}",
+            case.name
+        );
+        assert!(
+            stderr.contains(case.expected),
+            "{}: expected {:?} in {stderr}",
+            case.name,
+            case.expected
+        );
+        // Rejected before anything touched the disk.
+        assert!(
+            !scratch.path().join("data").exists(),
+            "{}: data dir created",
+            case.name
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn init_is_validated_and_happens_once() {
+    let cluster = Cluster::start(3).await;
+    let specs: Vec<NodeSpec> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.spec(id))
+        .collect();
+    let node1 = cluster.client_for(1);
+    let again = node1
+        .init(InitRequest {
+            nodes: specs.clone(),
+        })
+        .await;
+    assert!(
+        matches!(again, Err(ClientError::InvalidTransition { .. })),
+        "{again:?}"
+    );
+    let duplicated = node1
+        .init(InitRequest {
+            nodes: vec![specs[0].clone(), specs[0].clone()],
+        })
+        .await;
+    assert!(
+        matches!(duplicated, Err(ClientError::InvalidRequest { .. })),
+        "{duplicated:?}"
+    );
+    let without_self = node1
+        .init(InitRequest {
+            nodes: specs[1..].to_vec(),
+        })
+        .await;
+    assert!(
+        matches!(without_self, Err(ClientError::InvalidRequest { .. })),
+        "{without_self:?}"
+    );
+    let mut bad_addr = specs.clone();
+    bad_addr[0].peer_addr = "nowhere".into();
+    let bad_addr = node1.init(InitRequest { nodes: bad_addr }).await;
+    assert!(
+        matches!(bad_addr, Err(ClientError::InvalidRequest { .. })),
+        "{bad_addr:?}"
+    );
+    // None of that changed the membership.
+    let status = cluster.status(1).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
+}

@@ -1,0 +1,291 @@
+//! Membership changes on a live cluster: join (through a snapshot after the leader purged
+//! its log), removal of a follower, removal of the leader itself, and the refusal of a
+//! removal that would leave no live quorum.
+
+mod support;
+
+use std::time::Duration;
+
+use cairn_client::api::{ClusterStatus, Consistency, ReadOptions, WriteRequest};
+use cairn_client::{Client, ClientError};
+use serde_json::json;
+use support::load::{self, Load};
+use support::{wait_until, Cluster, LEADER_TIMEOUT};
+
+const WRITERS: u64 = 3;
+/// Written before compaction, so the snapshot carries real data.
+const KEYS_BEFORE_JOIN: u64 = 200;
+const PROGRESS_TIMEOUT: Duration = Duration::from_secs(60);
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
+/// A join returns once the learner caught up (snapshot install included) and was promoted.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// Bound on a membership change to settle (joint config committed, leader stepped down).
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn any_at(min_revision: u64) -> ReadOptions {
+    ReadOptions {
+        consistency: Some(Consistency::Any),
+        max_staleness_ms: None,
+        min_revision: Some(min_revision),
+    }
+}
+
+fn linearizable() -> ReadOptions {
+    ReadOptions {
+        consistency: Some(Consistency::Linearizable),
+        ..ReadOptions::default()
+    }
+}
+
+/// A client that waits as long as a join may take (the default request timeout is 10 s).
+fn patient_client(cluster: &Cluster) -> Client {
+    let endpoints = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.endpoint(id))
+        .collect();
+    Client::builder(endpoints)
+        .request_timeout(JOIN_TIMEOUT)
+        .build()
+        .expect("client")
+}
+
+async fn write_keys(client: &Client, prefix: &str, count: u64) -> u64 {
+    let mut revision = 0;
+    for i in 0..count {
+        revision = client
+            .write(WriteRequest::new(
+                format!("{prefix}/{i}"),
+                json!({"i": i}),
+                "t40",
+            ))
+            .await
+            .expect("write")
+            .revision;
+    }
+    revision
+}
+
+/// Waits until node `id` reports `voters` and a leader among them.
+async fn wait_voters(cluster: &Cluster, id: u64, voters: &[u64]) -> ClusterStatus {
+    let what = format!("node {id} to report voters {voters:?} and a leader among them");
+    support::wait_for(SETTLE_TIMEOUT, &what, async || {
+        let status = cluster.status(id).await.ok()?;
+        let settled =
+            status.voters == voters && status.leader_id.is_some_and(|l| voters.contains(&l));
+        settled.then_some(status)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_joining_under_load_catches_up_from_a_snapshot_after_compaction() {
+    let mut cluster = Cluster::start(3).await;
+    let client = cluster.client();
+    let seeded = write_keys(&client, "seed", KEYS_BEFORE_JOIN).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let compacted = client
+        .compact(&cluster.endpoint(leader))
+        .await
+        .expect("compact");
+    assert!(compacted.snapshot_index >= seeded, "{compacted:?}");
+    assert_eq!(
+        compacted.log_purged_through, compacted.snapshot_index,
+        "{compacted:?}"
+    );
+
+    let load = Load::start(&client, WRITERS, "join");
+    load.wait_progress(100, PROGRESS_TIMEOUT).await;
+    let spec = cluster.add_node(4).await;
+    let joined = patient_client(&cluster).join(spec).await.expect("join");
+    assert_eq!(joined.voters, vec![1, 2, 3, 4], "{joined:?}");
+    assert!(joined.learners.is_empty(), "{joined:?}");
+    // The cluster kept serving while node 4 caught up, and still does with 4 voters.
+    load.wait_progress(100, PROGRESS_TIMEOUT).await;
+    let report = load.stop().await;
+
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let target = cluster
+        .status(leader)
+        .await
+        .expect("leader status")
+        .applied_index;
+    cluster.wait_applied(4, target, CATCH_UP_TIMEOUT).await;
+    let status = cluster.status(4).await.expect("node 4 status");
+    // The entries up to the purge point no longer exist anywhere in the leader's log, so
+    // node 4 can only have them from a snapshot.
+    assert!(
+        status.snapshot_index >= compacted.snapshot_index,
+        "node 4 installed no snapshot: {status:?}"
+    );
+    assert_eq!(status.role, "follower", "{status:?}");
+
+    let node4 = cluster.client_for(4);
+    for i in 0..KEYS_BEFORE_JOIN {
+        let read = node4
+            .read(&format!("seed/{i}"), any_at(seeded))
+            .await
+            .expect("seed key on node 4");
+        assert_eq!(read.record.value, Some(json!({"i": i})));
+        assert_eq!(read.served.node_id, 4);
+    }
+    load::verify(
+        &node4,
+        &report,
+        any_at(report.max_revision()),
+        "node 4, any",
+    )
+    .await;
+    println!(
+        "join: snapshot at {}, node 4 applied {} (leader {}), {} writes acknowledged during the join",
+        compacted.snapshot_index, status.applied_index, target, report.acked_writes
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removing_a_follower_leaves_a_working_two_voter_cluster() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let removed = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let rest: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != removed)
+        .collect();
+
+    let answer = cluster.client().remove(removed).await.expect("remove");
+    assert_eq!(answer.voters, rest, "{answer:?}");
+    assert!(
+        answer.nodes.iter().all(|n| n.id != removed),
+        "still a member: {answer:?}"
+    );
+    for id in &rest {
+        wait_voters(&cluster, *id, &rest).await;
+    }
+    // The removed node gets no more entries: stop it, and the two voters that remain
+    // still commit (they are a full quorum of the new configuration).
+    cluster.kill9(removed);
+    let revision = write_keys(&cluster.client(), "after-remove", 20).await;
+    for id in &rest {
+        cluster.wait_applied(*id, revision, CATCH_UP_TIMEOUT).await;
+    }
+    let again = cluster.client().remove(removed).await;
+    assert!(
+        matches!(again, Err(ClientError::NotFound { .. })),
+        "removing a non-member: {again:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removing_the_leader_elects_a_new_leader_among_the_rest() {
+    let cluster = Cluster::start(3).await;
+    let client = cluster.client();
+    let before = write_keys(&client, "before", 10).await;
+    let old = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let rest: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != old).collect();
+
+    let answer = cluster
+        .client_for(old)
+        .remove(old)
+        .await
+        .expect("remove the leader");
+    assert_eq!(answer.voters, rest, "{answer:?}");
+    let status = wait_voters(&cluster, rest[0], &rest).await;
+    let new = status.leader_id.expect("a leader");
+    assert_ne!(new, old);
+    wait_voters(&cluster, rest[1], &rest).await;
+    let old_status = cluster.status(old).await.expect("old leader status");
+    assert_ne!(
+        old_status.role, "leader",
+        "the removed leader stepped down: {old_status:?}"
+    );
+
+    // The remaining two serve reads and writes; nothing written before was lost.
+    let read = client.read("before/9", linearizable()).await.expect("read");
+    assert_eq!(read.record.value, Some(json!({"i": 9})));
+    assert!(read.record.revision <= before);
+    assert!(
+        rest.contains(&read.served.node_id),
+        "served by {}",
+        read.served.node_id
+    );
+    let after = write_keys(&client, "after", 10).await;
+    assert!(after > before);
+}
+
+/// Fault injected on followers before asking the leader to remove one of them.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// SIGSTOP the follower that would remain: it holds its ports but answers nothing.
+    StopOther,
+    /// kill -9 both followers: the leader alone cannot commit anything.
+    KillBoth,
+}
+
+async fn removal_without_live_quorum_is_refused(fault: Fault) {
+    let mut cluster = Cluster::start(3).await;
+    write_keys(&cluster.client(), "quorum", 5).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    let (target, other) = (followers[0], followers[1]);
+    match fault {
+        Fault::StopOther => cluster.sigstop(other),
+        Fault::KillBoth => {
+            cluster.kill9(target);
+            cluster.kill9(other);
+        }
+    }
+    // Removing `target` would leave {leader, other} with `other` unreachable: one live
+    // voter of two is no quorum, so the new configuration could never commit.
+    let answer = cluster.client_for(leader).remove(target).await;
+    assert!(
+        matches!(answer, Err(ClientError::InvalidTransition { .. })),
+        "{fault:?}: {answer:?}"
+    );
+    let status = cluster.status(leader).await.expect("leader status");
+    assert_eq!(
+        status.voters,
+        vec![1, 2, 3],
+        "{fault:?}: membership changed: {status:?}"
+    );
+
+    // Once the fault heals the cluster is whole and writable again.
+    match fault {
+        Fault::StopOther => cluster.sigcont(other),
+        Fault::KillBoth => {
+            cluster.restart(target).await;
+            cluster.restart(other).await;
+        }
+    }
+    let revision = write_keys(&cluster.client(), "healed", 5).await;
+    wait_until(
+        CATCH_UP_TIMEOUT,
+        "every node to apply the writes after healing",
+        async || {
+            let statuses = cluster.statuses().await;
+            statuses.len() == 3
+                && statuses
+                    .values()
+                    .all(|s| s.applied_index >= revision && s.voters == [1, 2, 3])
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removal_is_refused_when_the_remaining_voter_is_frozen() {
+    removal_without_live_quorum_is_refused(Fault::StopOther).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removal_is_refused_when_both_followers_are_dead() {
+    removal_without_live_quorum_is_refused(Fault::KillBoth).await;
+}
