@@ -65,7 +65,6 @@ fn main() -> ExitCode {
     match runtime.block_on(cairn_node::node::run(config, stop_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
             eprintln!("cairn-node: {e:#}");
             ExitCode::FAILURE
         }

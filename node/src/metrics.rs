@@ -14,7 +14,6 @@ pub struct Metrics {
     pub reads_bounded: AtomicU64,
     pub reads_any: AtomicU64,
     pub reads_stale_refused: AtomicU64,
-    pub read_index_rounds: AtomicU64,
     pub bad_requests: AtomicU64,
     /// Sum of mutation latency in microseconds (with `mutations_ok` gives the mean).
     pub mutation_latency_us_sum: AtomicU64,
@@ -31,7 +30,7 @@ impl Metrics {
 
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 10] = [
             (
                 "cairn_mutations_ok_total",
                 "mutations applied",
@@ -73,13 +72,8 @@ impl Metrics {
                 &self.reads_stale_refused,
             ),
             (
-                "cairn_read_index_rounds_total",
-                "quorum confirmations (ReadIndex) performed",
-                &self.read_index_rounds,
-            ),
-            (
                 "cairn_bad_requests_total",
-                "requests rejected before the log",
+                "mutations refused by validation before the log",
                 &self.bad_requests,
             ),
             (

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_client::api::{
-    BatchOp, BatchRequest, Consistency, EventKind, ForgetRequest, HistoryEvent, ListRequest,
-    ProbeResponse, ReadOptions, RecallRequest, Record, ReinstateRequest, RevokeRequest, State,
-    Tombstone, WriteRequest,
+    BatchOp, BatchRequest, ClusterStatus, Consistency, EventKind, ForgetRequest, HistoryEvent,
+    ListRequest, ProbeResponse, ReadOptions, RecallRequest, Record, ReinstateRequest,
+    RevokeRequest, State, Tombstone, WriteRequest,
 };
 use cairn_client::{new_request_id, Client, ClientError};
 use serde_json::{json, Value};
@@ -326,7 +326,18 @@ async fn a_write_after_forget_never_resurrects_the_value_on_any_node() {
         }
     }
 
-    // 1.5 Every node reports the key forgotten and never the old value: linearizable via
+    // 1.5 Even a writer that always sends clear_tombstone is fenced off when it says what
+    // its data is based on: the forget came after the revision it read.
+    let mut fenced = WriteRequest::new(key, json!(old_value), "summarizer");
+    fenced.clear_tombstone = true;
+    fenced.based_on_revision = Some(seen.record.revision);
+    let fenced = writer.write(fenced).await;
+    assert!(
+        matches!(fenced, Err(ClientError::StaleWrite { .. })),
+        "{fenced:?}"
+    );
+
+    // 1.6 Every node reports the key forgotten and never the old value: linearizable via
     // each node (served by the leader), and locally at the forget's revision.
     for id in cluster.ids() {
         let client = cluster.client_for(id);
@@ -368,7 +379,7 @@ async fn a_write_after_forget_never_resurrects_the_value_on_any_node() {
         }
     }
 
-    // 1.6 None of the refused writes left a trace.
+    // 1.7 None of the refused writes left a trace.
     let (record, events) = key_snapshot(&cluster.client(), key).await;
     assert_eq!(record.version, forgot.version);
     assert_eq!(
@@ -863,6 +874,13 @@ async fn compaction_erases_a_forgotten_value_from_every_data_dir() {
             "node {id}: the forgotten value is still on disk in {found:#?}"
         );
     }
+    // Nor did the value ever reach a node's own log output.
+    for id in cluster.ids() {
+        assert!(
+            !cluster.log_text(id).contains(&marker),
+            "node {id} logged the value"
+        );
+    }
     let forgotten = Expect {
         state: State::Forgotten,
         value_present: false,
@@ -1257,12 +1275,61 @@ async fn bad_input_is_rejected_before_the_log_and_changes_nothing() {
         "{no_reason:?}"
     );
 
-    // Nothing reached the log (unless an election appended its blank entry meanwhile).
-    assert_eq!(key_snapshot(&client, key).await, before);
-    let status_after = cluster.status(leader).await.expect("status");
-    if status_after.term == status_before.term && status_after.role == "leader" {
+    // Nothing reached the log.
+    assert_log_unchanged(&cluster, leader, &status_before).await;
+
+    // The limit is inclusive: a value of exactly 1 MiB as JSON is stored and read back
+    // whole; one byte more is 413.
+    let limit = 1 << 20;
+    let exact = json!("y".repeat(limit - 2));
+    assert_eq!(canonical(&exact).len(), limit);
+    let stored = client
+        .write(WriteRequest::new("t60/input/exact", exact.clone(), "agent"))
+        .await
+        .expect("a value of exactly 1 MiB");
+    let read = client
+        .read("t60/input/exact", any_at(stored.revision))
+        .await
+        .expect("read 1 MiB");
+    assert_eq!(read.record.value, Some(exact));
+    let over = client
+        .write(WriteRequest::new(
+            "t60/input/over",
+            json!("y".repeat(limit - 1)),
+            "agent",
+        ))
+        .await;
+    assert!(
+        matches!(over, Err(ClientError::TooLarge { .. })),
+        "{over:?}"
+    );
+    let status_before = cluster.status(leader).await.expect("status");
+    for id in [followers[0], leader] {
+        let (status, answer) = post_raw(
+            &cluster,
+            id,
+            "/v1/write",
+            &json!({"key": key, "value": big, "actor": "a"}).to_string(),
+        )
+        .await;
         assert_eq!(
-            status_after.last_log_index, status_before.last_log_index,
+            (status, error_code(&answer)),
+            (413, "too_large"),
+            "{answer}"
+        );
+    }
+
+    assert_eq!(key_snapshot(&client, key).await, before);
+    assert_log_unchanged(&cluster, leader, &status_before).await;
+}
+
+/// The leader's log did not grow since `before` (unless an election appended its blank
+/// entry meanwhile, which the test cannot prevent on a loaded machine).
+async fn assert_log_unchanged(cluster: &Cluster, leader: u64, before: &ClusterStatus) {
+    let after = cluster.status(leader).await.expect("status");
+    if after.term == before.term && after.role == "leader" {
+        assert_eq!(
+            after.last_log_index, before.last_log_index,
             "rejected input was appended to the log"
         );
     } else {

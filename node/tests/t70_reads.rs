@@ -21,8 +21,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cairn_client::api::{
-    Consistency, EventKind, ForgetRequest, ReadOptions, ReadResponse, State, WriteRequest,
+    BatchOp, BatchRequest, Consistency, EventKind, ForgetRequest, ReadOptions, ReadResponse, State,
+    WriteRequest,
 };
+use cairn_client::session::TOKEN_KEYS_MAX;
 use cairn_client::{Client, ClientError, Session};
 use serde_json::json;
 use support::{wait_until, Cluster};
@@ -527,6 +529,7 @@ async fn a_follower_cut_off_with_the_old_leader_never_serves_a_bounded_read_miss
     let probes = [
         (cut_follower, Consistency::Bounded),
         (cut_follower, Consistency::Any),
+        (cut_follower, Consistency::Linearizable),
         (old_leader, Consistency::Bounded),
         (old_leader, Consistency::Linearizable),
         (majority[0], Consistency::Bounded),
@@ -561,6 +564,16 @@ async fn a_follower_cut_off_with_the_old_leader_never_serves_a_bounded_read_miss
         .backoff_ms(20, 200)
         .build()
         .expect("writer");
+    // A write sent to the deposed leader meanwhile: it cannot commit, so it must not be
+    // acknowledged (and must be gone after the heal).
+    let lost_key = "t70/partition/at-old-leader";
+    let mut lost_write = WriteRequest::new(lost_key, json!("minority"), "t70");
+    lost_write.request_id = Some("t70-partition-old-leader".into());
+    let at_old_leader = tokio::spawn({
+        let client = raw_client(&cluster.endpoint(old_leader));
+        let request = lost_write.clone();
+        async move { client.write(request).await }
+    });
     let writing_until = Instant::now() + 3 * BOUND;
     let mut n = 0;
     while Instant::now() < writing_until {
@@ -681,9 +694,37 @@ async fn a_follower_cut_off_with_the_old_leader_never_serves_a_bounded_read_miss
         "the majority side served no bounded read late in the run"
     );
 
+    let old_leader_write = at_old_leader.await.expect("write task");
+    assert!(
+        matches!(old_leader_write, Err(ClientError::OutcomeUnknown { .. })),
+        "a write at the deposed leader: {old_leader_write:?}"
+    );
+
     // -- heal: everyone converges on the majority's writes --
     firewall.heal();
     cluster.wait_settled(SETTLE_TIMEOUT).await;
+    // The deposed leader's uncommitted entry was replaced; retrying its request_id now
+    // applies it, once.
+    let checker = cluster.client();
+    let lost = checker
+        .read(lost_key, options(Consistency::Linearizable))
+        .await;
+    assert!(
+        matches!(lost, Err(ClientError::NotFound { .. })),
+        "the write the deposed leader never committed: {lost:?}"
+    );
+    let retried = checker.write(lost_write.clone()).await.expect("retry");
+    assert!(!retried.replayed, "nothing to replay: {retried:?}");
+    let again = checker.write(lost_write).await.expect("second retry");
+    assert!(
+        again.replayed && again.revision == retried.revision,
+        "{again:?}"
+    );
+    let history = checker
+        .history(lost_key, options(Consistency::Linearizable))
+        .await
+        .expect("history");
+    assert_eq!(history.events.len(), 1, "{history:?}");
     for id in [cut_follower, old_leader] {
         let raw = raw_client(&cluster.endpoint(id));
         wait_until(
@@ -717,8 +758,12 @@ async fn a_handed_off_session_never_reads_the_forgotten_value_even_from_a_frozen
         .iter()
         .map(|&id| cluster.endpoint(id))
         .collect();
-    let key = "t70/handoff";
-    const SECRET: &str = "the deploy key is hunter2";
+    // `early` is forgotten first and then pushed out of the exported token by newer keys
+    // (only the token's revision covers it); `late` is forgotten last and travels in the
+    // token with its (generation, forget_epoch, version).
+    const EARLY: &str = "t70/handoff/early";
+    const LATE: &str = "t70/handoff/late";
+    let secret = |key: &str| format!("secret of {key}: hunter2");
 
     // Agent A works through node `through` (a follower: mutations are relayed).
     let agent_a = Client::builder(endpoints.clone())
@@ -726,45 +771,65 @@ async fn a_handed_off_session_never_reads_the_forgotten_value_even_from_a_frozen
         .build()
         .and_then(|c| c.pinned(&cluster.endpoint(through)))
         .expect("agent A");
-    let written = agent_a
-        .write(WriteRequest::new(key, json!(SECRET), "agent-a"))
-        .await
-        .expect("write");
-    wait_all_applied(&cluster, written.revision).await;
-    let before = raw_client(&cluster.endpoint(frozen))
-        .read(key, options(Consistency::Any))
-        .await
-        .expect("read before the forget");
-    assert_eq!(before.record.value, Some(json!(SECRET)));
+    let mut revision = 0;
+    for key in [EARLY, LATE] {
+        revision = agent_a
+            .write(WriteRequest::new(key, json!(secret(key)), "agent-a"))
+            .await
+            .expect("write")
+            .revision;
+    }
+    wait_all_applied(&cluster, revision).await;
+    let raw_frozen = raw_client(&cluster.endpoint(frozen));
+    for key in [EARLY, LATE] {
+        let before = raw_frozen
+            .read(key, options(Consistency::Any))
+            .await
+            .expect("read before the forget");
+        assert_eq!(before.record.value, Some(json!(secret(key))));
+    }
 
     cluster.sigstop(frozen);
-    let forgot = agent_a
-        .forget(ForgetRequest::new(
-            key,
-            "agent-a",
-            "secret leaked into memory",
-        ))
+    let forget = async |key: &str| {
+        let forgot = agent_a
+            .forget(ForgetRequest::new(
+                key,
+                "agent-a",
+                "secret leaked into memory",
+            ))
+            .await
+            .expect("forget with one follower frozen");
+        assert_eq!(forgot.state, State::Forgotten);
+        assert_eq!((forgot.version, forgot.forget_epoch), (2, 2));
+        forgot.revision
+    };
+    forget(EARLY).await;
+    // More keys than a token carries, all newer than `early`.
+    let fillers = (0..TOKEN_KEYS_MAX + 44)
+        .map(|i| {
+            BatchOp::Write(WriteRequest::new(
+                format!("t70/handoff/filler/{i}"),
+                json!("x".repeat(1024)),
+                "agent-a",
+            ))
+        })
+        .collect();
+    agent_a
+        .batch(BatchRequest {
+            ops: fillers,
+            request_id: None,
+        })
         .await
-        .expect("forget with one follower frozen");
-    assert_eq!(forgot.state, State::Forgotten);
-    assert_eq!((forgot.version, forgot.forget_epoch), (2, 2));
-    // More entries the frozen follower will have to catch up on.
-    let filler = json!("x".repeat(16 * 1024));
-    let fills = futures::future::join_all((0..64).map(|i| {
-        agent_a.write(WriteRequest::new(
-            format!("t70/handoff-filler/{i}"),
-            filler.clone(),
-            "agent-a",
-        ))
-    }))
-    .await;
-    assert!(fills.iter().all(Result::is_ok), "filler writes");
+        .expect("filler batch");
+    let forgot_late = forget(LATE).await;
     let token = agent_a.session().expect("a session").export_token();
 
     // Agent B imports the token and reads everywhere, starting at the frozen follower the
     // moment it resumes.
     let session_b = Session::import_token(&token).expect("import");
-    assert_eq!(session_b.key(key).map(|m| m.forget_epoch), Some(2));
+    assert_eq!(session_b.revision(), forgot_late);
+    assert_eq!(session_b.key(LATE).map(|m| m.forget_epoch), Some(2));
+    assert_eq!(session_b.key(EARLY), None, "`early` fell out of the token");
     let agent_b = Client::builder(endpoints)
         .retries_max(2)
         .backoff_ms(20, 200)
@@ -783,21 +848,20 @@ async fn a_handed_off_session_never_reads_the_forgotten_value_even_from_a_frozen
         Consistency::Bounded,
         Consistency::Linearizable,
     ];
-    let raw_frozen = raw_client(&cluster.endpoint(frozen));
 
     cluster.sigcont(frozen);
-    let (first_b, lag) = tokio::join!(
-        at[0].1.read(key, options(Consistency::Any)),
-        raw_frozen.read(key, options(Consistency::Any)),
+    let (first_late, first_early, lag) = tokio::join!(
+        at[0].1.read(LATE, options(Consistency::Any)),
+        at[0].1.read(EARLY, options(Consistency::Any)),
+        raw_frozen.read(LATE, options(Consistency::Any)),
     );
     match &lag {
         Ok(r) => eprintln!(
-            "t70: frozen follower {frozen} right after SIGCONT (no session): state {:?}, \
-             version {}, applied {} (forget at revision {}){}",
+            "t70: frozen follower {frozen} right after SIGCONT (no session): {LATE} {:?} v{}, \
+             applied {} (forget at revision {forgot_late}){}",
             r.record.state,
             r.record.version,
             r.served.applied_index,
-            forgot.revision,
             if r.record.value.is_some() {
                 " -> STILL HAD THE VALUE"
             } else {
@@ -806,66 +870,78 @@ async fn a_handed_off_session_never_reads_the_forgotten_value_even_from_a_frozen
         ),
         Err(e) => eprintln!("t70: frozen follower {frozen} right after SIGCONT: {e}"),
     }
-
-    let mut outcomes = std::collections::BTreeMap::<(u64, &str), (usize, Vec<String>)>::new();
-    let mut check = |id: u64, c: Consistency, result: Result<ReadResponse, ClientError>| {
-        let entry = outcomes.entry((id, c.as_str())).or_default();
-        match result {
-            Ok(r) => {
-                assert!(
-                    r.record.state == State::Forgotten
-                        && r.record.value.is_none()
-                        && r.record.version >= 2
-                        && r.record.forget_epoch >= 2
-                        && !r.record.rendered.contains(SECRET),
-                    "agent B read the forgotten value at node {id} ({c:?}): {r:?}"
-                );
-                entry.0 += 1;
-            }
-            Err(
-                e @ (ClientError::StaleRead { .. }
-                | ClientError::SessionRegression { .. }
-                | ClientError::NoLeader { .. }),
-            ) => entry.1.push(e.to_string()),
-            Err(e) => panic!("agent B at node {id} ({c:?}): unexpected {e}"),
+    for (key, first) in [(LATE, &first_late), (EARLY, &first_early)] {
+        match first {
+            Ok(r) => eprintln!(
+                "t70: agent B's first read of {key} at node {frozen} (any): {:?} v{}, \
+                 served by node {} ({}, {:?}) at applied index {}",
+                r.record.state,
+                r.record.version,
+                r.served.node_id,
+                r.served.role,
+                r.served.consistency,
+                r.served.applied_index
+            ),
+            Err(e) => eprintln!("t70: agent B's first read of {key} at node {frozen}: {e}"),
         }
-    };
-    match &first_b {
-        Ok(r) => eprintln!(
-            "t70: agent B's first read at node {frozen} (any): {:?} v{}, served by node {} \
-             ({}, {:?}) at applied index {}",
-            r.record.state,
-            r.record.version,
-            r.served.node_id,
-            r.served.role,
-            r.served.consistency,
-            r.served.applied_index
-        ),
-        Err(e) => eprintln!("t70: agent B's first read at node {frozen}: {e}"),
     }
-    check(frozen, Consistency::Any, first_b);
+
+    type Tally = (usize, Vec<String>);
+    let mut outcomes = std::collections::BTreeMap::<(&str, u64, &str), Tally>::new();
+    let mut check =
+        |key: &'static str, id: u64, c: Consistency, result: Result<ReadResponse, ClientError>| {
+            let entry = outcomes.entry((key, id, c.as_str())).or_default();
+            match result {
+                Ok(r) => {
+                    assert!(
+                        r.record.state == State::Forgotten
+                            && r.record.value.is_none()
+                            && r.record.version >= 2
+                            && r.record.forget_epoch >= 2
+                            && !r.record.rendered.contains("hunter2"),
+                        "agent B read the forgotten value of {key} at node {id} ({c:?}): {r:?}"
+                    );
+                    entry.0 += 1;
+                }
+                Err(
+                    e @ (ClientError::StaleRead { .. }
+                    | ClientError::SessionRegression { .. }
+                    | ClientError::NoLeader { .. }),
+                ) => entry.1.push(e.to_string()),
+                Err(e) => panic!("agent B, {key} at node {id} ({c:?}): unexpected {e}"),
+            }
+        };
+    check(LATE, frozen, Consistency::Any, first_late);
+    check(EARLY, frozen, Consistency::Any, first_early);
     let deadline = Instant::now() + Duration::from_secs(3);
     let mut rounds = 0;
     while Instant::now() < deadline {
         rounds += 1;
         for (id, client) in &at {
             for c in levels {
-                check(*id, c, client.read(key, options(c)).await);
+                for key in [LATE, EARLY] {
+                    check(key, *id, c, client.read(key, options(c)).await);
+                }
             }
         }
     }
     for (where_, (ok, errors)) in &outcomes {
         eprintln!(
-            "t70: agent B at {where_:?}: {ok} forgotten, {} refused {:?}",
+            "t70: agent B {where_:?}: {ok} forgotten, {} refused {:?}",
             errors.len(),
             errors.first()
         );
     }
     assert!(rounds >= 2, "only {rounds} rounds in 3 s");
-    for &id in &order {
-        for c in levels {
-            let ok = outcomes.get(&(id, c.as_str())).map_or(0, |o| o.0);
-            assert!(ok > 0, "agent B never got an answer at node {id} ({c:?})");
+    for key in [LATE, EARLY] {
+        for &id in &order {
+            for c in levels {
+                let ok = outcomes.get(&(key, id, c.as_str())).map_or(0, |o| o.0);
+                assert!(
+                    ok > 0,
+                    "agent B never got an answer for {key} at node {id} ({c:?})"
+                );
+            }
         }
     }
 }
@@ -1073,7 +1149,7 @@ async fn relay(mut client: TcpStream, upstream: String, losing: bool, lost: Arc<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
-    let cluster = Cluster::start(3).await;
+    let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_settled(SETTLE_TIMEOUT).await;
     let follower = *cluster
         .ids()
@@ -1153,6 +1229,89 @@ async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
         kept, tombstone,
         "the replayed answer names the one tombstone"
     );
+
+    // C. Duplicates in the log: with both followers frozen nothing commits, so two attempts
+    // under one request_id time out and both wait in the leader's log. Once the followers
+    // resume, however the log is settled, the key is written once.
+    let key = "t70/retry/in-flight";
+    let mut request = WriteRequest::new(key, json!("once"), "t70");
+    request.request_id = Some("t70-retry-in-flight-1".into());
+    let impatient = Client::builder(vec![cluster.endpoint(leader)])
+        .retries_max(0)
+        .request_timeout(Duration::from_secs(1))
+        .build()
+        .and_then(|c| c.pinned(&cluster.endpoint(leader)))
+        .expect("client");
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|&id| id != leader)
+        .collect();
+    for &id in &followers {
+        cluster.sigstop(id);
+    }
+    for attempt in 1..=2 {
+        let err = impatient.write(request.clone()).await.unwrap_err();
+        assert!(
+            matches!(&err, ClientError::OutcomeUnknown { request_id, .. }
+                if request_id == "t70-retry-in-flight-1"),
+            "attempt {attempt} without a quorum: {err:?}"
+        );
+    }
+    for &id in &followers {
+        cluster.sigcont(id);
+    }
+    cluster.wait_settled(SETTLE_TIMEOUT).await;
+    let settled = checker.write(request.clone()).await.expect("retry");
+    let replayed = checker.write(request).await.expect("retry");
+    assert!(replayed.replayed, "{replayed:?}");
+    assert_eq!(replayed.revision, settled.revision);
+    let history = checker.history(key, linearizable).await.expect("history");
+    assert_eq!(
+        history.events.len(),
+        1,
+        "two attempts in the log, one write: {history:?}"
+    );
+    eprintln!(
+        "t70: two timed-out attempts under one request_id: the retry after the heal was {} \
+         (revision {}; one event)",
+        if settled.replayed {
+            "a replay (an earlier attempt committed)"
+        } else {
+            "the first application (both attempts were dropped)"
+        },
+        settled.revision
+    );
+
+    // D. Racing duplicates: the same request sent at once through every node (a retry that
+    // overtakes the original). All are answered alike, and only one applies.
+    let key = "t70/retry/racing";
+    let mut request = WriteRequest::new(key, json!("raced"), "t70");
+    request.request_id = Some("t70-retry-racing-1".into());
+    let racers: Vec<Client> = (0..12)
+        .map(|i| {
+            let id = cluster.ids()[i % 3];
+            raw_client(&cluster.endpoint(id))
+        })
+        .collect();
+    let answers = futures::future::join_all(racers.iter().map(|c| c.write(request.clone()))).await;
+    let answers: Vec<_> = answers
+        .into_iter()
+        .map(|a| a.expect("a racing duplicate"))
+        .collect();
+    let fresh = answers.iter().filter(|a| !a.replayed).count();
+    assert_eq!(
+        fresh, 1,
+        "exactly one racing duplicate applies: {answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.revision == answers[0].revision && a.version == 1),
+        "{answers:?}"
+    );
+    let history = checker.history(key, linearizable).await.expect("history");
+    assert_eq!(history.events.len(), 1, "{history:?}");
 }
 
 // -- 6. read throughput ----------------------------------------------------------------------

@@ -34,3 +34,22 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         Ok(JsonBody { value, raw })
     }
 }
+
+/// A query string parsed strictly; unknown parameters are a typed 400, like body fields.
+pub struct StrictQuery<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for StrictQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| StrictQuery(q.0))
+            .map_err(|rejection| {
+                ApiError::invalid(format!("invalid query string: {}", rejection.body_text()))
+            })
+    }
+}

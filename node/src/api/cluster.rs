@@ -75,6 +75,11 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
         Err(e) => return Err(ApiError::internal(e)),
     }
     tracing::info!(nodes = body.value.nodes.len(), "cluster initialized");
+    // Answer with the membership as applied, not the empty one from before the init entry.
+    wait_metric(&app, "init", |m| {
+        m.membership_config.membership().nodes().next().is_some()
+    })
+    .await?;
     Ok(Json(membership(&app)).into_response())
 }
 
@@ -340,8 +345,17 @@ async fn wait_metric(
     }
 }
 
-pub async fn healthz(State(app): State<SharedApp>) -> Json<serde_json::Value> {
-    Json(json!({"ok": true, "node_id": app.node_id, "role": app.role()}))
+/// 200 while the node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on
+/// a storage error), so supervisors restart it instead of routing to it.
+pub async fn healthz(State(app): State<SharedApp>) -> Response {
+    let running = app.raft.metrics().borrow().running_state.is_ok();
+    let body = Json(json!({"ok": running, "node_id": app.node_id, "role": app.role()}));
+    let status = if running {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, body).into_response()
 }
 
 pub async fn metrics(State(app): State<SharedApp>) -> Response {

@@ -122,3 +122,10 @@ pub async fn unknown_route(uri: Uri) -> ApiError {
         format!("no such endpoint: {}", uri.path()),
     )
 }
+
+pub async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> Response {
+    let error = ApiError::invalid(format!("method {method} is not allowed on {}", uri.path()));
+    let mut response = error.into_response();
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response
+}

@@ -107,6 +107,7 @@ pub fn router(app: SharedApp) -> Router {
         .route("/healthz", get(cluster::healthz))
         .route("/metrics", get(cluster::metrics))
         .fallback(error::unknown_route)
+        .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
         .with_state(app)
 }

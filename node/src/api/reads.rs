@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +15,7 @@ use cairn_client::api::{
 };
 use cairn_memory::{anchors, limits, render, Slot};
 
-use super::body::JsonBody;
+use super::body::{JsonBody, StrictQuery};
 use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::{App, SharedApp};
@@ -254,7 +254,7 @@ pub async fn tombstone(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Query(opts): Query<ReadOptions>,
+    StrictQuery(opts): StrictQuery<ReadOptions>,
 ) -> Result<Response> {
     if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(ApiError::invalid(

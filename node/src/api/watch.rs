@@ -7,14 +7,16 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use futures::stream::{self, Stream};
 use serde::Deserialize;
 
+use super::body::StrictQuery;
 use super::error::ApiError;
 use super::SharedApp;
+use crate::consensus::state_machine::FEED_WINDOW_REVISIONS;
 
 /// Events read from the feed per page.
 const PAGE_EVENTS_MAX: usize = 256;
@@ -32,16 +34,20 @@ pub struct WatchQuery {
 
 pub async fn watch(
     State(app): State<SharedApp>,
-    Query(q): Query<WatchQuery>,
+    StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let first = app.state.feed_first_revision()?;
     let from = q.from_revision.unwrap_or(app.reads.applied_index() + 1);
-    if let Some(first) = first.filter(|first| from < *first && from > 0) {
-        tracing::debug!(from, first, "watch from a trimmed revision");
+    // The feed keeps the newest FEED_WINDOW_REVISIONS revisions; older ones are trimmed
+    // and a resume from there would silently skip changes.
+    let oldest_kept = app
+        .reads
+        .applied_index()
+        .saturating_sub(FEED_WINDOW_REVISIONS);
+    if from < oldest_kept {
         return Err(ApiError::invalid(format!(
-            "from_revision {from} is older than the feed's oldest revision {first}"
+            "from_revision {from} is older than the feed's window (oldest {oldest_kept})"
         ))
-        .with("oldest_revision", first));
+        .with("oldest_revision", oldest_kept));
     }
     Ok(Sse::new(events(app, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
