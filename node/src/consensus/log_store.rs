@@ -6,6 +6,8 @@
 //! - `save_vote` returns only after the vote is fsynced: a node never votes twice in a term.
 //! - `truncate` removes a conflicting suffix before any new entry is written after it.
 //! - `purge` records the last purged log id in the same synced batch as the deletion.
+//! - `save_committed` is a hint (not fsynced): the committed index is never trusted beyond
+//!   the entries that are durably in the log.
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -164,9 +166,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         self.committed
             .fetch_max(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
-        let this = self.clone();
-        blocking(move || this.write_meta(meta::COMMITTED, &committed, StorageIOError::write_logs))
-            .await
+        // Not fsynced: it is called on every commit, on the critical path of every write,
+        // and losing it only means re-applying a few more entries at restart (openraft
+        // re-derives the committed index from the leader). It still rides the WAL, so the
+        // next synced append makes it durable.
+        let bytes = codec::encode(&committed);
+        self.engine
+            .put_meta_unsynced(meta::COMMITTED, &bytes)
+            .map_err(|e| StorageIOError::write_logs(openraft::AnyError::new(&e)).into())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {

@@ -137,6 +137,15 @@ impl LogEngine {
         self.engine.db().write_opt(batch, &Engine::synced())?;
         Ok(())
     }
+
+    /// Unsynced (WAL, no fsync): for hints whose loss is harmless, such as the committed
+    /// index, which only saves re-applying entries at restart.
+    pub fn put_meta_unsynced(&self, name: &[u8], bytes: &[u8]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.engine.cf(cf::RAFT_META), name, bytes);
+        self.engine.db().write_opt(batch, &Engine::unsynced())?;
+        Ok(())
+    }
 }
 
 fn index_of(key: &[u8]) -> Result<u64, StoreError> {
