@@ -10,7 +10,11 @@
 //!   follower that was frozen during the forget;
 //! - a follower resumed after a pause never answers a session with a version below one the
 //!   session saw;
-//! - a mutation whose answer is lost is applied once when retried with its `request_id`;
+//! - a mutation whose answer is lost is applied once when retried with its `request_id`
+//!   (by hand after `outcome_unknown`, or by the client through a relaying follower), also
+//!   when timed-out attempts wait in the log without a quorum, or duplicates race through
+//!   every node; a write sent to a deposed leader is never acknowledged, is gone after the
+//!   heal, and its retry applies once;
 //! - read throughput, linearizable at the leader vs bounded over three nodes (printed only).
 
 mod support;
@@ -358,11 +362,12 @@ async fn bounded_reads_refuse_once_the_token_ages_past_the_bound_when_the_majori
         .expect("`any` answers without a majority");
     let any_first_at = Instant::now();
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // Exact: the second answer was served at least this long after the first.
+    let any_gap = Instant::now() - any_first_at;
     let any_second = raw
         .read(key, options(Consistency::Any))
         .await
         .expect("`any` answers without a majority");
-    let any_gap = Instant::now() - any_first_at;
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::SeqCst);
     let samples = sampler.await.expect("sampler");
@@ -408,8 +413,9 @@ async fn bounded_reads_refuse_once_the_token_ages_past_the_bound_when_the_majori
         age1 > BOUND_MS,
         "`any` reports a token age past the bound: {age1}"
     );
+    // Ages are truncated to ms: allow one.
     assert!(
-        age2 + 50 >= age1 + ms(any_gap),
+        age2 + 1 >= age1 + ms(any_gap),
         "the reported staleness grows with time: {age1} then {age2} ({} ms apart)",
         ms(any_gap)
     );
@@ -1328,6 +1334,54 @@ struct Throughput {
     first_error: Option<String>,
     per_node: std::collections::BTreeMap<u64, usize>,
     elapsed: Duration,
+    /// CPU time used during the phase, per process ("node N", "test").
+    cpu: Vec<(String, Duration)>,
+}
+
+/// CPU time (user + system) process `pid` ("self" for this one) has used so far.
+fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the parenthesized command name: state is the first, utime the 12th.
+    let fields: Vec<u64> = stat
+        .rsplit_once(") ")
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(fields.iter().sum::<u64>() * 1000 / hz)
+}
+
+fn cpu_times(cluster: &Cluster) -> Vec<(String, Duration)> {
+    let mut out: Vec<(String, Duration)> = cluster
+        .ids()
+        .into_iter()
+        .filter_map(|id| {
+            Some((
+                format!("node {id}"),
+                cpu_time(&cluster.pid(id)?.to_string()),
+            ))
+        })
+        .collect();
+    out.push(("test".into(), cpu_time("self")));
+    out
+}
+
+/// One throughput phase, with the CPU time every process used during it.
+async fn phase(cluster: &Cluster, clients: Vec<Client>, consistency: Consistency) -> Throughput {
+    let before = cpu_times(cluster);
+    let mut t = read_load(clients, consistency).await;
+    t.cpu = cpu_times(cluster)
+        .into_iter()
+        .zip(before)
+        .map(|((name, after), (_, before))| (name, after.saturating_sub(before)))
+        .collect();
+    t
 }
 
 impl Throughput {
@@ -1350,6 +1404,7 @@ async fn read_load(clients: Vec<Client>, consistency: Consistency) -> Throughput
                     first_error: None,
                     per_node: Default::default(),
                     elapsed: Duration::ZERO,
+                    cpu: Vec::new(),
                 };
                 let mut k = i as u64;
                 while Instant::now() < until {
@@ -1376,6 +1431,7 @@ async fn read_load(clients: Vec<Client>, consistency: Consistency) -> Throughput
         first_error: None,
         per_node: Default::default(),
         elapsed: Duration::ZERO,
+        cpu: Vec::new(),
     };
     for task in tasks {
         let one = task.await.expect("reader");
@@ -1423,7 +1479,7 @@ async fn read_throughput_linearizable_at_the_leader_vs_bounded_on_three_nodes() 
                 .expect("pin")
         })
         .collect();
-    let linearizable = read_load(at_leader, Consistency::Linearizable).await;
+    let linearizable = phase(&cluster, at_leader, Consistency::Linearizable).await;
     // Each client spreads its reads round-robin, starting at a different node.
     let spread = (0..THROUGHPUT_CLIENTS)
         .map(|i| {
@@ -1432,7 +1488,7 @@ async fn read_throughput_linearizable_at_the_leader_vs_bounded_on_three_nodes() 
             client(rotated)
         })
         .collect();
-    let bounded = read_load(spread, Consistency::Bounded).await;
+    let bounded = phase(&cluster, spread, Consistency::Bounded).await;
     // For reference: bounded reads at the leader alone (no quorum round per read batch).
     let at_leader = (0..THROUGHPUT_CLIENTS)
         .map(|_| {
@@ -1442,7 +1498,7 @@ async fn read_throughput_linearizable_at_the_leader_vs_bounded_on_three_nodes() 
                 .expect("pin")
         })
         .collect();
-    let bounded_leader = read_load(at_leader, Consistency::Bounded).await;
+    let bounded_leader = phase(&cluster, at_leader, Consistency::Bounded).await;
 
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     eprintln!(
@@ -1460,12 +1516,25 @@ async fn read_throughput_linearizable_at_the_leader_vs_bounded_on_three_nodes() 
     ] {
         eprintln!(
             "t70: THROUGHPUT {name}: {:.0} ops/s ({} ok, {} errors in {:.1} s, \
-             {THROUGHPUT_CLIENTS} clients; served by {:?}){}",
+             {THROUGHPUT_CLIENTS} clients; served by {:?}; node CPU {:.0} us/read; CPU s \
+             used: {}){}",
             t.ops_per_s(),
             t.ok,
             t.errors,
             t.elapsed.as_secs_f64(),
             t.per_node,
+            t.cpu
+                .iter()
+                .filter(|(who, _)| who.starts_with("node"))
+                .map(|(_, d)| d.as_secs_f64())
+                .sum::<f64>()
+                * 1e6
+                / t.ok.max(1) as f64,
+            t.cpu
+                .iter()
+                .map(|(who, d)| format!("{who} {:.1}", d.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join(", "),
             t.first_error
                 .as_ref()
                 .map(|e| format!("; first error: {e}"))

@@ -105,12 +105,19 @@ async fn barrier(
     Ok(Barrier::Local(served(app, consistency)))
 }
 
+/// How a read was served. On the leader, a quorum acknowledgement newer than the last
+/// token counts as contact (openraft's `millis_since_quorum_ack`); the commit index is the
+/// highest this node knows, from a token or from its own log.
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
     let leader_confirmed_ms = if app.is_leader() {
         app.raft.metrics().borrow().millis_since_quorum_ack
     } else {
         None
+    };
+    let contact_ms = match (reads.token_age_ms(), leader_confirmed_ms) {
+        (Some(token), Some(quorum)) => Some(token.min(quorum)),
+        (token, quorum) => token.or(quorum),
     };
     Served {
         node_id: app.node_id,
@@ -119,11 +126,9 @@ fn served(app: &App, consistency: Consistency) -> Served {
         applied_index: reads.applied_index(),
         leader_commit_index: reads
             .token_index()
-            .unwrap_or_else(|| app.log.committed_index()),
-        ms_since_leader_contact: reads
-            .token_age_ms()
-            .or(leader_confirmed_ms)
-            .unwrap_or(u64::MAX),
+            .unwrap_or(0)
+            .max(app.log.committed_index()),
+        ms_since_leader_contact: contact_ms.unwrap_or(u64::MAX),
     }
 }
 

@@ -379,6 +379,11 @@ impl Cluster {
         self.node(id).endpoint()
     }
 
+    /// Process id of node `id`, while it has a process (running or stopped).
+    pub fn pid(&self, id: u64) -> Option<i32> {
+        self.node(id).pid()
+    }
+
     /// The loopback IP node `id` serves on (and binds its outgoing connections to).
     pub fn host(&self, id: u64) -> String {
         match self.ip_base {
