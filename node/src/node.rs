@@ -111,19 +111,42 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     );
     tracing::info!(id = config.id, client = %config.client_addr, peer = %config.peer_addr, "node ready");
 
-    stop.await;
-    tracing::info!("shutting down");
+    // A fatal Raft error (storage failure, internal panic) stops the core but not the
+    // process; a node that cannot make progress must not keep serving, so it exits.
+    let fatal = watch_fatal(raft.clone());
+    let failed = tokio::select! {
+        _ = stop => None,
+        reason = fatal => Some(reason),
+    };
+    match &failed {
+        None => tracing::info!("shutting down"),
+        Some(reason) => tracing::error!(%reason, "Raft stopped with a fatal error; shutting down"),
+    }
     let _ = shutdown_tx.send(true);
     drain(client_server, "client").await;
     drain(peer_server, "peer").await;
     let _ = refresher.await;
     drop(app);
-    raft.shutdown()
-        .await
-        .map_err(|e| anyhow::anyhow!("stopping Raft: {e}"))?;
+    if let Err(e) = raft.shutdown().await {
+        tracing::warn!(error = %e, "stopping Raft");
+    }
     tracing::info!("stopped");
     drop(data_dir);
-    Ok(())
+    match failed {
+        None => Ok(()),
+        Some(reason) => Err(anyhow::anyhow!("Raft stopped with a fatal error: {reason}")),
+    }
+}
+
+/// Resolves with the reason once openraft reports its core stopped on a fatal error.
+async fn watch_fatal(raft: Raft) -> String {
+    let mut metrics = raft.metrics();
+    let reason = match metrics.wait_for(|m| m.running_state.is_err()).await {
+        Ok(m) => m.running_state.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+        // The metrics channel closes only when Raft is gone: that is fatal too.
+        Err(_) => "Raft metrics channel closed".to_string(),
+    };
+    reason
 }
 
 async fn bind(addr: &str, what: &str) -> anyhow::Result<TcpListener> {

@@ -1,0 +1,119 @@
+//! Where a run keeps its files: `store/<UTC time>/` under the repository root
+//! (gitignored), and the machine-wide lock that keeps two chaos runs apart.
+//!
+//! Two runs at once would fight over the same loopback addresses, ports and iptables
+//! chain, so every run holds an exclusive `flock` on [`LOCK_PATH`] for its whole life. The
+//! kernel drops the lock when the process dies, however it dies.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context, Result};
+
+/// Shared by every chaos run on the machine.
+pub const LOCK_PATH: &str = "/tmp/cairn-jepsen.lock";
+const LOCK_POLL: Duration = Duration::from_millis(200);
+
+/// The repository root (this crate's parent directory).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `store/` at the repository root.
+pub fn default_store() -> PathBuf {
+    repo_root().join("store")
+}
+
+/// A fresh `<store>/<UTC time>[-tag]/` directory.
+pub fn run_dir(store: &Path, tag: &str) -> Result<PathBuf> {
+    let stamp = utc_stamp(SystemTime::now());
+    for attempt in 0..100u32 {
+        let mut name = stamp.clone();
+        if !tag.is_empty() {
+            name.push('-');
+            name.push_str(tag);
+        }
+        if attempt > 0 {
+            name.push_str(&format!("-{attempt}"));
+        }
+        let dir = store.join(name);
+        if !dir.exists() {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            return Ok(dir);
+        }
+    }
+    bail!("no free run directory under {}", store.display())
+}
+
+/// `YYYYMMDDTHHMMSSZ` (UTC), from the civil-from-days algorithm (no date crate needed).
+pub fn utc_stamp(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Howard Hinnant's days_from_civil inverse.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}{mo:02}{d:02}T{h:02}{m:02}{s:02}Z")
+}
+
+/// The machine-wide run lock; released when dropped or when the process dies.
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Waits up to `timeout` for the lock.
+    pub fn acquire(timeout: Duration) -> Result<RunLock> {
+        let file = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(LOCK_PATH)
+            .with_context(|| format!("opening {LOCK_PATH}"))?;
+        let started = Instant::now();
+        let mut announced = false;
+        loop {
+            // SAFETY: flock on a descriptor we own.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                return Ok(RunLock { _file: file });
+            }
+            if started.elapsed() > timeout {
+                bail!("another chaos run holds {LOCK_PATH} for more than {timeout:?}");
+            }
+            if !announced {
+                eprintln!("chaos: waiting for another chaos run to finish ({LOCK_PATH})");
+                announced = true;
+            }
+            std::thread::sleep(LOCK_POLL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(UNIX_EPOCH), "19700101T000000Z");
+        let t = UNIX_EPOCH + Duration::from_secs(1_709_210_096); // 2024-02-29 12:34:56
+        assert_eq!(utc_stamp(t), "20240229T123456Z");
+    }
+}

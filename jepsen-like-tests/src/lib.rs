@@ -1,0 +1,27 @@
+//! cairn's chaos harness as a library: the checkers that judge recorded client histories.
+//!
+//! The `cairn-jepsen` binary (`src/main.rs`) runs real processes under faults and records
+//! histories; everything that decides whether a history is acceptable lives here, so it can
+//! be unit-tested without a cluster and validated against other systems' histories with
+//! published verdicts (`tests/peer_histories.rs`, data in `testdata/`).
+//!
+//! # Layout
+//!
+//! - [`check`]: checker 1, linearizability.
+//!   - [`check::history`]: the generic operation model (process, invoke time, completion
+//!     time or indeterminate, operation, result).
+//!   - [`check::models`]: sequential specifications behind the [`check::models::Model`]
+//!     trait (register with read / write / cas; key-value map with get / put / append).
+//!   - [`check::linearizable`]: the memoized Wing & Gong / Lowe search, partitioned by key,
+//!     under a step, time and memory budget; `Unknown` (budget exhausted) counts as a
+//!     failure. Its data structures are in the private `check::event_list` and
+//!     `check::memo`.
+//!   - [`check::parse_etcd`], [`check::parse_kv`]: parsers for the peer history formats.
+//!   - [`check::check_file`] and [`check::run_cli`] (`cairn-jepsen check --format
+//!     jepsen-etcd|kv FILE`).
+//! - [`chaos`]: the real-process chaos suite (supervisor, iptables nemeses, workloads,
+//!   recorded history, the five checkers, report and plots, planted-bug self-test);
+//!   entry points in [`chaos::cli`].
+
+pub mod chaos;
+pub mod check;
