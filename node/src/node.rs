@@ -142,7 +142,12 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
 async fn watch_fatal(raft: Raft) -> String {
     let mut metrics = raft.metrics();
     let reason = match metrics.wait_for(|m| m.running_state.is_err()).await {
-        Ok(m) => m.running_state.as_ref().err().map(|e| e.to_string()).unwrap_or_default(),
+        Ok(m) => m
+            .running_state
+            .as_ref()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default(),
         // The metrics channel closes only when Raft is gone: that is fatal too.
         Err(_) => "Raft metrics channel closed".to_string(),
     };
