@@ -102,6 +102,7 @@ pub fn load_http_client(op_timeout: Duration) -> Result<reqwest::Client> {
 impl Cluster {
     /// Starts nodes 1..=n, initializes them as one cluster and waits until a write
     /// succeeds.
+    #[allow(clippy::too_many_arguments)] // one call site per cluster; a struct adds nothing
     pub async fn start(
         procs: Arc<Procs>,
         bin: &Path,

@@ -391,7 +391,7 @@ async fn measure(
         DriverArg::Client => cairn::DriverKind::Client,
     };
     let ctx = Ctx {
-        procs: &procs,
+        procs,
         cairn: cairn.as_ref(),
         etcd: etcd.as_ref(),
         driver,
@@ -473,7 +473,6 @@ async fn measure(
     for (name, _) in procs.pids("cairn-").into_iter().chain(procs.pids("etcd-")) {
         procs.stop(&name, Duration::from_secs(10)).await?;
     }
-    drop(ctx);
 
     let scale = if args.scale {
         let levels = args.scale_keys.clone().unwrap_or_else(|| {

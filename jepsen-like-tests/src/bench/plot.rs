@@ -23,6 +23,9 @@ const ETCD_SHADES: [RGBColor; 4] = [
     RGBColor(103, 0, 13),
 ];
 
+/// (system, color, (x, ops/s) points) of one throughput line.
+type Series = (&'static str, RGBColor, Vec<(f64, f64)>);
+
 fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("plotting: {e:?}")
 }
@@ -96,21 +99,20 @@ fn throughput(res: &Results, workloads: &[String], value_bytes: usize, path: &Pa
     let rows = workloads.len().div_ceil(cols);
     let panels = root.split_evenly((rows, cols));
     for (area, w) in panels.iter().zip(workloads) {
-        let series: Vec<(&str, RGBColor, Vec<(f64, f64)>)> =
-            [("cairn", CAIRN_SHADES[2]), ("etcd", ETCD_SHADES[2])]
-                .into_iter()
-                .map(|(sys, color)| {
-                    let pts = clients
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, c)| {
-                            res.find(sys, w, *c, value_bytes)
-                                .map(|r| (i as f64, r.ops_per_s))
-                        })
-                        .collect();
-                    (sys, color, pts)
-                })
-                .collect();
+        let series: Vec<Series> = [("cairn", CAIRN_SHADES[2]), ("etcd", ETCD_SHADES[2])]
+            .into_iter()
+            .map(|(sys, color)| {
+                let pts = clients
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| {
+                        res.find(sys, w, *c, value_bytes)
+                            .map(|r| (i as f64, r.ops_per_s))
+                    })
+                    .collect();
+                (sys, color, pts)
+            })
+            .collect();
         let ymax = series
             .iter()
             .flat_map(|(_, _, p)| p.iter().map(|(_, y)| *y))

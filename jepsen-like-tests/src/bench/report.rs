@@ -217,7 +217,9 @@ fn num(v: Option<f64>, decimals: usize) -> String {
 }
 
 fn bytes_label(b: usize) -> String {
-    if b >= 1024 && b % 1024 == 0 {
+    #[allow(clippy::manual_is_multiple_of)] // is_multiple_of needs Rust 1.87; MSRV is 1.85
+    let whole_kib = b >= 1024 && b % 1024 == 0;
+    if whole_kib {
         format!("{} KiB", b / 1024)
     } else {
         format!("{b} B")

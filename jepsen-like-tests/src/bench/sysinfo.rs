@@ -98,7 +98,7 @@ fn disk_of(path: &Path) -> String {
         }
         if let Ok(sectors) = fs::read_to_string(format!("{sys}/size")) {
             if let Ok(s) = sectors.trim().parse::<u64>() {
-                details.push(format!("{} GiB", s * 512 >> 30));
+                details.push(format!("{} GiB", (s * 512) >> 30));
             }
         }
     }
