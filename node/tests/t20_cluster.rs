@@ -5,30 +5,17 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_client::api::{Consistency, InitRequest, NodeSpec, ReadOptions, WriteRequest};
+use cairn_client::api::{InitRequest, NodeSpec, WriteRequest};
 use cairn_client::ClientError;
 use serde_json::json;
-use support::{free_addr, run_node_to_exit, wait_until, Cluster, LEADER_TIMEOUT};
+use support::{
+    any_at, free_addr, linearizable, run_node_to_exit, wait_until, Cluster, LEADER_TIMEOUT,
+};
 
 /// Bound on replication and catch-up waits.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
 /// A node that refuses to start does so at once; this only bounds a hang.
 const REFUSAL_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn any_at(min_revision: u64) -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Any),
-        max_staleness_ms: None,
-        min_revision: Some(min_revision),
-    }
-}
-
-fn linearizable() -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Linearizable),
-        ..ReadOptions::default()
-    }
-}
 
 /// Writes `count` keys `PREFIX/i` = `{"i": i}`; returns the highest revision.
 async fn write_keys(cluster: &Cluster, prefix: &str, count: u64) -> u64 {

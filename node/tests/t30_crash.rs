@@ -5,11 +5,11 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use cairn_client::api::{Consistency, ReadOptions, WriteRequest};
+use cairn_client::api::WriteRequest;
 use cairn_client::Client;
 use serde_json::json;
 use support::load::{self, Load};
-use support::{Cluster, LEADER_TIMEOUT, POLL};
+use support::{any_at, linearizable, Cluster, LEADER_TIMEOUT, POLL};
 
 /// Writer tasks in every load.
 const WRITERS: u64 = 4;
@@ -28,21 +28,6 @@ const FAILOVER_WAIT_MAX: Duration = Duration::from_secs(30);
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 /// One probe write during the failover measurement.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn linearizable() -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Linearizable),
-        ..ReadOptions::default()
-    }
-}
-
-fn any_at(min_revision: u64) -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Any),
-        max_staleness_ms: None,
-        min_revision: Some(min_revision),
-    }
-}
 
 /// Time from `killed_at` until a write succeeds *at* a new leader (pinned, no relay, no
 /// retries): election plus the first commit in the new term. Polls; bounded.

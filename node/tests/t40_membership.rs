@@ -6,11 +6,11 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_client::api::{ClusterStatus, Consistency, ReadOptions, WriteRequest};
+use cairn_client::api::{ClusterStatus, WriteRequest};
 use cairn_client::{Client, ClientError};
 use serde_json::json;
 use support::load::{self, Load};
-use support::{wait_until, Cluster, LEADER_TIMEOUT};
+use support::{any_at, linearizable, wait_until, Cluster, LEADER_TIMEOUT};
 
 const WRITERS: u64 = 3;
 /// Written before compaction, so the snapshot carries real data.
@@ -21,21 +21,6 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on a membership change to settle (joint config committed, leader stepped down).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn any_at(min_revision: u64) -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Any),
-        max_staleness_ms: None,
-        min_revision: Some(min_revision),
-    }
-}
-
-fn linearizable() -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Linearizable),
-        ..ReadOptions::default()
-    }
-}
 
 /// A client that waits as long as a join may take (the default request timeout is 10 s).
 fn patient_client(cluster: &Cluster) -> Client {

@@ -18,14 +18,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_client::api::{
-    BatchOp, BatchRequest, ClusterStatus, Consistency, EventKind, ForgetRequest, HistoryEvent,
-    ListRequest, ProbeResponse, ReadOptions, RecallRequest, Record, ReinstateRequest,
-    RevokeRequest, State, Tombstone, WriteRequest,
+    BatchOp, BatchRequest, ClusterStatus, EventKind, ForgetRequest, HistoryEvent, ListRequest,
+    ProbeResponse, RecallRequest, Record, ReinstateRequest, RevokeRequest, State, Tombstone,
+    WriteRequest,
 };
 use cairn_client::{new_request_id, Client, ClientError};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use support::{Cluster, LEADER_TIMEOUT};
+use support::{any_at, linearizable, Cluster, LEADER_TIMEOUT};
 
 /// Bound on replication waits.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,21 +33,6 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
 const RAW_TIMEOUT: Duration = Duration::from_secs(30);
 
 // -- helpers --------------------------------------------------------------------------------
-
-fn any_at(min_revision: u64) -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Any),
-        max_staleness_ms: None,
-        min_revision: Some(min_revision),
-    }
-}
-
-fn linearizable() -> ReadOptions {
-    ReadOptions {
-        consistency: Some(Consistency::Linearizable),
-        ..ReadOptions::default()
-    }
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()

@@ -751,3 +751,20 @@ pub async fn run_node_to_exit(
         Err(_) => panic!("cairn-node {args:?} was still running after {timeout:?}; expected it to refuse to start"),
     }
 }
+
+/// Read options: `any` after the node applied `min_revision` (a per-node read).
+pub fn any_at(min_revision: u64) -> cairn_client::api::ReadOptions {
+    cairn_client::api::ReadOptions {
+        consistency: Some(cairn_client::api::Consistency::Any),
+        max_staleness_ms: None,
+        min_revision: Some(min_revision),
+    }
+}
+
+/// Read options: linearizable (served by the leader).
+pub fn linearizable() -> cairn_client::api::ReadOptions {
+    cairn_client::api::ReadOptions {
+        consistency: Some(cairn_client::api::Consistency::Linearizable),
+        ..cairn_client::api::ReadOptions::default()
+    }
+}
