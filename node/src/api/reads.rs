@@ -105,19 +105,15 @@ async fn barrier(
     Ok(Barrier::Local(served(app, consistency)))
 }
 
-/// How a read was served. On the leader, a quorum acknowledgement newer than the last
-/// token counts as contact (openraft's `millis_since_quorum_ack`); the commit index is the
-/// highest this node knows, from a token or from its own log.
+/// How a read was served. `ms_since_leader_contact` is the age of the node's newest
+/// quorum-confirmed token (SPEC §3); a leader without a token yet falls back to openraft's
+/// `millis_since_quorum_ack`. The commit index is the highest this node knows.
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
     let leader_confirmed_ms = if app.is_leader() {
         app.raft.metrics().borrow().millis_since_quorum_ack
     } else {
         None
-    };
-    let contact_ms = match (reads.token_age_ms(), leader_confirmed_ms) {
-        (Some(token), Some(quorum)) => Some(token.min(quorum)),
-        (token, quorum) => token.or(quorum),
     };
     Served {
         node_id: app.node_id,
@@ -128,7 +124,10 @@ fn served(app: &App, consistency: Consistency) -> Served {
             .token_index()
             .unwrap_or(0)
             .max(app.log.committed_index()),
-        ms_since_leader_contact: contact_ms.unwrap_or(u64::MAX),
+        ms_since_leader_contact: reads
+            .token_age_ms()
+            .or(leader_confirmed_ms)
+            .unwrap_or(u64::MAX),
     }
 }
 
