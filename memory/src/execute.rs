@@ -7,10 +7,14 @@
 //! entry's effects in one atomic batch. `execute` only ever reads through `src`.
 //!
 //! Exactly-once retries: a command with a `request_id` remembered within the retention
-//! window is answered from the record (same payload: the original results, `replayed`) or
-//! rejected (different payload: 422 `request_id_reused`), and applies nothing. Only applied
-//! commands are remembered: a rejected command changed nothing, so a retry re-evaluates
-//! against the current state (and may now succeed, e.g. after the conflicting write).
+//! window is answered from the record (same payload: the original decision, `replayed`) or
+//! rejected (different payload: 422 `request_id_reused`), and applies nothing. The first
+//! decision is remembered whichever it was: a rejection too, because the rejected attempt
+//! may not be the last one to reach the log. A client that timed out on attempt 1, retried
+//! and got a definite 409 must be able to trust that 409; if attempt 1, delayed in a relay,
+//! were later evaluated afresh, it could apply against state that changed in between (the
+//! chaos suite saw exactly this: a batch answered `key_forgotten` applied 3 s later, after
+//! the key was re-created). A new attempt at a rejected request needs a new `request_id`.
 
 use std::collections::BTreeMap;
 
@@ -18,7 +22,7 @@ use cairn_client::api::{ErrorCode, MutationResult, WatchEvent};
 use serde_json::json;
 
 use crate::types::{
-    Change, Command, CommandResponse, Ctx, DedupRecord, Effect, Mutation, Op, OpError, Slot,
+    Change, Command, CommandResponse, Ctx, Decision, DedupRecord, Effect, Mutation, Op, OpError, Slot,
     SlotSource,
 };
 use crate::write::Write;
@@ -27,8 +31,9 @@ use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write}
 /// Executes `cmd` at `ctx` against `src`; `retention_ms` is the dedup retention window.
 ///
 /// - All or nothing: on the first rejected mutation the response is `Rejected` (with
-///   `op_index` for a batch) and there are no effects.
-/// - A replay or a reused `request_id` has no effects either.
+///   `op_index` for a batch) and no key changes; the only effect is the dedup record of
+///   the rejection if the command has a `request_id`.
+/// - A replay or a reused `request_id` has no effects at all.
 /// - Otherwise the effects hold, per touched key, its final slot once, one event (and one
 ///   watch record) per applied mutation in order, each new tombstone, the net anchor-index
 ///   changes, and the dedup record if the command has a `request_id`.
@@ -47,41 +52,51 @@ pub fn execute<S: SlotSource>(
             return Ok((replay(cmd, id, record), Vec::new()));
         }
     }
-    let changes = match apply_all(&cmd.mutations, src, ctx)? {
-        Ok(changes) => changes,
+    let (response, mut effects) = match apply_all(&cmd.mutations, src, ctx)? {
+        Ok(changes) => {
+            let results = changes.iter().map(|c| c.result.clone()).collect();
+            let response = CommandResponse::Applied {
+                results,
+                revision: ctx.revision,
+                replayed: false,
+            };
+            (response, effects(&changes))
+        }
         Err((i, error)) => {
             let op_index = cmd.is_batch.then_some(i);
-            return Ok((CommandResponse::Rejected { error, op_index }, Vec::new()));
+            (CommandResponse::Rejected { error, op_index }, Vec::new())
         }
     };
-    let results: Vec<MutationResult> = changes.iter().map(|c| c.result.clone()).collect();
-    let mut effects = effects(&changes);
     if let Some(id) = &cmd.request_id {
-        let record = DedupRecord {
-            payload_hash: cmd.payload_hash.clone(),
-            results: results.clone(),
-            revision: ctx.revision,
-            applied_at_ms: ctx.now_ms,
-        };
         effects.push(Effect::PutDedup {
             request_id: id.clone(),
-            record,
+            record: remember(cmd, &response, ctx),
         });
     }
-    Ok((
-        CommandResponse::Applied {
-            results,
-            revision: ctx.revision,
-            replayed: false,
+    Ok((response, effects))
+}
+
+/// The dedup record of the first decision on `cmd`.
+fn remember(cmd: &Command, response: &CommandResponse, ctx: &Ctx) -> DedupRecord {
+    let decision = match response {
+        CommandResponse::Applied { results, .. } => Decision::Applied(results.clone()),
+        CommandResponse::Rejected { error, op_index } => Decision::Rejected {
+            error: error.clone(),
+            op_index: *op_index,
         },
-        effects,
-    ))
+    };
+    DedupRecord {
+        payload_hash: cmd.payload_hash.clone(),
+        decision,
+        revision: ctx.revision,
+        decided_at_ms: ctx.now_ms,
+    }
 }
 
 /// Whether a dedup record still answers retries at leader time `now_ms` (the store may
 /// drop records for which this is false; they would be ignored anyway).
 pub fn dedup_live(record: &DedupRecord, now_ms: u64, retention_ms: u64) -> bool {
-    record.applied_at_ms.saturating_add(retention_ms) >= now_ms
+    record.decided_at_ms.saturating_add(retention_ms) >= now_ms
 }
 
 /// The answer to a retry of a remembered `request_id`.
@@ -97,18 +112,22 @@ fn replay(cmd: &Command, id: &str, record: DedupRecord) -> CommandResponse {
             op_index: None,
         };
     }
-    let results = record
-        .results
-        .into_iter()
-        .map(|r| MutationResult {
+    match record.decision {
+        Decision::Applied(results) => CommandResponse::Applied {
+            results: results
+                .into_iter()
+                .map(|r| MutationResult {
+                    replayed: true,
+                    ..r
+                })
+                .collect(),
+            revision: record.revision,
             replayed: true,
-            ..r
-        })
-        .collect();
-    CommandResponse::Applied {
-        results,
-        revision: record.revision,
-        replayed: true,
+        },
+        Decision::Rejected { error, op_index } => CommandResponse::Rejected {
+            error: error.replayed(),
+            op_index,
+        },
     }
 }
 
@@ -467,11 +486,45 @@ mod tests {
             3,
         );
         assert_eq!(rejected(&resp), (ErrorCode::NotFound, Some(1)));
-        assert!(effects.is_empty(), "{effects:?}");
-        assert!(
-            map.slots.is_empty() && map.dedup.is_empty(),
-            "a rejection is not remembered"
-        );
+        assert!(map.slots.is_empty(), "no key changed");
+        let [Effect::PutDedup { record, .. }] = effects.as_slice() else {
+            panic!("only the rejection is remembered: {effects:?}");
+        };
+        assert!(matches!(
+            record.decision,
+            Decision::Rejected {
+                op_index: Some(1),
+                ..
+            }
+        ));
+    }
+
+    /// Regression (chaos run, seed 16646613149793820745): a batch answered `key_forgotten`
+    /// was applied 3 s later by an earlier attempt of the same request that reached the log
+    /// after the key had been re-created. The first decision, a rejection, must stand.
+    #[test]
+    fn a_rejected_request_id_stays_rejected_after_the_state_changes() {
+        let mut map = Map::default();
+        map.run(&cmd(vec![forget_m("k")], Some("f")), 1);
+        let late = cmd(vec![write_m("k", "stale", &[])], Some("w"));
+        let (first, _) = map.run(&late, 2);
+        assert_eq!(rejected(&first), (ErrorCode::KeyForgotten, None));
+        let reopen = cmd(vec![write_flags("k", "new", &[], true, false)], Some("c"));
+        map.run(&reopen, 3);
+        let version = map.slots["k"].version;
+
+        let (again, effects) = map.run(&late, 4);
+        assert_eq!(rejected(&again), (ErrorCode::KeyForgotten, None));
+        assert!(effects.is_empty(), "a replay applies nothing: {effects:?}");
+        assert_eq!(map.slots["k"].version, version, "the stale write did not land");
+        let CommandResponse::Rejected { error, .. } = again else {
+            panic!()
+        };
+        let CommandResponse::Rejected { error: original, .. } = first else {
+            panic!()
+        };
+        assert_eq!(error.message, original.message, "the original answer");
+        assert!(error.details_json.contains(r#""replayed":true"#), "{error:?}");
     }
 
     #[test]

@@ -167,6 +167,18 @@ impl OpError {
             details_json,
         }
     }
+
+    /// The same rejection answered again from the dedup record: its details gain
+    /// `"replayed": true`, so the caller can tell the 409 is the request's original answer.
+    pub fn replayed(self) -> Self {
+        let mut details: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&self.details_json).unwrap_or_default();
+        details.insert("replayed".into(), serde_json::Value::Bool(true));
+        OpError {
+            details_json: serde_json::Value::Object(details).to_string(),
+            ..self
+        }
+    }
 }
 
 /// The effect of one successfully applied mutation on one slot.
@@ -184,15 +196,29 @@ pub struct Change {
     pub result: MutationResult,
 }
 
-/// A remembered `request_id` (exactly-once retries).
+/// A remembered `request_id` (exactly-once retries): how its command was decided the first
+/// time the log reached it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DedupRecord {
     pub payload_hash: String,
-    pub results: Vec<MutationResult>,
-    /// Log index of the entry that first applied the command.
+    pub decision: Decision,
+    /// Log index of the entry that first decided the command.
     pub revision: u64,
-    /// Leader time of first application; retention is measured from here.
-    pub applied_at_ms: u64,
+    /// Leader time of that entry; retention is measured from here.
+    pub decided_at_ms: u64,
+}
+
+/// The first decision on a command. Rejections are remembered as well as applications: an
+/// earlier attempt of the same request can reach the log *after* a retry was rejected (a
+/// relay delayed in the network, a client that gave up on a slow node), and it must get the
+/// same answer rather than apply against the state that has moved on since.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decision {
+    Applied(Vec<MutationResult>),
+    Rejected {
+        error: OpError,
+        op_index: Option<usize>,
+    },
 }
 
 /// The outcome of one command: per-mutation results, or the first rejection.

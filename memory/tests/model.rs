@@ -142,8 +142,8 @@ enum RefResponse {
     },
 }
 
-/// A remembered request: payload hash, the applied results, revision, applied at ms.
-type RefDedup = (String, Vec<RefResult>, u64, u64);
+/// A remembered request: payload hash, its first response, decided at ms.
+type RefDedup = (String, RefResponse, u64);
 
 /// (key, state, version, generation, forget_epoch, already) of one applied mutation.
 type RefResult = (String, State, u64, u64, u64, bool);
@@ -155,22 +155,40 @@ struct Model {
 }
 
 impl Model {
+    /// Runs `cmd`; the first response to a `request_id` is its answer for the retention
+    /// window, whether it applied or was rejected.
     fn run(&mut self, cmd: &Command, revision: u64, now_ms: u64) -> RefResponse {
         let remembered = cmd.request_id.as_ref().and_then(|id| self.dedup.get(id));
-        if let Some((hash, results, first, _)) = remembered.filter(|d| d.3 + RETENTION_MS >= now_ms)
-        {
+        if let Some((hash, first, _)) = remembered.filter(|d| d.2 + RETENTION_MS >= now_ms) {
             if hash != &cmd.payload_hash {
                 return RefResponse::Rejected {
                     code: ErrorCode::RequestIdReused,
                     op_index: None,
                 };
             }
-            return RefResponse::Applied {
-                results: results.clone(),
-                revision: *first,
-                replayed: true,
+            return match first.clone() {
+                RefResponse::Applied {
+                    results, revision, ..
+                } => RefResponse::Applied {
+                    results,
+                    revision,
+                    replayed: true,
+                },
+                rejected => rejected,
             };
         }
+        let response = self.decide(cmd, revision);
+        if let Some(id) = &cmd.request_id {
+            self.dedup.insert(
+                id.clone(),
+                (cmd.payload_hash.clone(), response.clone(), now_ms),
+            );
+        }
+        response
+    }
+
+    /// Applies `cmd` against the current keys, all mutations or none.
+    fn decide(&mut self, cmd: &Command, revision: u64) -> RefResponse {
         let mut keys = self.keys.clone();
         let mut results = Vec::new();
         for (i, m) in cmd.mutations.iter().enumerate() {
@@ -196,12 +214,6 @@ impl Model {
             }
         }
         self.keys = keys;
-        if let Some(id) = &cmd.request_id {
-            self.dedup.insert(
-                id.clone(),
-                (cmd.payload_hash.clone(), results.clone(), revision, now_ms),
-            );
-        }
         RefResponse::Applied {
             results,
             revision,
@@ -524,7 +536,16 @@ proptest! {
                 let expected = model.run(&cmd, revision, now_ms);
                 prop_assert_eq!(as_ref_response(&resp), expected, "command {:?}", cmd);
                 let applies = matches!(resp, CommandResponse::Applied { replayed: false, .. });
-                prop_assert!(applies || effects.is_empty(), "rejections and replays write nothing");
+                let key_effects = effects.iter().filter(|e| !matches!(e, Effect::PutDedup { .. })).count();
+                prop_assert!(applies || key_effects == 0, "rejections and replays change no key");
+                let answered_from_record = match &resp {
+                    CommandResponse::Applied { replayed, .. } => *replayed,
+                    CommandResponse::Rejected { error, .. } => {
+                        error.code == ErrorCode::RequestIdReused
+                            || error.details_json.contains(r#""replayed":true"#)
+                    }
+                };
+                prop_assert!(!answered_from_record || effects.is_empty(), "a replay writes nothing");
                 let events = effects.iter().filter(|e| matches!(e, Effect::AppendEvent { .. })).count();
                 let watches = effects.iter().filter(|e| matches!(e, Effect::Watch(_))).count();
                 prop_assert_eq!(events, watches);

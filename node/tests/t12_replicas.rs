@@ -15,7 +15,9 @@ use std::convert::Infallible;
 use std::path::Path;
 
 use cairn_memory::execute::{dedup_live, execute};
-use cairn_memory::{Command, Conditions, Ctx, DedupRecord, Effect, Mutation, Op, Slot, SlotSource};
+use cairn_memory::{
+    Command, Conditions, Ctx, Decision, DedupRecord, Effect, Mutation, Op, Slot, SlotSource,
+};
 use cairn_node::consensus::state_machine::StateMachine;
 use cairn_node::consensus::{Entry, LogId, Request, Response};
 use cairn_node::store::{Engine, EngineOptions, SnapshotDir, StateEngine};
@@ -505,9 +507,9 @@ fn a_dedup_record_expires_the_same_whatever_the_chunking() {
 fn bounded_expiry_progresses_the_same_in_one_transaction_or_several() {
     let record = |at: u64| DedupRecord {
         payload_hash: "p".into(),
-        results: vec![],
+        decision: Decision::Applied(vec![]),
         revision: at,
-        applied_at_ms: at,
+        decided_at_ms: at,
     };
     let seed = |state: &StateEngine| {
         let mut txn = state.txn();

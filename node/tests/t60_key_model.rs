@@ -1010,6 +1010,32 @@ async fn a_request_id_applies_once_whichever_node_receives_it() {
         kinds(&events),
         [EventKind::Written, EventKind::Written, EventKind::Forgotten]
     );
+
+    // 6.5 A rejection is the request's answer too. A write without clear_tombstone is
+    // rejected (the key is forgotten); the key is then reopened; the same request arriving
+    // again (a retry, or an earlier attempt delayed in a relay) gets the original 409,
+    // marked replayed, and does not land on the reopened key.
+    let mut late = WriteRequest::new(key, json!({"n": "stale"}), "agent-late");
+    late.request_id = Some(new_request_id());
+    let first = cluster.client_for(followers[0]).write(late.clone()).await;
+    assert!(
+        matches!(first, Err(ClientError::KeyForgotten { .. })),
+        "{first:?}"
+    );
+    let mut reopen = WriteRequest::new(key, json!({"n": 4}), "agent-b");
+    reopen.clear_tombstone = true;
+    cluster
+        .client_for(leader)
+        .write(reopen)
+        .await
+        .expect("reopen");
+    let before = key_snapshot(&cluster.client(), key).await;
+    let body = serde_json::to_string(&late).unwrap();
+    let (status, answer) = post_raw(&cluster, followers[1], "/v1/write", &body).await;
+    assert_eq!((status, error_code(&answer)), (409, "key_forgotten"), "{answer}");
+    assert_eq!(answer["error"]["replayed"], json!(true), "{answer}");
+    let after = key_snapshot(&cluster.client(), key).await;
+    assert_eq!(after, before, "the stale write did not land");
 }
 
 // -- 7. batches -------------------------------------------------------------------------------

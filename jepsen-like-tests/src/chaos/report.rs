@@ -93,9 +93,15 @@ pub fn write(dir: &Path, s: &Summary) -> Result<()> {
         "cleanup_errors": s.cleanup_errors,
         "checkers": s.verdicts,
     });
-    let path = dir.join("results.json");
-    let text = serde_json::to_string_pretty(&results)?;
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    write_json(&dir.join("results.json"), &results)?;
+    // Every key's history as the leader reported it: each event names the request that
+    // made it (actor `chaos/<request_id>`), which is what a failed checker is read with.
+    write_json(&dir.join("key-histories.json"), &s.final_state.histories)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn print(s: &Summary, dir: &Path) {

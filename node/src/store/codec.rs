@@ -11,14 +11,15 @@
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// Current on-disk/on-wire format.
-pub const FORMAT_V1: u8 = 1;
+/// Current on-disk/on-wire format. 2: dedup records remember rejections too (format 1
+/// remembered only applied commands; its data is refused, not misread).
+pub const FORMAT: u8 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("empty record: no format byte")]
     Empty,
-    #[error("unknown format byte {0} (this build reads format {FORMAT_V1})")]
+    #[error("unknown format byte {0} (this build reads format {FORMAT})")]
     UnknownFormat(u8),
     #[error("bincode: {0}")]
     Bincode(#[from] bincode::Error),
@@ -27,7 +28,7 @@ pub enum CodecError {
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
     let size = bincode::serialized_size(value).expect("in-memory value always has a size");
     let mut out = Vec::with_capacity(1 + size as usize);
-    out.push(FORMAT_V1);
+    out.push(FORMAT);
     bincode::serialize_into(&mut out, value).expect("serializing into a Vec cannot fail");
     out
 }
@@ -35,7 +36,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     match bytes.split_first() {
         None => Err(CodecError::Empty),
-        Some((&FORMAT_V1, body)) => Ok(bincode::deserialize(body)?),
+        Some((&FORMAT, body)) => Ok(bincode::deserialize(body)?),
         Some((&other, _)) => Err(CodecError::UnknownFormat(other)),
     }
 }
@@ -84,7 +85,7 @@ mod tests {
             c: vec![("k".into(), 3)],
         };
         let bytes = encode(&s);
-        assert_eq!(bytes[0], FORMAT_V1);
+        assert_eq!(bytes[0], FORMAT);
         assert_eq!(decode::<Sample>(&bytes).unwrap(), s);
     }
 

@@ -28,7 +28,7 @@ pub mod cf {
     pub const ANCHORS: &str = "anchors";
     /// `request_id` → dedup record.
     pub const DEDUP: &str = "dedup";
-    /// `applied_at_ms_be request_id` → empty: dedup expiry order.
+    /// `decided_at_ms_be request_id` → empty: dedup expiry order.
     pub const DEDUP_BY_TIME: &str = "dedup_by_time";
     /// `revision_be seq_be` → watch event: the change feed.
     pub const FEED: &str = "feed";

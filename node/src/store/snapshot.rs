@@ -152,7 +152,7 @@ pub fn write_file(
 
     let mut out = HashingWriter::new(BufWriter::with_capacity(1 << 20, File::create(path)?));
     out.write_all(MAGIC)?;
-    out.write_all(&[codec::FORMAT_V1])?;
+    out.write_all(&[codec::FORMAT])?;
     write_blob(&mut out, &codec::encode(&header))?;
     let mut count: u64 = 0;
     for (family_index, family) in cf::STATE.iter().enumerate() {
@@ -186,7 +186,7 @@ pub fn read_header(path: &Path) -> Result<SnapshotHeader, StoreError> {
 fn read_preamble(reader: &mut impl Read) -> Result<SnapshotHeader, StoreError> {
     let mut magic = [0u8; 9];
     reader.read_exact(&mut magic)?;
-    if &magic[..8] != MAGIC || magic[8] != codec::FORMAT_V1 {
+    if &magic[..8] != MAGIC || magic[8] != codec::FORMAT {
         return Err(StoreError::Invariant(
             "not a cairn snapshot file (bad magic or format)".into(),
         ));

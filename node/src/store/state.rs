@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cairn_client::api::{HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
-use cairn_memory::{DedupRecord, Effect, Slot, SlotSource};
+use cairn_memory::{Decision, DedupRecord, Effect, OpError, Slot, SlotSource};
 use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -262,9 +262,18 @@ impl StateEngine {
 #[derive(Serialize, Deserialize)]
 struct StoredDedup {
     payload_hash: String,
-    results: Vec<StoredResult>,
+    decision: StoredDecision,
     revision: u64,
-    applied_at_ms: u64,
+    decided_at_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+enum StoredDecision {
+    Applied(Vec<StoredResult>),
+    Rejected {
+        error: OpError,
+        op_index: Option<u64>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -284,42 +293,24 @@ impl From<&DedupRecord> for StoredDedup {
     fn from(record: &DedupRecord) -> Self {
         let DedupRecord {
             payload_hash,
-            results,
+            decision,
             revision,
-            applied_at_ms,
+            decided_at_ms,
         } = record.clone();
-        let results = results
-            .into_iter()
-            .map(|r| {
-                let MutationResult {
-                    key,
-                    state,
-                    version,
-                    generation,
-                    forget_epoch,
-                    revision,
-                    replayed,
-                    already,
-                    tombstone,
-                } = r;
-                StoredResult {
-                    key,
-                    state,
-                    version,
-                    generation,
-                    forget_epoch,
-                    revision,
-                    replayed,
-                    already,
-                    tombstone,
-                }
-            })
-            .collect();
+        let decision = match decision {
+            Decision::Applied(results) => {
+                StoredDecision::Applied(results.into_iter().map(StoredResult::from).collect())
+            }
+            Decision::Rejected { error, op_index } => StoredDecision::Rejected {
+                error,
+                op_index: op_index.map(|i| i as u64),
+            },
+        };
         StoredDedup {
             payload_hash,
-            results,
+            decision,
             revision,
-            applied_at_ms,
+            decided_at_ms,
         }
     }
 }
@@ -328,42 +319,78 @@ impl From<StoredDedup> for DedupRecord {
     fn from(stored: StoredDedup) -> Self {
         let StoredDedup {
             payload_hash,
-            results,
+            decision,
             revision,
-            applied_at_ms,
+            decided_at_ms,
         } = stored;
-        let results = results
-            .into_iter()
-            .map(|r| {
-                let StoredResult {
-                    key,
-                    state,
-                    version,
-                    generation,
-                    forget_epoch,
-                    revision,
-                    replayed,
-                    already,
-                    tombstone,
-                } = r;
-                MutationResult {
-                    key,
-                    state,
-                    version,
-                    generation,
-                    forget_epoch,
-                    revision,
-                    replayed,
-                    already,
-                    tombstone,
-                }
-            })
-            .collect();
+        let decision = match decision {
+            StoredDecision::Applied(results) => {
+                Decision::Applied(results.into_iter().map(MutationResult::from).collect())
+            }
+            StoredDecision::Rejected { error, op_index } => Decision::Rejected {
+                error,
+                op_index: op_index.map(|i| i as usize),
+            },
+        };
         DedupRecord {
             payload_hash,
-            results,
+            decision,
             revision,
-            applied_at_ms,
+            decided_at_ms,
+        }
+    }
+}
+
+impl From<MutationResult> for StoredResult {
+    fn from(r: MutationResult) -> Self {
+        let MutationResult {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            replayed,
+            already,
+            tombstone,
+        } = r;
+        StoredResult {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            replayed,
+            already,
+            tombstone,
+        }
+    }
+}
+
+impl From<StoredResult> for MutationResult {
+    fn from(r: StoredResult) -> Self {
+        let StoredResult {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            replayed,
+            already,
+            tombstone,
+        } = r;
+        MutationResult {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            replayed,
+            already,
+            tombstone,
         }
     }
 }
@@ -458,7 +485,7 @@ impl<'a> StateTxn<'a> {
                     .delete_cf(self.cf(cf::ANCHORS), pair_key(&anchor, key.as_bytes()));
             }
             Effect::PutDedup { request_id, record } => {
-                let by_time = [&u64_key(record.applied_at_ms)[..], request_id.as_bytes()].concat();
+                let by_time = [&u64_key(record.decided_at_ms)[..], request_id.as_bytes()].concat();
                 self.batch.put_cf(self.cf(cf::DEDUP_BY_TIME), &by_time, []);
                 self.dedup_by_time.insert(by_time, true);
                 let stored = StoredDedup::from(&record);
@@ -495,7 +522,7 @@ impl<'a> StateTxn<'a> {
             // The id may have been applied again after it expired: only the record that
             // this index entry points at is dropped.
             let current = SlotSource::dedup(self, &request_id)?;
-            if current.is_some_and(|r| r.applied_at_ms == at) {
+            if current.is_some_and(|r| r.decided_at_ms == at) {
                 self.batch
                     .delete_cf(self.cf(cf::DEDUP), request_id.as_bytes());
                 self.dedup.insert(request_id, None);

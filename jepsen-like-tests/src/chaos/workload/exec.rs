@@ -14,10 +14,13 @@ use serde_json::json;
 
 use crate::chaos::history::{Input, MutOut, Outcome, Output, ReadOut, Record, Recorder, Workload};
 
-/// The actor every harness mutation names.
-pub const ACTOR: &str = "chaos";
+/// The actor a harness mutation names: `chaos/<request_id>` of the request (the batch's
+/// for a batch op), so every event in a key's history says which operation made it.
+fn actor(request_id: &str) -> String {
+    format!("chaos/{request_id}")
+}
 
-fn write_request(input: &Input) -> Option<WriteRequest> {
+fn write_request(input: &Input, actor: &str) -> Option<WriteRequest> {
     let Input::Write {
         key,
         value,
@@ -30,7 +33,7 @@ fn write_request(input: &Input) -> Option<WriteRequest> {
     else {
         return None;
     };
-    let mut w = WriteRequest::new(key.clone(), json!(value), ACTOR);
+    let mut w = WriteRequest::new(key.clone(), json!(value), actor);
     w.expected_version = *expected_version;
     w.based_on_revision = *based_on_revision;
     w.clear_tombstone = *clear_tombstone;
@@ -39,21 +42,26 @@ fn write_request(input: &Input) -> Option<WriteRequest> {
     Some(w)
 }
 
-fn forget_request(key: &str, expected: Option<u64>, request_id: &str) -> ForgetRequest {
-    let mut f = ForgetRequest::new(key, ACTOR, "chaos: forget");
+fn forget_request(key: &str, expected: Option<u64>, request_id: &str, actor: &str) -> ForgetRequest {
+    let mut f = ForgetRequest::new(key, actor, "chaos: forget");
     f.expected_version = expected;
     f.request_id = (!request_id.is_empty()).then(|| request_id.to_string());
     f
 }
 
-fn batch_op(input: &Input) -> Option<BatchOp> {
+fn batch_op(input: &Input, actor: &str) -> Option<BatchOp> {
     match input {
-        Input::Write { .. } => write_request(input).map(BatchOp::Write),
+        Input::Write { .. } => write_request(input, actor).map(BatchOp::Write),
         Input::Forget {
             key,
             expected_version,
             ..
-        } => Some(BatchOp::Forget(forget_request(key, *expected_version, ""))),
+        } => Some(BatchOp::Forget(forget_request(
+            key,
+            *expected_version,
+            "",
+            actor,
+        ))),
         _ => None,
     }
 }
@@ -123,8 +131,8 @@ pub fn is_definite(e: &ClientError) -> bool {
 pub async fn send_mutation(client: &Client, input: &Input) -> Result<Vec<MutOut>, ClientError> {
     let one = |r: MutationResult| vec![mut_out(&r)];
     match input {
-        Input::Write { .. } => client
-            .write(write_request(input).expect("a write"))
+        Input::Write { request_id, .. } => client
+            .write(write_request(input, &actor(request_id)).expect("a write"))
             .await
             .map(one),
         Input::Forget {
@@ -132,22 +140,30 @@ pub async fn send_mutation(client: &Client, input: &Input) -> Result<Vec<MutOut>
             expected_version,
             request_id,
         } => client
-            .forget(forget_request(key, *expected_version, request_id))
+            .forget(forget_request(
+                key,
+                *expected_version,
+                request_id,
+                &actor(request_id),
+            ))
             .await
             .map(one),
         Input::Revoke { key, request_id } => {
-            let mut r = RevokeRequest::new(key.clone(), ACTOR, "chaos: revoke");
+            let mut r = RevokeRequest::new(key.clone(), actor(request_id), "chaos: revoke");
             r.request_id = Some(request_id.clone());
             client.revoke(r).await.map(one)
         }
         Input::Reinstate { key, request_id } => {
-            let mut r = ReinstateRequest::new(key.clone(), ACTOR);
+            let mut r = ReinstateRequest::new(key.clone(), actor(request_id));
             r.request_id = Some(request_id.clone());
             client.reinstate(r).await.map(one)
         }
         Input::Batch { ops, request_id } => {
             let request = BatchRequest {
-                ops: ops.iter().filter_map(batch_op).collect(),
+                ops: ops
+                    .iter()
+                    .filter_map(|op| batch_op(op, &actor(request_id)))
+                    .collect(),
                 request_id: Some(request_id.clone()),
             };
             client
