@@ -22,8 +22,8 @@ use cairn_client::api::{ErrorCode, MutationResult, WatchEvent};
 use serde_json::json;
 
 use crate::types::{
-    Change, Command, CommandResponse, Ctx, Decision, DedupRecord, Effect, Mutation, Op, OpError, Slot,
-    SlotSource,
+    Change, Command, CommandResponse, Ctx, Decision, DedupRecord, Effect, Mutation, Op, OpError,
+    Slot, SlotSource,
 };
 use crate::write::Write;
 use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write};
@@ -516,15 +516,24 @@ mod tests {
         let (again, effects) = map.run(&late, 4);
         assert_eq!(rejected(&again), (ErrorCode::KeyForgotten, None));
         assert!(effects.is_empty(), "a replay applies nothing: {effects:?}");
-        assert_eq!(map.slots["k"].version, version, "the stale write did not land");
+        assert_eq!(
+            map.slots["k"].version, version,
+            "the stale write did not land"
+        );
         let CommandResponse::Rejected { error, .. } = again else {
             panic!()
         };
-        let CommandResponse::Rejected { error: original, .. } = first else {
+        let CommandResponse::Rejected {
+            error: original, ..
+        } = first
+        else {
             panic!()
         };
         assert_eq!(error.message, original.message, "the original answer");
-        assert!(error.details_json.contains(r#""replayed":true"#), "{error:?}");
+        assert!(
+            error.details_json.contains(r#""replayed":true"#),
+            "{error:?}"
+        );
     }
 
     #[test]

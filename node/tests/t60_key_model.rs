@@ -1032,7 +1032,11 @@ async fn a_request_id_applies_once_whichever_node_receives_it() {
     let before = key_snapshot(&cluster.client(), key).await;
     let body = serde_json::to_string(&late).unwrap();
     let (status, answer) = post_raw(&cluster, followers[1], "/v1/write", &body).await;
-    assert_eq!((status, error_code(&answer)), (409, "key_forgotten"), "{answer}");
+    assert_eq!(
+        (status, error_code(&answer)),
+        (409, "key_forgotten"),
+        "{answer}"
+    );
     assert_eq!(answer["error"]["replayed"], json!(true), "{answer}");
     let after = key_snapshot(&cluster.client(), key).await;
     assert_eq!(after, before, "the stale write did not land");

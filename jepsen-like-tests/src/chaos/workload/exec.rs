@@ -42,7 +42,12 @@ fn write_request(input: &Input, actor: &str) -> Option<WriteRequest> {
     Some(w)
 }
 
-fn forget_request(key: &str, expected: Option<u64>, request_id: &str, actor: &str) -> ForgetRequest {
+fn forget_request(
+    key: &str,
+    expected: Option<u64>,
+    request_id: &str,
+    actor: &str,
+) -> ForgetRequest {
     let mut f = ForgetRequest::new(key, actor, "chaos: forget");
     f.expected_version = expected;
     f.request_id = (!request_id.is_empty()).then(|| request_id.to_string());
