@@ -7,9 +7,9 @@ use crate::error::{check_at_most, check_positive, ConfigError};
 /// Longest a proposer may wait for more operations before sealing an entry.
 pub const LINGER_US_LIMIT: u64 = 100_000;
 
-/// Group commit: operations queue up (bounded) and are sealed into one Raft entry when it
-/// holds `ops_max` operations or `bytes_max` bytes, or `linger_us` has passed; at most
-/// `inflight_entries_max` entries are proposed and not yet applied at once.
+/// Group commit: operations queue up (bounded); when one of the `inflight_entries_max`
+/// proposal slots is free, everything queued (up to `ops_max` operations or `bytes_max`
+/// bytes) is sealed into one Raft entry, after waiting `linger_us` for company if non-zero.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BatchingConfig {
@@ -19,7 +19,8 @@ pub struct BatchingConfig {
     /// Encoded bytes per Raft entry. At least `limits.value_bytes_max` so the largest
     /// write fits.
     pub bytes_max: u64,
-    /// How long the first queued operation may wait for company. 0 = never wait.
+    /// How long the first queued operation may wait for company. 0 (default) = never wait:
+    /// entries fill up by themselves with what queues while earlier ones are in flight.
     pub linger_us: u64,
     /// Entries proposed but not yet applied (pipelining depth).
     pub inflight_entries_max: u64,
@@ -32,7 +33,7 @@ impl Default for BatchingConfig {
         BatchingConfig {
             ops_max: 1024,
             bytes_max: 4 * 1024 * 1024,
-            linger_us: 200,
+            linger_us: 0,
             inflight_entries_max: 4,
             queue_ops_max: 65_536,
         }

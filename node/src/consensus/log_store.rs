@@ -1,11 +1,14 @@
 //! `RaftLogStorage` for openraft over the store's [`LogEngine`].
 //!
 //! To ensure correctness (openraft's storage contract, kept here):
-//! - `append` calls its callback only after the entries are fsynced (the engine's writes are
-//!   synced), so an entry acknowledged to the leader survives a crash.
+//! - `append` returns once the entries are staged (readable) and calls its callback only
+//!   after the group write holding them is fsynced ([`LogWriter`]), so an entry
+//!   acknowledged to the leader survives a crash while the core never waits on the disk.
 //! - `save_vote` returns only after the vote is fsynced: a node never votes twice in a term.
-//! - `truncate` removes a conflicting suffix before any new entry is written after it.
-//! - `purge` records the last purged log id in the same synced batch as the deletion.
+//! - `truncate` and `purge` go through the same writer queue, so they reach the disk in
+//!   order with the appends around them, and return once durable: a conflicting suffix is
+//!   gone before any new entry is appended after it; `purge` records the last purged log id
+//!   in the same synced batch as the deletion.
 //! - `save_committed` is a hint (not fsynced): the committed index is never trusted beyond
 //!   the entries that are durably in the log.
 
@@ -21,18 +24,22 @@ use super::types::{Entry, LogId, StorageError, StorageIOError, TypeConfig, Vote}
 use crate::planted::{self, Bug};
 use crate::store::codec;
 use crate::store::log::meta;
-use crate::store::LogEngine;
+use crate::store::{LogEngine, LogWriter, StoreError};
 
 #[derive(Clone)]
 pub struct LogStore {
     engine: LogEngine,
+    writer: Arc<LogWriter>,
     /// Last committed index saved by openraft (for status and `served`).
     committed: Arc<AtomicU64>,
 }
 
 impl LogStore {
+    /// Opens the log over `engine` and starts its writer thread.
     pub fn new(engine: LogEngine) -> Result<Self, StorageError> {
+        let writer = LogWriter::start(engine.clone()).map_err(write_err)?;
         let store = LogStore {
+            writer: Arc::new(writer),
             engine,
             committed: Arc::new(AtomicU64::new(0)),
         };
@@ -109,7 +116,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(&e) => e,
             Bound::Unbounded => u64::MAX,
         };
-        let raw = self.engine.range(start, end).map_err(read_err)?;
+        let raw = self.writer.range(start, end).map_err(read_err)?;
         let mut entries = Vec::with_capacity(raw.len());
         for (index, bytes) in raw {
             let entry: Entry = codec::decode(&bytes).map_err(read_err)?;
@@ -135,7 +142,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
-        let last_log_id = match self.engine.last().map_err(read_err)? {
+        let last_log_id = match self.writer.last().map_err(read_err)? {
             Some((_, bytes)) => Some(
                 *codec::decode::<Entry>(&bytes)
                     .map_err(read_err)?
@@ -195,40 +202,56 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .into_iter()
             .map(|e| (e.get_log_id().index, codec::encode(&e)))
             .collect();
-        let engine = self.engine.clone();
         if planted::active(Bug::AckBeforeFsync) {
-            let result = engine.append_volatile(&encoded).map_err(write_err);
+            let result = self.engine.append_volatile(&encoded).map_err(write_err);
             callback.log_io_completed(Ok(()));
             return result;
         }
-        let result = blocking(move || engine.append(&encoded).map_err(write_err)).await;
-        // The callback is the durability acknowledgement: fire it only after the fsync.
-        callback.log_io_completed(
-            result
-                .as_ref()
-                .map(|_| ())
-                .map_err(|e| std::io::Error::other(e.to_string())),
-        );
-        result
+        // The callback is the durability acknowledgement: the writer fires it after the
+        // fsync of the group that holds these entries.
+        let done = Box::new(move |result: Result<(), Arc<StoreError>>| {
+            callback.log_io_completed(result.map_err(|e| std::io::Error::other(e.to_string())));
+        });
+        self.writer.append(encoded, done).map_err(write_err)
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::info!(from = log_id.index, "truncating conflicting log suffix");
-        let engine = self.engine.clone();
-        blocking(move || engine.truncate_from(log_id.index).map_err(write_err)).await
+        let (done, durable) = durable_signal();
+        self.writer
+            .truncate(log_id.index, done)
+            .map_err(write_err)?;
+        durable.await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(through = log_id.index, "purging log");
-        let engine = self.engine.clone();
-        let marker = codec::encode(&log_id);
-        blocking(move || {
-            engine
-                .purge_through(log_id.index, &marker)
-                .map_err(write_err)
-        })
-        .await
+        let (done, durable) = durable_signal();
+        self.writer
+            .purge(log_id.index, codec::encode(&log_id), done)
+            .map_err(write_err)?;
+        durable.await
     }
+}
+
+/// A writer callback and the future that resolves when it is called.
+fn durable_signal() -> (
+    crate::store::log_writer::Done,
+    impl std::future::Future<Output = Result<(), StorageError>>,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let done = Box::new(move |result: Result<(), Arc<StoreError>>| {
+        let _ = tx.send(result);
+    });
+    let durable = async move {
+        match rx.await {
+            Ok(result) => result.map_err(|e| write_err(std::io::Error::other(e.to_string()))),
+            Err(_) => Err(write_err(StoreError::Invariant(
+                "the log writer dropped a job".into(),
+            ))),
+        }
+    };
+    (done, durable)
 }
 
 /// Runs a synced RocksDB write off the async workers: an fsync takes milliseconds.

@@ -1,8 +1,9 @@
 //! The Raft log in RocksDB, as opaque entry bytes keyed by index.
 //!
 //! This layer knows nothing of openraft: `consensus::log_store` encodes entries and log ids
-//! and calls in here. Every mutating call here is a synced write: it returns only after
-//! RocksDB's WAL is fsynced.
+//! and calls in here. Appends, truncations and purges are *staged* into a `WriteBatch` that
+//! [`super::log_writer::LogWriter`] writes synced, many at a time; the vote is written
+//! synced directly.
 
 use std::sync::Arc;
 
@@ -28,41 +29,68 @@ impl LogEngine {
         LogEngine { engine }
     }
 
-    /// Appends entries in one synced batch.
-    ///
-    /// - Indexes must be consecutive and ascending (asserted): a gap would make the log
-    ///   unreadable by Raft.
-    pub fn append(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
-        self.append_with(entries, &Engine::synced())
-    }
-
     /// Appends to the memtable only (no WAL, no fsync): lost if the process dies. Exists
     /// solely for the planted bug `ack-before-fsync`.
     pub fn append_volatile(&self, entries: &[(u64, Vec<u8>)]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        self.stage_append(&mut batch, entries.iter().map(|(i, b)| (*i, &b[..])))?;
         let mut opts = Engine::unsynced();
         opts.disable_wal(true);
-        self.append_with(entries, &opts)
+        self.engine.db().write_opt(batch, &opts)?;
+        Ok(())
     }
 
-    fn append_with(
+    /// Adds the puts of `entries` to `batch`.
+    ///
+    /// - Indexes must be consecutive and ascending (checked): a gap would make the log
+    ///   unreadable by Raft.
+    pub(super) fn stage_append<'a>(
         &self,
-        entries: &[(u64, Vec<u8>)],
-        opts: &rocksdb::WriteOptions,
+        batch: &mut WriteBatch,
+        entries: impl Iterator<Item = (u64, &'a [u8])>,
     ) -> Result<(), StoreError> {
         let log = self.engine.cf(cf::LOG);
-        let mut batch = WriteBatch::default();
-        for pair in entries.windows(2) {
-            if pair[1].0 != pair[0].0 + 1 {
+        let mut previous: Option<u64> = None;
+        for (index, bytes) in entries {
+            if let Some(p) = previous.filter(|p| index != p + 1) {
                 return Err(StoreError::Invariant(format!(
-                    "append of non-consecutive indexes {} then {}",
-                    pair[0].0, pair[1].0
+                    "append of non-consecutive indexes {p} then {index}"
                 )));
             }
+            previous = Some(index);
+            batch.put_cf(log, u64_key(index), bytes);
         }
-        for (index, bytes) in entries {
-            batch.put_cf(log, u64_key(*index), bytes);
-        }
-        self.engine.db().write_opt(batch, opts)?;
+        Ok(())
+    }
+
+    /// Adds the deletion of every entry with index >= `from` (a conflicting suffix).
+    pub(super) fn stage_truncate(&self, batch: &mut WriteBatch, from: u64) {
+        batch.delete_range_cf(self.engine.cf(cf::LOG), u64_key(from), u64_key(u64::MAX));
+    }
+
+    /// Adds the deletion of every entry with index <= `through` and the `last_purged`
+    /// marker, in the same batch, so a crash never leaves a purged log without its marker.
+    pub(super) fn stage_purge(
+        &self,
+        batch: &mut WriteBatch,
+        through: u64,
+        last_purged: &[u8],
+    ) -> Result<(), StoreError> {
+        let end = through
+            .checked_add(1)
+            .ok_or_else(|| StoreError::Invariant("purge through u64::MAX".to_string()))?;
+        batch.delete_range_cf(self.engine.cf(cf::LOG), u64_key(0), u64_key(end));
+        batch.put_cf(
+            self.engine.cf(cf::RAFT_META),
+            meta::LAST_PURGED,
+            last_purged,
+        );
+        Ok(())
+    }
+
+    /// Writes `batch` and returns once RocksDB's WAL is fsynced.
+    pub(super) fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        self.engine.db().write_opt(batch, &Engine::synced())?;
         Ok(())
     }
 
@@ -96,31 +124,6 @@ impl LogEngine {
                 Ok(Some((index_of(&k)?, v.into_vec())))
             }
         }
-    }
-
-    /// Deletes every entry with index >= `from` (conflicting suffix).
-    pub fn truncate_from(&self, from: u64) -> Result<(), StoreError> {
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(self.engine.cf(cf::LOG), u64_key(from), u64_key(u64::MAX));
-        self.engine.db().write_opt(batch, &Engine::synced())?;
-        Ok(())
-    }
-
-    /// Deletes every entry with index <= `through` and records `last_purged` in the same
-    /// synced batch, so a crash can never leave a purged log without its marker.
-    pub fn purge_through(&self, through: u64, last_purged: &[u8]) -> Result<(), StoreError> {
-        let mut batch = WriteBatch::default();
-        let end = through
-            .checked_add(1)
-            .ok_or_else(|| StoreError::Invariant("purge through u64::MAX".to_string()))?;
-        batch.delete_range_cf(self.engine.cf(cf::LOG), u64_key(0), u64_key(end));
-        batch.put_cf(
-            self.engine.cf(cf::RAFT_META),
-            meta::LAST_PURGED,
-            last_purged,
-        );
-        self.engine.db().write_opt(batch, &Engine::synced())?;
-        Ok(())
     }
 
     pub fn get_meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {

@@ -2,7 +2,8 @@
 //!
 //! - `engine`: the RocksDB instance, its column families and explicit options.
 //! - `codec`: the versioned binary format (format byte + bincode 1.3) and key encodings.
-//! - `log`: the Raft log as opaque bytes (synced writes only).
+//! - `log`: the Raft log as opaque bytes.
+//! - `log_writer`: group commit of the log: staged appends, one fsync per group.
 //! - `state`: the state machine's data and its atomic apply transaction.
 //! - `snapshot`: snapshot files, streamed to and from disk.
 //!
@@ -12,10 +13,12 @@
 pub mod codec;
 pub mod engine;
 pub mod log;
+pub mod log_writer;
 pub mod snapshot;
 pub mod state;
 
 pub use engine::{Engine, EngineOptions, StoreError};
 pub use log::LogEngine;
+pub use log_writer::LogWriter;
 pub use snapshot::{SnapshotDir, SnapshotHeader};
 pub use state::{StateEngine, StateTxn};

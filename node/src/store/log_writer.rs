@@ -1,0 +1,219 @@
+//! Group commit for the Raft log.
+//!
+//! openraft 0.9 calls `append` once per proposed entry, and its core does not run the next
+//! command until `append` returns. A synced write inside `append` would therefore cap the
+//! leader at one entry per fsync and keep the core idle during each. Here `append` only
+//! *stages*: the entries go into an in-memory tail, readable at once (openraft's contract),
+//! and onto a queue. One writer thread takes everything queued, writes it as one synced
+//! RocksDB batch — one fsync for every append, truncation and purge that queued while the
+//! previous fsync ran — and then reports each job durable, in queue order.
+//!
+//! Invariants:
+//! - Jobs reach the disk in queue order: one queue, one thread, and each job's operations go
+//!   into the group's batch in order (a truncate followed by new appends, in one batch,
+//!   leaves exactly the new entries). So the log never has a hole.
+//! - A job's `done` runs only after the synced write that holds it has returned.
+//! - Every staged entry is readable: readers take the tail before reading the disk, and an
+//!   entry leaves the tail only after it is on disk.
+//! - Bounded: at most `QUEUE_JOBS_MAX` jobs wait (a full queue blocks the caller: the disk
+//!   sets the pace), and one group holds at most `GROUP_JOBS_MAX` jobs.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rocksdb::WriteBatch;
+
+use super::engine::StoreError;
+use super::log::LogEngine;
+
+const QUEUE_JOBS_MAX: usize = 4_096;
+const GROUP_JOBS_MAX: usize = 1_024;
+
+/// Called once a job is durable, or with the error that stopped it (the node's log is then
+/// unusable and openraft shuts the core down).
+pub type Done = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
+
+/// Staged entries not yet known to be on disk: index → (job sequence number, bytes).
+type Tail = BTreeMap<u64, (u64, Arc<[u8]>)>;
+
+enum Op {
+    Append(Vec<(u64, Arc<[u8]>)>),
+    Truncate { from: u64 },
+    Purge { through: u64, marker: Vec<u8> },
+}
+
+struct Job {
+    seq: u64,
+    op: Op,
+    done: Done,
+}
+
+struct Staging {
+    tail: Tail,
+    next_seq: u64,
+}
+
+pub struct LogWriter {
+    engine: LogEngine,
+    staging: Arc<Mutex<Staging>>,
+    /// `None` only while dropping.
+    queue: Option<SyncSender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LogWriter {
+    /// Closes the queue and waits for the thread to finish what was queued and release
+    /// its handle on the database: RocksDB must be closed by the time the process exits
+    /// (a DB still open while static destructors run aborts with "pthread lock: Invalid
+    /// argument").
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl LogWriter {
+    /// Starts the writer thread; dropping the `LogWriter` stops it and waits for it.
+    pub fn start(engine: LogEngine) -> Result<LogWriter, StoreError> {
+        let staging = Arc::new(Mutex::new(Staging {
+            tail: Tail::new(),
+            next_seq: 0,
+        }));
+        let (queue, jobs) = sync_channel(QUEUE_JOBS_MAX);
+        let (thread_engine, thread_staging) = (engine.clone(), staging.clone());
+        let thread = std::thread::Builder::new()
+            .name("cairn-log-writer".into())
+            .spawn(move || write_groups(&thread_engine, &thread_staging, jobs))?;
+        Ok(LogWriter {
+            engine,
+            staging,
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stages `entries` (readable when this returns) and queues their synced write.
+    pub fn append(&self, entries: Vec<(u64, Vec<u8>)>, done: Done) -> Result<(), StoreError> {
+        let entries: Vec<(u64, Arc<[u8]>)> =
+            entries.into_iter().map(|(i, b)| (i, b.into())).collect();
+        let mut staging = lock(&self.staging);
+        let seq = staging.next_seq;
+        staging.next_seq += 1;
+        for (index, bytes) in &entries {
+            staging.tail.insert(*index, (seq, bytes.clone()));
+        }
+        // Sent under the lock: queue order is staging order.
+        self.send(seq, Op::Append(entries), done)
+    }
+
+    /// Drops staged entries >= `from` at once and queues the deletion of the stored ones.
+    pub fn truncate(&self, from: u64, done: Done) -> Result<(), StoreError> {
+        let mut staging = lock(&self.staging);
+        staging.tail.split_off(&from);
+        let seq = staging.next_seq;
+        staging.next_seq += 1;
+        self.send(seq, Op::Truncate { from }, done)
+    }
+
+    /// Queues the deletion of entries <= `through` with the `last_purged` marker.
+    pub fn purge(&self, through: u64, marker: Vec<u8>, done: Done) -> Result<(), StoreError> {
+        let mut staging = lock(&self.staging);
+        let seq = staging.next_seq;
+        staging.next_seq += 1;
+        self.send(seq, Op::Purge { through, marker }, done)
+    }
+
+    fn send(&self, seq: u64, op: Op, done: Done) -> Result<(), StoreError> {
+        let stopped = || StoreError::Invariant("the log writer thread has stopped".into());
+        self.queue
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(Job { seq, op, done })
+            .map_err(|_| stopped())
+    }
+
+    /// Entries with `start <= index < end`, staged or stored, in order.
+    pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        // The tail first: an entry that leaves it meanwhile is on disk before it leaves.
+        let staged: Vec<(u64, Arc<[u8]>)> = lock(&self.staging)
+            .tail
+            .range(start..end)
+            .map(|(i, (_, b))| (*i, b.clone()))
+            .collect();
+        let mut merged: BTreeMap<u64, Vec<u8>> =
+            self.engine.range(start, end)?.into_iter().collect();
+        merged.extend(staged.into_iter().map(|(i, b)| (i, b.to_vec())));
+        Ok(merged.into_iter().collect())
+    }
+
+    /// The entry with the highest index, staged or stored.
+    ///
+    /// A staged entry is always above every stored one: openraft waits for a truncation to
+    /// finish before it appends after it.
+    pub fn last(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
+        let staged = lock(&self.staging)
+            .tail
+            .last_key_value()
+            .map(|(i, (_, b))| (*i, b.to_vec()));
+        match staged {
+            Some(entry) => Ok(Some(entry)),
+            None => self.engine.last(),
+        }
+    }
+}
+
+fn lock(staging: &Mutex<Staging>) -> MutexGuard<'_, Staging> {
+    // A panic while holding the lock leaves plain data behind; keep serving it.
+    staging.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The writer thread: one synced write per group of queued jobs.
+fn write_groups(engine: &LogEngine, staging: &Mutex<Staging>, jobs: Receiver<Job>) {
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        while group.len() < GROUP_JOBS_MAX {
+            match jobs.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        let result = write_group(engine, &group).map_err(Arc::new);
+        if result.is_ok() {
+            forget_durable(&mut lock(staging).tail, &group);
+        }
+        for job in group {
+            (job.done)(result.clone());
+        }
+    }
+}
+
+fn write_group(engine: &LogEngine, group: &[Job]) -> Result<(), StoreError> {
+    let mut batch = WriteBatch::default();
+    for job in group {
+        match &job.op {
+            Op::Append(entries) => {
+                engine.stage_append(&mut batch, entries.iter().map(|(i, b)| (*i, &b[..])))?
+            }
+            Op::Truncate { from } => engine.stage_truncate(&mut batch, *from),
+            Op::Purge { through, marker } => engine.stage_purge(&mut batch, *through, marker)?,
+        }
+    }
+    engine.write_synced(batch)
+}
+
+/// Removes the group's appended entries from the tail, unless a later job staged another
+/// entry under the same index (after a truncation) that is not written yet.
+fn forget_durable(tail: &mut Tail, group: &[Job]) {
+    for job in group {
+        if let Op::Append(entries) = &job.op {
+            for (index, _) in entries {
+                if tail.get(index).is_some_and(|(seq, _)| *seq == job.seq) {
+                    tail.remove(index);
+                }
+            }
+        }
+    }
+}
