@@ -22,6 +22,8 @@
 //! - [`chaos`]: the real-process chaos suite (supervisor, iptables nemeses, workloads,
 //!   recorded history, the five checkers, report and plots, planted-bug self-test);
 //!   entry points in [`chaos::cli`].
+//! - [`spawn`]: starting child processes that die with the harness (chaos and bench).
 
 pub mod chaos;
 pub mod check;
+pub mod spawn;

@@ -1,10 +1,8 @@
 //! Child processes of a bench run (cairn nodes, etcd members) and their teardown.
 //!
-//! - Every child is spawned by one long-lived thread with `PR_SET_PDEATHSIG = SIGKILL`, so
-//!   even a SIGKILLed harness takes its children with it (the signal follows the *thread*
-//!   that forked, hence the dedicated thread rather than whichever tokio worker asks).
-//! - Every child runs in its own process group: a terminal Ctrl-C reaches only the harness,
-//!   which then stops the children itself (SIGTERM, then SIGKILL after a grace period).
+//! - Children are started by a [`Spawner`] (killed with the harness, own process group): a
+//!   terminal Ctrl-C reaches only the harness, which then stops the children itself
+//!   (SIGTERM, then SIGKILL after a grace period).
 //! - [`Procs::kill_all`] is idempotent and synchronous; the [`Teardown`] guard calls it on
 //!   return and on panic, the signal handler on SIGINT/SIGTERM/SIGHUP, the watchdog when the
 //!   whole-run deadline passes.
@@ -13,19 +11,18 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use cairn_jepsen::spawn::Spawner;
+
 /// Grace between SIGTERM and SIGKILL when tearing everything down.
 const KILL_ALL_GRACE: Duration = Duration::from_secs(5);
-
-type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
 
 struct Entry {
     child: Child,
@@ -35,7 +32,7 @@ struct Entry {
 /// The registry of running children, by name (`cairn-1`, `etcd-2`, ...).
 pub struct Procs {
     children: Mutex<BTreeMap<String, Entry>>,
-    spawner: Mutex<mpsc::Sender<SpawnJob>>,
+    spawner: Spawner,
     /// Removed by [`Procs::kill_all`] unless the run asked to keep it.
     cleanup_dir: Mutex<Option<PathBuf>>,
     torn_down: AtomicBool,
@@ -47,18 +44,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Procs {
     pub fn new() -> Result<Arc<Procs>> {
-        let (tx, rx) = mpsc::channel::<SpawnJob>();
-        std::thread::Builder::new()
-            .name("bench-spawner".into())
-            .spawn(move || {
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .context("starting the spawner thread")?;
+        let spawner = Spawner::new("bench-spawner")?;
         Ok(Arc::new(Procs {
             children: Mutex::new(BTreeMap::new()),
-            spawner: Mutex::new(tx),
+            spawner,
             cleanup_dir: Mutex::new(None),
             torn_down: AtomicBool::new(false),
         }))
@@ -70,7 +59,7 @@ impl Procs {
     }
 
     /// Starts `cmd` as child `name`, stdout and stderr appended to `log`.
-    pub fn spawn(&self, name: &str, mut cmd: Command, log: &Path) -> Result<u32> {
+    pub fn spawn(&self, name: &str, cmd: Command, log: &Path) -> Result<u32> {
         if self.torn_down.load(Ordering::SeqCst) {
             bail!("shutting down; not starting {name}");
         }
@@ -82,27 +71,7 @@ impl Procs {
             .append(true)
             .open(log)
             .with_context(|| format!("opening {}", log.display()))?;
-        cmd.stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .process_group(0);
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        lock(&self.spawner)
-            .send((cmd, tx))
-            .map_err(|_| anyhow!("spawner thread is gone"))?;
-        let child = rx
-            .recv()
-            .map_err(|_| anyhow!("spawner thread is gone"))?
-            .with_context(|| format!("spawning {name}"))?;
+        let child = self.spawner.spawn(cmd, out, name)?;
         let pid = child.id();
         lock(&self.children).insert(
             name.to_string(),

@@ -4,27 +4,25 @@
 //! - Node `i` listens on [`node_ip`]`(i)` with client port [`CLIENT_PORT`] and peer port
 //!   [`PEER_PORT`]; its directory is `<run>/nodes/n<i>/` with `data/` and `node.log`
 //!   (appended across restarts, each start marked by a header line).
-//! - Children are forked by one long-lived thread with `PR_SET_PDEATHSIG = SIGKILL`: the
-//!   kernel kills them if the harness dies, even by SIGKILL (the signal follows the
-//!   thread that forked, hence a dedicated thread rather than a tokio worker). Each runs
-//!   in its own process group, so a terminal Ctrl-C reaches only the harness, which then
-//!   tears down itself.
+//! - Children are started by a [`Spawner`]: the kernel kills them if the harness dies,
+//!   even by SIGKILL, and each runs in its own process group, so a terminal Ctrl-C
+//!   reaches only the harness, which then tears down itself.
 //! - [`Supervisor::kill_all`] is synchronous and idempotent; [`Teardown`] calls it on
 //!   drop (normal return, error, panic) and the Ctrl-C handler calls it too.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::net::node_ip;
+use crate::spawn::Spawner;
 
 pub const CLIENT_PORT: u16 = 8400;
 pub const PEER_PORT: u16 = 8500;
@@ -39,8 +37,6 @@ const NODE_ENV: [&str; 6] = [
 ];
 /// How long a SIGKILLed child may take to be reaped.
 const REAP_TIMEOUT: Duration = Duration::from_secs(10);
-
-type SpawnJob = (Command, mpsc::Sender<std::io::Result<Child>>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -72,7 +68,7 @@ pub struct Supervisor {
     procs: Mutex<BTreeMap<u64, Proc>>,
     /// Exits nobody asked for (a node crashed by itself): always a finding.
     unexpected_exits: Mutex<Vec<String>>,
-    spawner: Mutex<mpsc::Sender<SpawnJob>>,
+    spawner: Spawner,
     torn_down: AtomicBool,
 }
 
@@ -83,22 +79,14 @@ impl Supervisor {
         let copy = dir.join("cairn-node");
         std::fs::copy(bin, &copy)
             .with_context(|| format!("copying {} (build it first)", bin.display()))?;
-        let (tx, rx) = mpsc::channel::<SpawnJob>();
-        std::thread::Builder::new()
-            .name("chaos-spawner".into())
-            .spawn(move || {
-                for (mut cmd, reply) in rx {
-                    let _ = reply.send(cmd.spawn());
-                }
-            })
-            .context("starting the spawner thread")?;
+        let spawner = Spawner::new("chaos-spawner")?;
         Ok(Arc::new(Supervisor {
             bin: copy,
             dir: dir.to_path_buf(),
             planted_bug,
             procs: Mutex::new(BTreeMap::new()),
             unexpected_exits: Mutex::new(Vec::new()),
-            spawner: Mutex::new(tx),
+            spawner,
             torn_down: AtomicBool::new(false),
         }))
     }
@@ -145,27 +133,7 @@ impl Supervisor {
         if let Some(bug) = &self.planted_bug {
             cmd.env("CAIRN_PLANTED_BUG", bug);
         }
-        cmd.stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .process_group(0);
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let (tx, rx) = mpsc::channel();
-        lock(&self.spawner)
-            .send((cmd, tx))
-            .map_err(|_| anyhow!("spawner thread is gone"))?;
-        let child = rx
-            .recv()
-            .map_err(|_| anyhow!("spawner thread is gone"))?
-            .with_context(|| format!("spawning node {id}"))?;
+        let child = self.spawner.spawn(cmd, log, &format!("node {id}"))?;
         lock(&self.procs).insert(
             id,
             Proc {

@@ -2,11 +2,16 @@
 //! This is the one place openraft's generics appear.
 //!
 //! - `types`: [`TypeConfig`], the entry payload ([`Request`]) and response.
-//! - `log_store`: `RaftLogStorage` over [`crate::store::LogEngine`].
+//! - `log_store`: `RaftLogStorage` over [`crate::store::LogEngine`] and its group-commit
+//!   [`crate::store::LogWriter`].
 //! - `state_machine`: `RaftStateMachine` over [`crate::store::StateEngine`], applying
 //!   commands with the pure rules of `cairn_memory`.
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
+
+// openraft's `StorageError` is large, and it is the error type its storage traits demand:
+// boxing it here would only add a conversion at every trait boundary.
+#![allow(clippy::result_large_err)]
 
 pub mod batcher;
 pub mod config;
