@@ -147,13 +147,29 @@ impl Engine {
         w
     }
 
-    /// Flushes every memtable and compacts every family down to the bottom level, so that
-    /// deleted and overwritten bytes leave the SST files and obsolete WAL files are dropped.
-    pub fn compact_all(&self) -> Result<(), StoreError> {
-        let handles: Vec<&ColumnFamily> = cf::ALL.iter().map(|n| self.cf(n)).collect();
+    /// Bulk loads that make themselves durable with [`Engine::flush`] (snapshot install):
+    /// no WAL, so the bytes are not written twice.
+    pub fn bulk() -> WriteOptions {
+        let mut w = WriteOptions::default();
+        w.set_sync(false);
+        w.disable_wal(true);
+        w
+    }
+
+    /// Flushes the memtables of `families` to SST files and waits for it.
+    pub fn flush(&self, families: &[&'static str]) -> Result<(), StoreError> {
+        let handles: Vec<&ColumnFamily> = families.iter().map(|n| self.cf(n)).collect();
         let mut flush = rocksdb::FlushOptions::default();
         flush.set_wait(true);
         self.db.flush_cfs_opt(&handles, &flush)?;
+        Ok(())
+    }
+
+    /// Flushes every memtable and compacts every family down to the bottom level, so that
+    /// deleted and overwritten bytes leave the SST files and obsolete WAL files are dropped.
+    pub fn compact_all(&self) -> Result<(), StoreError> {
+        self.flush(&cf::ALL)?;
+        let handles: Vec<&ColumnFamily> = cf::ALL.iter().map(|n| self.cf(n)).collect();
         let mut compact = rocksdb::CompactOptions::default();
         compact.set_exclusive_manual_compaction(true);
         compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
