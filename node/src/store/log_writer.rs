@@ -217,3 +217,109 @@ fn forget_durable(tail: &mut Tail, group: &[Job]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::{Engine, EngineOptions};
+
+    const WAIT: Duration = Duration::from_secs(10);
+
+    fn open() -> (tempfile::TempDir, LogEngine, LogWriter) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).unwrap();
+        let log = LogEngine::new(engine);
+        let writer = LogWriter::start(log.clone()).unwrap();
+        (dir, log, writer)
+    }
+
+    /// A `Done` that reports on a channel, and the channel.
+    fn signal() -> (Done, mpsc::Receiver<Result<(), Arc<StoreError>>>) {
+        let (tx, rx) = mpsc::channel();
+        let done: Done = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        (done, rx)
+    }
+
+    fn entries(indexes: std::ops::RangeInclusive<u64>, tag: &str) -> Vec<(u64, Vec<u8>)> {
+        indexes
+            .map(|i| (i, format!("{tag}{i}").into_bytes()))
+            .collect()
+    }
+
+    fn tags(found: &[(u64, Vec<u8>)]) -> Vec<String> {
+        found
+            .iter()
+            .map(|(_, b)| String::from_utf8(b.clone()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn appended_entries_are_readable_at_once_and_on_disk_when_done_runs() {
+        let (_dir, log, writer) = open();
+        let (done, durable) = signal();
+        writer.append(entries(1..=3, "a"), done).unwrap();
+        assert_eq!(tags(&writer.range(1, 4).unwrap()), ["a1", "a2", "a3"]);
+        assert_eq!(writer.last().unwrap().map(|(i, _)| i), Some(3));
+        durable.recv_timeout(WAIT).unwrap().unwrap();
+        assert_eq!(
+            tags(&log.range(1, 4).unwrap()),
+            ["a1", "a2", "a3"],
+            "on disk"
+        );
+        assert!(
+            lock(&writer.staging).tail.is_empty(),
+            "durable entries leave the tail"
+        );
+    }
+
+    #[test]
+    fn a_truncation_and_the_appends_after_it_reach_the_disk_in_order() {
+        let (_dir, log, writer) = open();
+        let (done, first) = signal();
+        writer.append(entries(1..=4, "old"), done).unwrap();
+        let (done, truncated) = signal();
+        writer.truncate(3, done).unwrap();
+        assert_eq!(tags(&writer.range(1, 10).unwrap()), ["old1", "old2"]);
+        let (done, second) = signal();
+        writer.append(entries(3..=5, "new"), done).unwrap();
+        for rx in [first, truncated, second] {
+            rx.recv_timeout(WAIT).unwrap().unwrap();
+        }
+        let expected = ["old1", "old2", "new3", "new4", "new5"];
+        assert_eq!(tags(&writer.range(1, 10).unwrap()), expected);
+        assert_eq!(tags(&log.range(1, 10).unwrap()), expected, "on disk");
+        assert_eq!(writer.last().unwrap().map(|(i, _)| i), Some(5));
+    }
+
+    #[test]
+    fn a_purge_removes_the_prefix_with_its_marker() {
+        let (_dir, log, writer) = open();
+        let (done, appended) = signal();
+        writer.append(entries(1..=5, "e"), done).unwrap();
+        let (done, purged) = signal();
+        writer.purge(3, b"marker".to_vec(), done).unwrap();
+        appended.recv_timeout(WAIT).unwrap().unwrap();
+        purged.recv_timeout(WAIT).unwrap().unwrap();
+        assert_eq!(tags(&writer.range(0, 10).unwrap()), ["e4", "e5"]);
+        assert_eq!(
+            log.get_meta(super::super::log::meta::LAST_PURGED).unwrap(),
+            Some(b"marker".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_gap_in_one_append_is_refused_and_reported() {
+        let (_dir, _log, writer) = open();
+        let (done, result) = signal();
+        writer
+            .append(vec![(1, b"x".to_vec()), (3, b"y".to_vec())], done)
+            .unwrap();
+        let err = result.recv_timeout(WAIT).unwrap().unwrap_err();
+        assert!(err.to_string().contains("non-consecutive"), "{err}");
+    }
+}
