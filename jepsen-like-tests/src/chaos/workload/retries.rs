@@ -7,7 +7,10 @@
 //!
 //! Each key has this process as its only writer, so the n-th acknowledged write of a key
 //! must have version n. An operation that stays unresolved poisons that accounting, so
-//! the process moves on to a fresh key.
+//! the process moves on to a fresh key; so it does after `KEY_WRITES_MAX` acknowledged
+//! writes, which keeps every key's history within what `POST /v1/history` returns (10 000
+//! events), so the checker can account for every write (a 30-minute campaign once wrote
+//! 67 000 times to one key and could not).
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +24,8 @@ use crate::chaos::history::{Input, Outcome, Output, Workload};
 /// How long one operation may keep resending before it is left `info`.
 const RESOLVE_FOR: Duration = Duration::from_secs(8);
 const RESEND_PAUSE: Duration = Duration::from_millis(100);
+/// Acknowledged writes per key before moving on (well under the 10 000-event history page).
+const KEY_WRITES_MAX: u64 = 5_000;
 
 pub async fn run(ctx: Ctx, process: u64) {
     let mut rng = ctx.rng(process);
@@ -28,6 +33,7 @@ pub async fn run(ctx: Ctx, process: u64) {
     let patient = ctx.client();
     let mut key_index = 0u64;
     let mut key = format!("retry/p{process}/k{key_index}");
+    let mut acknowledged = 0u64;
     while ctx.running() {
         let input = Input::Write {
             key: key.clone(),
@@ -64,9 +70,11 @@ pub async fn run(ctx: Ctx, process: u64) {
         }
         let input = pending.input.clone();
         ctx.rec.complete(pending, outcome, output);
-        if outcome == Outcome::Info {
+        acknowledged += u64::from(outcome == Outcome::Ok);
+        if outcome == Outcome::Info || acknowledged >= KEY_WRITES_MAX {
             key_index += 1;
             key = format!("retry/p{process}/k{key_index}");
+            acknowledged = 0;
         } else if outcome == Outcome::Ok && rng.gen_bool(0.3) {
             // A duplicate delivery of an acknowledged request: must be replayed.
             exec::mutate(&ctx.rec, process, Workload::Retries, &patient, input).await;
