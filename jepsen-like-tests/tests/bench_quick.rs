@@ -1,0 +1,132 @@
+//! The benchmark's CI smoke: `cairn-jepsen bench --quick` against a fresh 3-node cairn
+//! cluster and a 3-member etcd cluster on loopback (a few seconds per point), then checks
+//! what it wrote: a row per (system, workload, clients) with throughput and latency, the
+//! disk's fdatasync rate, the report and the plots. It proves the harness runs end to end;
+//! the numbers themselves come from the full run (`scripts/bench`), not from here.
+//!
+//! Needs `etcd` in PATH (Debian `etcd-server`, installed by `scripts/test`); without it the
+//! test skips loudly.
+
+use std::path::Path;
+use std::process::Command;
+
+use cairn_jepsen::chaos::planted;
+use serde_json::Value;
+
+const SYSTEMS: [&str; 2] = ["cairn", "etcd"];
+const WORKLOADS: [&str; 4] = ["write", "read-linearizable", "read-bounded", "mixed"];
+const CLIENTS: [u64; 4] = [1, 16, 64, 256];
+/// The whole quick run must end within this (it takes 2-3 minutes on 2 cores).
+const TIME_LIMIT_SECS: u64 = 420;
+/// Failed operations tolerated per point (timeouts on a machine stall), as a fraction.
+const ERRORS_MAX_FRACTION: f64 = 0.01;
+
+fn etcd_available() -> bool {
+    Command::new("etcd")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn quick_bench_measures_both_systems() {
+    if !etcd_available() {
+        eprintln!("\n\n*** SKIPPING quick_bench_measures_both_systems: no etcd in PATH (apt-get install etcd-server) ***\n\n");
+        return;
+    }
+    let node_bin = planted::build::normal().expect("building cairn-node");
+    let out = tempfile::tempdir().unwrap();
+    let report = out.path().join("REPORT.md");
+    let status = Command::new(env!("CARGO_BIN_EXE_cairn-jepsen"))
+        .arg("bench")
+        .arg("--quick")
+        .arg("--node-bin")
+        .arg(&node_bin)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(out.path())
+        .arg("--time-limit-secs")
+        .arg(TIME_LIMIT_SECS.to_string())
+        .status()
+        .expect("running cairn-jepsen bench");
+    assert!(status.success(), "bench --quick failed: {status}");
+
+    let latest: Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("latest.json")).unwrap()).unwrap();
+    assert_eq!(latest["mode"], "quick");
+    let fsync_rate = latest["fdatasync_start"]["ops_per_s"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        fsync_rate > 0.0,
+        "fdatasync rate: {}",
+        latest["fdatasync_start"]
+    );
+    let rows = latest["rows"].as_array().expect("rows");
+    for system in SYSTEMS {
+        for workload in WORKLOADS {
+            for clients in CLIENTS {
+                check_row(rows, system, workload, clients);
+            }
+        }
+    }
+    let report_text = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        report_text.contains("| write | 64 | 256 B |"),
+        "{report_text}"
+    );
+    assert_plots(out.path());
+}
+
+fn check_row(rows: &[Value], system: &str, workload: &str, clients: u64) {
+    let row = rows
+        .iter()
+        .find(|r| r["system"] == system && r["workload"] == workload && r["clients"] == clients)
+        .unwrap_or_else(|| panic!("no row for {system} {workload} c={clients}"));
+    let what = format!("{system} {workload} c={clients}: {row}");
+    let ops = row["ops"].as_f64().unwrap_or(0.0);
+    assert!(row["ops_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{what}");
+    for latency in ["p50_ms", "p99_ms", "p999_ms"] {
+        assert!(
+            row[latency].as_f64().unwrap_or(0.0) > 0.0,
+            "{latency} of {what}"
+        );
+    }
+    assert!(
+        row["p50_ms"].as_f64() <= row["p99_ms"].as_f64(),
+        "p50 above p99: {what}"
+    );
+    let errors = row["errors"].as_f64().unwrap_or(f64::MAX);
+    assert!(errors <= ops * ERRORS_MAX_FRACTION, "errors: {what}");
+}
+
+fn assert_plots(out: &Path) {
+    let pngs: Vec<_> = walk(out)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .collect();
+    assert!(
+        pngs.iter().any(|p| p.ends_with("throughput.png")),
+        "no throughput plot among {pngs:?}"
+    );
+    for png in &pngs {
+        let len = std::fs::metadata(png).unwrap().len();
+        assert!(len > 1_000, "{} is only {len} bytes", png.display());
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
