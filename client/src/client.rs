@@ -429,13 +429,25 @@ impl Client {
             .await
     }
 
-    /// A tombstone by id; tombstones are kept forever.
-    pub async fn tombstone(&self, id: &str) -> Result<Tombstone> {
+    /// A tombstone by id; tombstones are kept forever. The read options (defaulting to the
+    /// client's) go as query parameters; `bounded`/`any` reads spread over the nodes.
+    pub async fn tombstone(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
+        let options = self.effective(options);
+        let mut query = Vec::new();
+        if let Some(consistency) = options.consistency {
+            query.push(("consistency", consistency.as_str().to_string()));
+        }
+        if let Some(ms) = options.max_staleness_ms {
+            query.push(("max_staleness_ms", ms.to_string()));
+        }
+        if let Some(revision) = options.min_revision {
+            query.push(("min_revision", revision.to_string()));
+        }
         let call = Call {
             method: Method::GET,
-            route: Route::Leader,
+            route: read_route(options.consistency),
             path: &["v1", "tombstones", id],
-            query: Vec::new(),
+            query,
             body: None,
             mode: Mode::Read,
             timeout: Some(self.timeouts.request),
@@ -593,13 +605,9 @@ impl Client {
         request: &Q,
         consistency: Option<Consistency>,
     ) -> Result<Q::Output> {
-        let route = match consistency {
-            Some(Consistency::Bounded | Consistency::Any) => Route::Spread,
-            Some(Consistency::Linearizable) | None => Route::Leader,
-        };
         let call = Call {
             method: Method::POST,
-            route,
+            route: read_route(consistency),
             path: &["v1", Q::PATH],
             query: Vec::new(),
             body: Some(encode(request)?),
@@ -784,6 +792,14 @@ impl Client {
             Some(session) => lock(session).check(answer),
             None => Ok(()),
         }
+    }
+}
+
+/// Where a read goes: linearizable reads to the leader, the others to any node.
+fn read_route(consistency: Option<Consistency>) -> Route<'static> {
+    match consistency {
+        Some(Consistency::Bounded | Consistency::Any) => Route::Spread,
+        Some(Consistency::Linearizable) | None => Route::Leader,
     }
 }
 

@@ -425,7 +425,7 @@ async fn a_forget_keeps_exactly_one_tombstone_with_the_value_hash() {
 
     // 2.2 Readable by id: linearizable by default, and on each node at the forget's revision.
     let by_id = client
-        .tombstone(&tombstone.id)
+        .tombstone(&tombstone.id, linearizable())
         .await
         .expect("GET tombstone");
     assert_eq!(by_id, tombstone);
@@ -444,6 +444,12 @@ async fn a_forget_keeps_exactly_one_tombstone_with_the_value_hash() {
             let got: Tombstone = serde_json::from_value(body).expect("a tombstone");
             assert_eq!(got, tombstone, "{url}");
         }
+        let local = cluster
+            .client_for(id)
+            .tombstone(&tombstone.id, any_at(forgot.revision))
+            .await
+            .expect("the client library's tombstone read with options");
+        assert_eq!(local, tombstone, "node {id}");
     }
     let unknown = format!("{}/v1/tombstones/{}", cluster.endpoint(1), "ab".repeat(16));
     let (status, body) = raw(reqwest::Method::GET, &unknown, None).await;
@@ -462,7 +468,10 @@ async fn a_forget_keeps_exactly_one_tombstone_with_the_value_hash() {
         (State::Forgotten, forgot.version, forgot.version)
     );
     assert_eq!(
-        client.tombstone(&tombstone.id).await.expect("GET"),
+        client
+            .tombstone(&tombstone.id, linearizable())
+            .await
+            .expect("GET"),
         tombstone
     );
     let read = client.read(key, linearizable()).await.expect("read");
@@ -592,7 +601,10 @@ async fn only_clear_tombstone_reopens_a_forgotten_key_as_a_new_generation() {
     assert_eq!(read.record.tombstone, None);
     // Tombstones are kept forever, also after their key is re-created.
     assert_eq!(
-        client.tombstone(&tombstone.id).await.expect("GET"),
+        client
+            .tombstone(&tombstone.id, linearizable())
+            .await
+            .expect("GET"),
         tombstone
     );
 

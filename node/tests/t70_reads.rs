@@ -1230,7 +1230,10 @@ async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
     let tombstone = forgot
         .tombstone
         .expect("a forget answers with its tombstone");
-    let kept = checker.tombstone(&tombstone.id).await.expect("tombstone");
+    let kept = checker
+        .tombstone(&tombstone.id, linearizable.clone())
+        .await
+        .expect("tombstone");
     assert_eq!(
         kept, tombstone,
         "the replayed answer names the one tombstone"

@@ -592,7 +592,10 @@ async fn dispatch(ctx: &Ctx, command: Command) -> Result<()> {
         Command::Read(a) => ctx.emit(&client.read(&a.key, defaults).await?, print_read),
         Command::Probe(a) => ctx.emit(&client.probe(&a.key, defaults).await?, print_probe),
         Command::History(a) => ctx.emit(&client.history(&a.key, defaults).await?, print_history),
-        Command::Tombstone(a) => ctx.emit(&client.tombstone(&a.id).await?, print_tombstone),
+        Command::Tombstone(a) => ctx.emit(
+            &client.tombstone(&a.id, ReadOptions::default()).await?,
+            print_tombstone,
+        ),
         Command::List(a) => ctx.emit(&client.list(a.request()).await?, print_list),
         Command::Recall(a) => ctx.emit(&client.recall(a.request()).await?, print_recall),
         Command::Watch(a) => watch(ctx, a).await,
