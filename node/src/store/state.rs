@@ -341,59 +341,29 @@ impl From<StoredDedup> for DedupRecord {
     }
 }
 
-impl From<MutationResult> for StoredResult {
-    fn from(r: MutationResult) -> Self {
-        let MutationResult {
-            key,
-            state,
-            version,
-            generation,
-            forget_epoch,
-            revision,
-            replayed,
-            already,
-            tombstone,
-        } = r;
-        StoredResult {
-            key,
-            state,
-            version,
-            generation,
-            forget_epoch,
-            revision,
-            replayed,
-            already,
-            tombstone,
+/// `From` both ways between two structs with the same fields. Each side is destructured
+/// without `..`, so a field added to either struct fails to compile here until the mirror
+/// is updated.
+macro_rules! mirror {
+    ($a:ident <-> $b:ident { $($field:ident),* $(,)? }) => {
+        impl From<$a> for $b {
+            fn from(value: $a) -> $b {
+                let $a { $($field),* } = value;
+                $b { $($field),* }
+            }
         }
-    }
+        impl From<$b> for $a {
+            fn from(value: $b) -> $a {
+                let $b { $($field),* } = value;
+                $a { $($field),* }
+            }
+        }
+    };
 }
 
-impl From<StoredResult> for MutationResult {
-    fn from(r: StoredResult) -> Self {
-        let StoredResult {
-            key,
-            state,
-            version,
-            generation,
-            forget_epoch,
-            revision,
-            replayed,
-            already,
-            tombstone,
-        } = r;
-        MutationResult {
-            key,
-            state,
-            version,
-            generation,
-            forget_epoch,
-            revision,
-            replayed,
-            already,
-            tombstone,
-        }
-    }
-}
+mirror!(StoredResult <-> MutationResult {
+    key, state, version, generation, forget_epoch, revision, replayed, already, tombstone,
+});
 
 /// Read-side assertion: a slot read back must be the key it is stored under and must hold a
 /// value exactly when its state allows one.
