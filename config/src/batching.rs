@@ -24,8 +24,9 @@ pub struct BatchingConfig {
     pub linger_us: u64,
     /// Entries proposed but not yet applied (pipelining depth). 2 measured best on a
     /// 2-core machine: more slots make smaller entries, and per-entry CPU (replication
-    /// RPCs, fsyncs, wake-ups) is what bounds throughput there (64 writers: 9.6k ops/s at
-    /// 2, 7.1k at 4, 5.8k at 8).
+    /// RPCs, fsyncs, wake-ups) is what bounds throughput there. 64 writers, same binary,
+    /// back-to-back 5 s points: 9.6k ops/s at 2, 7.1k at 4, 5.8k at 8 (4 ranged 7.1k-8.7k
+    /// across separate runs).
     pub inflight_entries_max: u64,
     /// Operations waiting to be proposed; a full queue makes writers wait (backpressure).
     pub queue_ops_max: u64,

@@ -14,7 +14,7 @@
 //!   leaves exactly the new entries). So the log never has a hole.
 //! - A job's `done` runs only after the synced write that holds it has returned.
 //! - Every staged entry is readable: readers take the tail before reading the disk, and an
-//!   entry leaves the tail only after it is on disk.
+//!   entry leaves the tail only after it is on disk. The tail is always a suffix of the log.
 //! - Bounded: at most `QUEUE_JOBS_MAX` jobs wait (a full queue blocks the caller: the disk
 //!   sets the pace), and one group holds at most `GROUP_JOBS_MAX` jobs.
 
@@ -136,6 +136,9 @@ impl LogWriter {
     }
 
     /// Entries with `start <= index < end`, staged or stored, in order.
+    ///
+    /// The tail is a suffix of the log (appends are consecutive, and whole jobs leave it in
+    /// queue order), so the disk is read only below its first entry.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         // The tail first: an entry that leaves it meanwhile is on disk before it leaves.
         let staged: Vec<(u64, Arc<[u8]>)> = lock(&self.staging)
@@ -143,10 +146,10 @@ impl LogWriter {
             .range(start..end)
             .map(|(i, (_, b))| (*i, b.clone()))
             .collect();
-        let mut merged: BTreeMap<u64, Vec<u8>> =
-            self.engine.range(start, end)?.into_iter().collect();
-        merged.extend(staged.into_iter().map(|(i, b)| (i, b.to_vec())));
-        Ok(merged.into_iter().collect())
+        let stored_end = staged.first().map_or(end, |(i, _)| *i);
+        let mut entries = self.engine.range(start, stored_end)?;
+        entries.extend(staged.into_iter().map(|(i, b)| (i, b.to_vec())));
+        Ok(entries)
     }
 
     /// The entry with the highest index, staged or stored.
