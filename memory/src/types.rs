@@ -127,7 +127,8 @@ pub struct Mutation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
     pub request_id: Option<String>,
-    /// sha256 (hex) of the canonical request payload, compared on `request_id` replays.
+    /// sha256 (hex) of what the request asks (`limits.rs`), compared on `request_id`
+    /// replays; empty when there is no `request_id`.
     pub payload_hash: String,
     pub mutations: Vec<Mutation>,
     /// `true` for `POST /v1/batch` (its result is a `BatchResult`).

@@ -100,7 +100,7 @@ fn normal(index: u64, commands: Vec<Command>) -> Entry {
     let request = Request {
         now_ms: now_of(index),
         dedup_retention_ms: RETENTION_MS,
-        commands,
+        commands: commands.into(),
     };
     Entry {
         log_id: log_id(index),

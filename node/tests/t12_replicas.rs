@@ -200,7 +200,7 @@ fn entries(case: &Case) -> Vec<Entry> {
                 let request = Request {
                     now_ms,
                     dedup_retention_ms: case.retention_ms,
-                    commands,
+                    commands: commands.into(),
                 };
                 EntryPayload::Normal(request)
             }
@@ -263,7 +263,7 @@ impl Reference {
             now_ms: self.clock_ms,
         };
         let mut responses = Vec::with_capacity(request.commands.len());
-        for command in &request.commands {
+        for command in request.commands.iter() {
             let (response, effects) =
                 execute(command, &*self, &ctx, request.dedup_retention_ms).unwrap();
             self.absorb(effects);
@@ -476,7 +476,7 @@ fn a_dedup_record_expires_the_same_whatever_the_chunking() {
         payload: EntryPayload::Normal(Request {
             now_ms,
             dedup_retention_ms: 1000,
-            commands: vec![command.clone()],
+            commands: vec![command.clone()].into(),
         }),
     };
     let log = [normal(1, T0, &remembered), normal(2, T0 + 5000, &plain)];

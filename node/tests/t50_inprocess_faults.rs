@@ -296,12 +296,12 @@ fn command(op: usize, key: &str, value: u64) -> Command {
             based_on_revision: None,
             request_id: None,
         };
-        limits::single(limits::forget(&req, &l).unwrap(), None, &req, &l).unwrap()
+        limits::single(limits::forget(&req, &l).unwrap(), None, &l).unwrap()
     } else {
         let mut req = WriteRequest::new(key.to_string(), serde_json::json!(value), "t".to_string());
         // Every third write re-establishes a forgotten key; the others must be refused on one.
         req.clear_tombstone = op % 3 == 0;
-        limits::single(limits::write(&req, &l).unwrap(), None, &req, &l).unwrap()
+        limits::single(limits::write(&req, &l).unwrap(), None, &l).unwrap()
     }
 }
 
@@ -324,7 +324,7 @@ async fn writer(
         let request = Request {
             now_ms: cairn_node::consensus::batcher::unix_ms(),
             dedup_retention_ms: 60_000,
-            commands: vec![command(op, &key, value)],
+            commands: vec![command(op, &key, value)].into(),
         };
         let written =
             tokio::time::timeout(Duration::from_secs(2), leader.client_write(request)).await;

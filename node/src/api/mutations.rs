@@ -16,7 +16,6 @@ use cairn_client::api::{
     SupersedeRequest, WriteRequest,
 };
 use cairn_memory::{limits, Command, CommandResponse, Mutation, OpError};
-use serde::Serialize;
 
 use super::body::JsonBody;
 use super::error::{write_failure, ApiError};
@@ -40,7 +39,6 @@ pub async fn write(
         body.raw.clone(),
         limits::write(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -58,7 +56,6 @@ pub async fn forget(
         body.raw.clone(),
         limits::forget(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -76,7 +73,6 @@ pub async fn revoke(
         body.raw.clone(),
         limits::revoke(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -94,7 +90,6 @@ pub async fn reinstate(
         body.raw.clone(),
         limits::reinstate(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -112,7 +107,6 @@ pub async fn flag_stale(
         body.raw.clone(),
         limits::flag_stale(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -130,7 +124,6 @@ pub async fn supersede(
         body.raw.clone(),
         limits::supersede(req, &app.config.limits),
         req.request_id.clone(),
-        req,
     )
     .await
 }
@@ -167,17 +160,16 @@ pub async fn batch(
     }
 }
 
-async fn single<P: Serialize>(
+async fn single(
     app: &SharedApp,
     headers: &HeaderMap,
     path: &str,
     raw: Bytes,
     mutation: std::result::Result<Mutation, OpError>,
     request_id: Option<String>,
-    payload: &P,
 ) -> Result<Response> {
     let mutation = mutation.map_err(|e| rejected_input(app, e))?;
-    let command = limits::single(mutation, request_id.clone(), payload, &app.config.limits)
+    let command = limits::single(mutation, request_id.clone(), &app.config.limits)
         .map_err(|e| rejected_input(app, e))?;
     match submit(app, headers, path, raw, command, request_id.as_deref()).await? {
         Submitted::Relayed(resp) => Ok(resp),

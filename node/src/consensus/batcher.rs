@@ -143,7 +143,7 @@ async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
     let request = Request {
         now_ms: unix_ms(),
         dedup_retention_ms,
-        commands,
+        commands: commands.into(),
     };
     match raft.client_write(request).await {
         Ok(written) => {

@@ -117,7 +117,7 @@ impl StateMachine {
                     };
                     txn.begin_revision();
                     let mut out = Vec::with_capacity(request.commands.len());
-                    for command in &request.commands {
+                    for command in request.commands.iter() {
                         let planted_command = planted_write_through_tombstone(command);
                         let command = planted_command.as_ref().unwrap_or(command);
                         let source = PlantedDedup(&txn);

@@ -1,5 +1,7 @@
 //! The openraft type configuration and what a log entry carries.
 
+use std::sync::Arc;
+
 use cairn_memory::{Command, CommandResponse};
 use serde::{Deserialize, Serialize};
 
@@ -20,7 +22,9 @@ pub struct Request {
     pub now_ms: u64,
     /// How long `request_id`s are remembered, in leader time.
     pub dedup_retention_ms: u64,
-    pub commands: Vec<Command>,
+    /// Shared: an entry is cloned for each follower's replication and for apply, and the
+    /// commands never change after proposal (encoded exactly like a `Vec`).
+    pub commands: Arc<[Command]>,
 }
 
 /// One response per command of the entry, in order.

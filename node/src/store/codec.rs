@@ -12,8 +12,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 /// Current on-disk/on-wire format. 2: dedup records remember rejections too (format 1
-/// remembered only applied commands; its data is refused, not misread).
-pub const FORMAT: u8 = 2;
+/// remembered only applied commands). 3: `payload_hash` is computed from the validated
+/// mutations instead of the request's JSON, so a format-2 dedup record would answer a
+/// retry of its own request with `request_id_reused`. Older data is refused, not misread.
+pub const FORMAT: u8 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
