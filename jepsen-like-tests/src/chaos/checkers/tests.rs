@@ -216,6 +216,30 @@ fn a_read_below_an_acknowledged_forget_is_caught() {
 }
 
 #[test]
+fn an_absent_key_is_judged_by_the_consistency_asked_for() {
+    // Chaos seed 9385774814723887609: a bounded read (1 s bound) of a key written and
+    // forgotten 0.3 s earlier found it absent on a lagging node; that is within the
+    // bound, not a linearizable read below the forget.
+    let (mut records, fs) = clean();
+    let absent = Output::Read { rec: None };
+    records.push(record(
+        4,
+        (70, 80),
+        read(Consistency::Bounded, Some(1_000)),
+        absent.clone(),
+    ));
+    assert!(failed(&verdicts(&records, &fs)).is_empty());
+    // The same answer to a linearizable read is a violation.
+    records.push(record(
+        5,
+        (90, 100),
+        read(Consistency::Linearizable, None),
+        absent,
+    ));
+    assert!(failed(&verdicts(&records, &fs)).contains(&"forget-invariants"));
+}
+
+#[test]
 fn a_stale_bounded_read_is_caught_only_past_the_bound() {
     let (mut records, fs) = clean();
     // Invoked 1 ms after the forget was acknowledged: within a 500 ms bound, fine.
