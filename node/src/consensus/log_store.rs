@@ -273,12 +273,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
     {
+        // Encoded before taking the lock: readers wait on it.
+        let entries: Vec<(Entry, Vec<u8>)> = entries
+            .into_iter()
+            .map(|e| {
+                let bytes = codec::encode(&e);
+                (e, bytes)
+            })
+            .collect();
         let encoded: Vec<(u64, Vec<u8>)> = {
             let mut recent = self.recent();
             entries
                 .into_iter()
-                .map(|e| {
-                    let bytes = codec::encode(&e);
+                .map(|(e, bytes)| {
                     let index = e.get_log_id().index;
                     recent.insert(e, bytes.len());
                     (index, bytes)
