@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{check_positive, ConfigError};
+use crate::error::{check_at_most, check_positive, ConfigError};
 use crate::{BatchingConfig, Limits, RaftConfig, ReadsConfig};
 
 /// Node `i` serves clients on `127.0.0.1:(CLIENT_PORT_BASE + i)` by default (SPEC §6).
@@ -16,6 +16,10 @@ pub const PEER_PORT_BASE: u16 = 7500;
 /// How long a `request_id` is remembered for exactly-once retries: 24 h.
 pub const DEDUP_RETENTION_MS_DEFAULT: u64 = 24 * 60 * 60 * 1000;
 pub const LOG_LEVEL_DEFAULT: &str = "info";
+/// 0: one async worker thread per CPU core.
+pub const WORKER_THREADS_DEFAULT: u64 = 0;
+/// More workers than this is a typo, not a machine.
+pub const WORKER_THREADS_MAX: u64 = 1024;
 
 /// Everything one `cairn-node` process needs. Build it with [`NodeConfig::load`] (or
 /// [`NodeConfig::local`]), which fills defaults and validates; a `NodeConfig` obtained that
@@ -34,6 +38,9 @@ pub struct NodeConfig {
     pub dedup_retention_ms: u64,
     /// `tracing` filter directive, e.g. `info` or `info,openraft=warn`.
     pub log_level: String,
+    /// Async worker threads; 0 = one per CPU core. Several nodes sharing a few cores
+    /// spend less CPU per write with 1 each (fewer cross-thread wake-ups; BENCH.md).
+    pub worker_threads: u64,
     pub raft: RaftConfig,
     pub batching: BatchingConfig,
     pub reads: ReadsConfig,
@@ -60,6 +67,7 @@ struct NodeFile {
     peer_addr: Option<String>,
     dedup_retention_ms: Option<u64>,
     log_level: Option<String>,
+    worker_threads: Option<u64>,
     #[serde(default)]
     raft: RaftConfig,
     #[serde(default)]
@@ -108,7 +116,7 @@ impl NodeConfig {
     /// Checks every section, then the top-level fields and the bounds that tie sections:
     /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
     /// - `client_addr` and `peer_addr` parse as `IP:PORT` and differ (unless port 0);
-    /// - `dedup_retention_ms > 0`;
+    /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
     /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -127,6 +135,7 @@ impl NodeConfig {
             ));
         }
         check_positive("dedup_retention_ms", self.dedup_retention_ms)?;
+        check_at_most("worker_threads", self.worker_threads, WORKER_THREADS_MAX)?;
         if self.log_level.trim().is_empty() || self.log_level.contains(char::is_whitespace) {
             return Err(ConfigError::invalid(
                 "log_level",
@@ -218,6 +227,7 @@ fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
         log_level: file
             .log_level
             .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
+        worker_threads: file.worker_threads.unwrap_or(WORKER_THREADS_DEFAULT),
         raft: file.raft,
         batching: file.batching,
         reads: file.reads,
@@ -265,6 +275,19 @@ mod tests {
         assert_eq!(c.data_dir, PathBuf::from("./data/node-3"));
         assert_eq!(c.dedup_retention_ms, 86_400_000);
         assert_eq!(c.log_level, "info");
+        assert_eq!(c.worker_threads, 0, "one per core");
+    }
+
+    #[test]
+    fn worker_threads_is_read_and_bounded() {
+        let ov = Overrides {
+            id: Some(1),
+            ..Overrides::default()
+        };
+        let c = NodeConfig::from_toml_str("worker_threads = 1", &ov).unwrap();
+        assert_eq!(c.worker_threads, 1);
+        let err = NodeConfig::from_toml_str("worker_threads = 5000", &ov).unwrap_err();
+        assert_eq!(err.field(), Some("worker_threads"));
     }
 
     #[test]

@@ -59,10 +59,11 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&config.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if config.worker_threads > 0 {
+        builder.worker_threads(config.worker_threads as usize);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("cairn-node: cannot start the async runtime: {e}");
