@@ -22,11 +22,14 @@ pub struct BatchingConfig {
     /// How long the first queued operation may wait for company. 0 (default) = never wait:
     /// entries fill up by themselves with what queues while earlier ones are in flight.
     pub linger_us: u64,
-    /// Entries proposed but not yet applied (pipelining depth). 2 measured best on a
+    /// Entries proposed but not yet applied (pipelining depth). 1 measured best on a
     /// 2-core machine: more slots make smaller entries, and per-entry CPU (replication
-    /// RPCs, fsyncs, wake-ups) is what bounds throughput there. 64 writers, same binary,
-    /// back-to-back 5 s points: 9.6k ops/s at 2, 7.1k at 4, 5.8k at 8 (4 ranged 7.1k-8.7k
-    /// across separate runs).
+    /// RPCs, fsyncs, wake-ups; ~1.4 ms per entry across 3 nodes) is what bounds throughput
+    /// there. The log writer already overlaps the leader's fsync with replication, so one
+    /// entry in flight loses little. Session 2, 64 writers, 5 s points: 9.6k ops/s at 2,
+    /// 7.1k at 4, 5.8k at 8. Session 3, interleaved 6 s points, 1 vs 2: 64 writers 7.8k-9.3k
+    /// vs 7.0k-8.6k (1 ahead in 6 of 6 pairs), 16 writers +5% (3 of 3), 256 writers
+    /// 10.1k-11.3k vs 9.5k-11.3k (2 of 3), 1 writer the same.
     pub inflight_entries_max: u64,
     /// Operations waiting to be proposed; a full queue makes writers wait (backpressure).
     pub queue_ops_max: u64,
@@ -38,7 +41,7 @@ impl Default for BatchingConfig {
             ops_max: 1024,
             bytes_max: 4 * 1024 * 1024,
             linger_us: 0,
-            inflight_entries_max: 2,
+            inflight_entries_max: 1,
             queue_ops_max: 65_536,
         }
     }
