@@ -263,16 +263,22 @@ fn per_node_monotonic(records: &[Record], wipes: &[(u64, Micros)], v: &mut Verdi
             .filter(|(n, _)| *n == node)
             .map(|w| w.1)
             .collect();
-        // Reads in the same data-dir incarnation ("epoch") of the node, by completion.
+        // The data-dir incarnation ("epoch") of the node a read saw. A read in flight
+        // across a wipe (invoked before, answered after: its client retried on the
+        // restarted node) may have been served by either incarnation, so it is neither
+        // checked nor used as evidence (chaos seed 17357642913699093197).
         let epoch = |t: Micros| node_wipes.iter().filter(|w| **w < t).count();
+        let incarnation = |r: &Record| {
+            let e = epoch(r.invoke);
+            (epoch(r.complete?) == e).then_some(e)
+        };
         let mut by_epoch: BTreeMap<usize, Vec<(Micros, u64, u64)>> = BTreeMap::new();
         for (a, got) in &reads {
-            if let Some(c) = a.complete {
-                by_epoch.entry(epoch(a.invoke)).or_default().push((
-                    c,
-                    got.version,
-                    got.forget_epoch,
-                ));
+            if let (Some(c), Some(e)) = (a.complete, incarnation(a)) {
+                by_epoch
+                    .entry(e)
+                    .or_default()
+                    .push((c, got.version, got.forget_epoch));
             }
         }
         let mut maxima: BTreeMap<usize, Maxima> = BTreeMap::new();
@@ -288,7 +294,7 @@ fn per_node_monotonic(records: &[Record], wipes: &[(u64, Micros)], v: &mut Verdi
         }
         for (b, got) in &reads {
             checked += 1;
-            let Some((times, prefix)) = maxima.get(&epoch(b.invoke)) else {
+            let Some((times, prefix)) = incarnation(b).and_then(|e| maxima.get(&e)) else {
                 continue;
             };
             let n = times.partition_point(|c| *c < b.invoke);
