@@ -16,40 +16,26 @@ use cairn_memory::{Command, Conditions, Mutation, Op};
 use cairn_node::consensus::state_machine::StateMachine;
 use cairn_node::consensus::{Entry, LogId, Request};
 use cairn_node::store::{Engine, EngineOptions, SnapshotDir, StateEngine};
+use clap::Parser;
 use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, EntryPayload};
 use rand::Rng;
 
+/// Applies upserts to a real RocksDB state machine and prints the time per mutation.
+#[derive(Parser)]
 struct Args {
+    /// Keys loaded first; the measured upserts pick among them uniformly.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     keys: u64,
+    /// Entries applied while measuring.
+    #[arg(long, default_value_t = 4_000, value_parser = clap::value_parser!(u64).range(1..))]
     entries: u64,
+    /// Upserts per entry (what the batcher packs into one Raft entry).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
     per_entry: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 256)]
     value_bytes: usize,
-}
-
-fn parse_args() -> Args {
-    let mut args = Args {
-        keys: 100_000,
-        entries: 4_000,
-        per_entry: 64,
-        value_bytes: 256,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
-        let n: u64 = value
-            .parse()
-            .unwrap_or_else(|_| panic!("{flag}: not a number"));
-        match flag.as_str() {
-            "--keys" => args.keys = n,
-            "--entries" => args.entries = n,
-            "--per-entry" => args.per_entry = n,
-            "--value-bytes" => args.value_bytes = n as usize,
-            other => panic!("unknown flag {other} (--keys, --entries, --per-entry, --value-bytes)"),
-        }
-    }
-    assert!(args.keys > 0 && args.entries > 0 && args.per_entry > 0);
-    args
 }
 
 fn upsert(key: String, value_bytes: usize, rng: &mut impl Rng) -> Command {
@@ -119,7 +105,7 @@ async fn apply_entries(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let args = parse_args();
+    let args = Args::parse();
     let dir = tempfile::tempdir().expect("temp dir");
     let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).expect("open");
     let snapshots = SnapshotDir::open(dir.path().join("snapshots")).expect("snapshot dir");
