@@ -36,6 +36,9 @@ struct Args {
     /// Bytes per value.
     #[arg(long, default_value_t = 256)]
     value_bytes: usize,
+    /// Memtable size per column family, MiB (the node's default when not given).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    write_buffer_mib: Option<u64>,
 }
 
 fn upsert(key: String, value_bytes: usize, rng: &mut impl Rng) -> Command {
@@ -107,7 +110,11 @@ async fn apply_entries(
 async fn main() {
     let args = Args::parse();
     let dir = tempfile::tempdir().expect("temp dir");
-    let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).expect("open");
+    let mut engine_options = EngineOptions::default();
+    if let Some(mib) = args.write_buffer_mib {
+        engine_options.write_buffer_bytes = (mib as usize) << 20;
+    }
+    let engine = Engine::open(&dir.path().join("db"), &engine_options).expect("open");
     let snapshots = SnapshotDir::open(dir.path().join("snapshots")).expect("snapshot dir");
     let mut sm = StateMachine::open(StateEngine::new(engine), snapshots).expect("state machine");
     let mut rng = rand::thread_rng();

@@ -315,8 +315,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         durable.await
     }
 
+    /// - An entry leaves the log only once its effects are durable in the state machine,
+    ///   whose applies bypass RocksDB's WAL (the log is their WAL): the state is flushed
+    ///   first. openraft purges only behind a snapshot, whose build flushed already, so
+    ///   this flush is small.
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
         tracing::debug!(through = log_id.index, "purging log");
+        let engine = self.engine.clone();
+        blocking(move || engine.flush_state().map_err(write_err)).await?;
         self.recent().purge(log_id.index);
         let (done, durable) = durable_signal();
         self.writer

@@ -36,8 +36,14 @@ impl LogEngine {
         self.stage_append(&mut batch, entries.iter().map(|(i, b)| (*i, &b[..])))?;
         let mut opts = Engine::unsynced();
         opts.disable_wal(true);
-        self.engine.db().write_opt(batch, &opts)?;
+        self.engine.log_db().write_opt(batch, &opts)?;
         Ok(())
+    }
+
+    /// Makes the state machine's applies durable: they bypass the WAL
+    /// ([`Engine::unlogged`]), so the log entries that produced them must stay until this.
+    pub fn flush_state(&self) -> Result<(), StoreError> {
+        self.engine.flush_state()
     }
 
     /// Adds the puts of `entries` to `batch`.
@@ -90,7 +96,7 @@ impl LogEngine {
 
     /// Writes `batch` and returns once RocksDB's WAL is fsynced.
     pub(super) fn write_synced(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        self.engine.db().write_opt(batch, &Engine::synced())?;
+        self.engine.log_db().write_opt(batch, &Engine::synced())?;
         Ok(())
     }
 
@@ -101,7 +107,7 @@ impl LogEngine {
         let mut out = Vec::new();
         for item in self
             .engine
-            .db()
+            .log_db()
             .iterator_cf(log, IteratorMode::From(&from, Direction::Forward))
         {
             let (k, v) = item?;
@@ -117,7 +123,12 @@ impl LogEngine {
     /// The entry with the highest index, if any.
     pub fn last(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         let log = self.engine.cf(cf::LOG);
-        match self.engine.db().iterator_cf(log, IteratorMode::End).next() {
+        match self
+            .engine
+            .log_db()
+            .iterator_cf(log, IteratorMode::End)
+            .next()
+        {
             None => Ok(None),
             Some(item) => {
                 let (k, v) = item?;
@@ -129,7 +140,7 @@ impl LogEngine {
     pub fn get_meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self
             .engine
-            .db()
+            .log_db()
             .get_cf(self.engine.cf(cf::RAFT_META), name)?)
     }
 
@@ -137,7 +148,7 @@ impl LogEngine {
     pub fn put_meta(&self, name: &[u8], bytes: &[u8]) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         batch.put_cf(self.engine.cf(cf::RAFT_META), name, bytes);
-        self.engine.db().write_opt(batch, &Engine::synced())?;
+        self.engine.log_db().write_opt(batch, &Engine::synced())?;
         Ok(())
     }
 
@@ -146,7 +157,7 @@ impl LogEngine {
     pub fn put_meta_unsynced(&self, name: &[u8], bytes: &[u8]) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         batch.put_cf(self.engine.cf(cf::RAFT_META), name, bytes);
-        self.engine.db().write_opt(batch, &Engine::unsynced())?;
+        self.engine.log_db().write_opt(batch, &Engine::unsynced())?;
         Ok(())
     }
 }

@@ -140,7 +140,11 @@ pub fn write_file(
     make_id: impl FnOnce(Option<&[u8]>) -> String,
 ) -> Result<SnapshotHeader, StoreError> {
     let engine = state.engine();
-    let view = engine.db().snapshot();
+    let view = engine.state_db().snapshot();
+    // Everything this snapshot covers becomes durable here before openraft purges the log
+    // behind it (applies bypass the WAL). Flushed after the view is taken, so the flush
+    // covers at least the view; the purge then only has a small remainder to flush.
+    engine.flush_state()?;
     let sm_meta = engine.cf(cf::SM_META);
     let last_applied = view.get_cf(sm_meta, meta::LAST_APPLIED)?;
     let membership = view.get_cf(sm_meta, meta::MEMBERSHIP)?;
@@ -233,7 +237,7 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     let marker = path.to_string_lossy().into_owned();
     let mut begin = WriteBatch::default();
     begin.put_cf(engine.cf(cf::SM_META), INSTALLING, marker.as_bytes());
-    engine.db().write_opt(begin, &Engine::synced())?;
+    engine.state_db().write_opt(begin, &Engine::synced())?;
 
     let bulk = Engine::bulk();
     let mut batch = WriteBatch::default();
@@ -248,15 +252,17 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     for_each_record(&mut reader, |family, k, v| {
         batch.put_cf(engine.cf(family), k, v);
         if batch.size_in_bytes() >= INSTALL_BATCH_BYTES_MAX {
-            engine.db().write_opt(std::mem::take(&mut batch), &bulk)?;
+            engine
+                .state_db()
+                .write_opt(std::mem::take(&mut batch), &bulk)?;
         }
         Ok(())
     })?;
-    engine.db().write_opt(batch, &bulk)?;
+    engine.state_db().write_opt(batch, &bulk)?;
     engine.flush(&cf::STATE)?;
     let mut done = WriteBatch::default();
     done.delete_cf(engine.cf(cf::SM_META), INSTALLING);
-    engine.db().write_opt(done, &Engine::synced())?;
+    engine.state_db().write_opt(done, &Engine::synced())?;
     Ok(header)
 }
 

@@ -63,7 +63,7 @@ impl StateEngine {
     }
 
     fn get(&self, family: &'static str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.engine.db().get_cf(self.engine.cf(family), key)?)
+        Ok(self.engine.state_db().get_cf(self.engine.cf(family), key)?)
     }
 
     pub fn meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -124,7 +124,7 @@ impl StateEngine {
         let mut out = Vec::new();
         for item in self
             .engine
-            .db()
+            .state_db()
             .iterator_cf(family, IteratorMode::From(&start, Direction::Forward))
         {
             let (k, v) = item?;
@@ -176,7 +176,7 @@ impl StateEngine {
         let mut out = Vec::new();
         for item in self
             .engine
-            .db()
+            .state_db()
             .iterator_cf(family, IteratorMode::From(&start, Direction::Forward))
         {
             if out.len() >= limit {
@@ -197,7 +197,7 @@ impl StateEngine {
         let family = self.engine.cf(cf::FEED);
         match self
             .engine
-            .db()
+            .state_db()
             .iterator_cf(family, IteratorMode::Start)
             .next()
         {
@@ -210,7 +210,7 @@ impl StateEngine {
     /// membership, clock: they legitimately differ between replicas caught up to different
     /// points), in order: two replicas that applied the same log have the same digest.
     pub fn digest(&self) -> Result<String, StoreError> {
-        let snapshot = self.engine.db().snapshot();
+        let snapshot = self.engine.state_db().snapshot();
         let mut hasher = Sha256::new();
         for family in cf::STATE {
             if family == cf::SM_META {
@@ -239,7 +239,7 @@ impl StateEngine {
         opts.set_prefix_same_as_start(false);
         let handle = self.engine.cf(family);
         let mut out = Vec::new();
-        for item in self.engine.db().iterator_cf_opt(
+        for item in self.engine.state_db().iterator_cf_opt(
             handle,
             opts,
             IteratorMode::From(prefix, Direction::Forward),
@@ -513,7 +513,7 @@ impl<'a> StateTxn<'a> {
         for item in self
             .state
             .engine
-            .db()
+            .state_db()
             .iterator_cf(by_time, IteratorMode::Start)
         {
             let (k, _) = item?;
@@ -546,15 +546,15 @@ impl<'a> StateTxn<'a> {
         self.put_meta(meta::CLOCK_MS, &codec::encode(&clock_ms));
     }
 
-    /// Commits everything staged, atomically. Not fsynced by itself: the same WAL carries
-    /// the Raft log, whose entries are synced before they are applied, and a lost apply is
-    /// redone from the log at restart (openraft re-applies from `last_applied` to the
-    /// committed index).
+    /// Commits everything staged, atomically, to the memtables only ([`Engine::unlogged`]):
+    /// the Raft log, synced before any entry is applied, is this write's log. A crash loses
+    /// what no flush has reached, back to one consistent applied index (atomic flush), and
+    /// openraft re-applies from there to the committed index at restart.
     pub fn commit(self) -> Result<(), StoreError> {
         self.state
             .engine
-            .db()
-            .write_opt(self.batch, &Engine::unsynced())?;
+            .state_db()
+            .write_opt(self.batch, &Engine::unlogged())?;
         Ok(())
     }
 }
