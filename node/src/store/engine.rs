@@ -275,21 +275,6 @@ fn open_instance(
 /// dedup record (a fresh `request_id` always misses), plus tombstones by id.
 const POINT_LOOKUP_FAMILIES: [&str; 3] = [cf::SLOTS, cf::DEDUP, cf::TOMBSTONES];
 
-/// No compression where data lives briefly and is rewritten soon (flushes to L0 and the
-/// L0 → L1 compactions share the cores with every write), LZ4 below, where data settles.
-/// LZ4 of every flush was 5.8% of `apply_bench`'s samples; without it the whole run
-/// (100k keys loaded, 96k upserts) took 2.68–2.78 s of CPU instead of 2.86–3.08 s
-/// (three interleaved runs each). The cost is disk: L0 and L1 files are not compressed.
-const COMPRESSION_PER_LEVEL: [DBCompressionType; 7] = [
-    DBCompressionType::None,
-    DBCompressionType::None,
-    DBCompressionType::Lz4,
-    DBCompressionType::Lz4,
-    DBCompressionType::Lz4,
-    DBCompressionType::Lz4,
-    DBCompressionType::Lz4,
-];
-
 /// Memtable bloom filter size, as a fraction of the write buffer.
 const MEMTABLE_BLOOM_RATIO: f64 = 0.05;
 
@@ -300,7 +285,7 @@ fn family_options(name: &str, cache: &Cache, opts: &EngineOptions) -> Options {
     let mut o = Options::default();
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(opts.write_buffer_bytes);
-    o.set_compression_per_level(&COMPRESSION_PER_LEVEL);
+    o.set_compression_type(DBCompressionType::Lz4);
     if POINT_LOOKUP_FAMILIES.contains(&name) {
         // A get that misses the memtable (most do) skips the skiplist search; memtable
         // skiplist searches were ~7% of a write-heavy node's CPU in the profile before.
