@@ -171,8 +171,9 @@ impl Engine {
         w
     }
 
-    /// State-machine applies: no WAL, because the Raft log already holds every entry being
-    /// applied. They are durable once flushed ([`Engine::flush_state`], or RocksDB's own
+    /// Every state-machine write but the snapshot-install marker: applies, and snapshot
+    /// installs (which flush before they remove their marker). No WAL, because the Raft
+    /// log already holds every entry being applied. They are durable once flushed ([`Engine::flush_state`], or RocksDB's own
     /// atomic flushes); until then a crash loses them and openraft re-applies the entries
     /// from the log (`last_applied` to the committed index) before the node serves.
     ///
@@ -180,15 +181,6 @@ impl Engine {
     /// interleaved runs each): 15.8–16.2 → 12.7–13.7 µs per 256-byte upsert; and the fsync
     /// of each log append no longer carries ~4× its bytes in state records.
     pub fn unlogged() -> WriteOptions {
-        let mut w = WriteOptions::default();
-        w.set_sync(false);
-        w.disable_wal(true);
-        w
-    }
-
-    /// Bulk loads that make themselves durable with [`Engine::flush`] (snapshot install):
-    /// no WAL, so the bytes are not written twice.
-    pub fn bulk() -> WriteOptions {
         let mut w = WriteOptions::default();
         w.set_sync(false);
         w.disable_wal(true);

@@ -239,7 +239,7 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     begin.put_cf(engine.cf(cf::SM_META), INSTALLING, marker.as_bytes());
     engine.state_db().write_opt(begin, &Engine::synced())?;
 
-    let bulk = Engine::bulk();
+    let bulk = Engine::unlogged();
     let mut batch = WriteBatch::default();
     for family in cf::STATE {
         batch.delete_range_cf(engine.cf(family), [].as_slice(), ALL_KEYS_END.as_slice());
