@@ -428,4 +428,42 @@ mod tests {
         big.insert(entry(1, 2), RECENT_BYTES_MAX + 1);
         assert_eq!((big.entries.len(), big.bytes), (0, 0));
     }
+
+    /// Entries in the state instance's active memtables: applies not yet durable.
+    fn unflushed_state(engine: &crate::store::Engine) -> u64 {
+        crate::store::engine::cf::STATE
+            .iter()
+            .map(|name| {
+                engine
+                    .state_db()
+                    .property_int_value_cf(engine.cf(name), "rocksdb.num-entries-active-mem-table")
+                    .unwrap()
+                    .unwrap()
+            })
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn purge_makes_every_earlier_apply_durable_before_the_log_loses_entries() {
+        use crate::store::{Engine, EngineOptions, StateEngine};
+        use openraft::storage::RaftLogStorage;
+
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).unwrap();
+        let mut log = LogStore::new(LogEngine::new(engine.clone())).unwrap();
+        let state = StateEngine::new(engine.clone());
+        let mut txn = state.txn();
+        txn.put_meta(b"probe", b"applied");
+        txn.commit().unwrap();
+        assert!(unflushed_state(&engine) > 0, "the apply sits in a memtable");
+
+        log.purge(entry(1, 2).log_id).await.unwrap();
+
+        assert_eq!(
+            unflushed_state(&engine),
+            0,
+            "purged before the apply was flushed"
+        );
+        assert_eq!(log.purged_through().unwrap(), 2);
+    }
 }
