@@ -300,7 +300,7 @@ fn command(op: usize, key: &str, value: u64) -> Command {
     } else {
         let mut req = WriteRequest::new(key.to_string(), serde_json::json!(value), "t".to_string());
         // Every third write re-establishes a forgotten key; the others must be refused on one.
-        req.clear_tombstone = op % 3 == 0;
+        req.clear_tombstone = op.is_multiple_of(3);
         limits::single(limits::write(&req, &l).unwrap(), None, &l).unwrap()
     }
 }

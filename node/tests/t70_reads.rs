@@ -1231,7 +1231,7 @@ async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
         .tombstone
         .expect("a forget answers with its tombstone");
     let kept = checker
-        .tombstone(&tombstone.id, linearizable.clone())
+        .tombstone(&tombstone.id, linearizable)
         .await
         .expect("tombstone");
     assert_eq!(

@@ -29,6 +29,9 @@ pub mod meta {
     pub const CLOCK_MS: &[u8] = b"clock_ms";
 }
 
+/// A change-feed position: `(revision, seq)`.
+pub type FeedPosition = (u64, u64);
+
 #[derive(Clone)]
 pub struct StateEngine {
     engine: Arc<Engine>,
@@ -168,9 +171,9 @@ impl StateEngine {
     /// positions (events of one entry share a revision and are numbered by `seq`).
     pub fn feed_page(
         &self,
-        from: (u64, u64),
+        from: FeedPosition,
         limit: usize,
-    ) -> Result<Vec<((u64, u64), WatchEvent)>, StoreError> {
+    ) -> Result<Vec<(FeedPosition, WatchEvent)>, StoreError> {
         let family = self.engine.cf(cf::FEED);
         let start = [u64_key(from.0), u64_key(from.1)].concat();
         let mut out = Vec::new();
