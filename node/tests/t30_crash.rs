@@ -196,6 +196,17 @@ async fn kill9_drops_unflushed_applies_and_a_lone_restart_reapplies_them_from_it
         .wait_applied(lone, report.max_revision(), CATCH_UP_TIMEOUT)
         .await;
     let applied_before = cluster.status(lone).await.expect("status").applied_index;
+    // What the node says a crash would cost it: applies not yet flushed.
+    let metrics = cluster
+        .client()
+        .metrics(&cluster.endpoint(lone))
+        .await
+        .expect("metrics");
+    let unflushed = gauge(&metrics, "cairn_state_unflushed_records");
+    assert!(
+        unflushed > 0,
+        "node {lone} reports nothing unflushed: {metrics}"
+    );
 
     for id in cluster.ids() {
         cluster.kill9(id);
@@ -250,4 +261,14 @@ fn field(line: &str, name: &str) -> u64 {
         .collect::<String>()
         .parse()
         .unwrap_or_else(|e| panic!("{name} in {line:?}: {e}"))
+}
+
+/// The value of the Prometheus sample `name` in `text`.
+fn gauge(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{name} in {text}: {e}"))
 }

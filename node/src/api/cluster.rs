@@ -402,6 +402,12 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
     );
     gauge(
         &mut out,
+        "cairn_state_unflushed_records",
+        "state-machine records not yet flushed (a crash re-applies them from the log)",
+        app.engine.unflushed_state_records().unwrap_or(0),
+    );
+    gauge(
+        &mut out,
         "cairn_read_token_age_ms",
         "age of the newest read token",
         app.reads.token_age_ms().unwrap_or(0),

@@ -429,20 +429,6 @@ mod tests {
         assert_eq!((big.entries.len(), big.bytes), (0, 0));
     }
 
-    /// Entries in the state instance's active memtables: applies not yet durable.
-    fn unflushed_state(engine: &crate::store::Engine) -> u64 {
-        crate::store::engine::cf::STATE
-            .iter()
-            .map(|name| {
-                engine
-                    .state_db()
-                    .property_int_value_cf(engine.cf(name), "rocksdb.num-entries-active-mem-table")
-                    .unwrap()
-                    .unwrap()
-            })
-            .sum()
-    }
-
     #[tokio::test]
     async fn purge_makes_every_earlier_apply_durable_before_the_log_loses_entries() {
         use crate::store::{Engine, EngineOptions, StateEngine};
@@ -455,12 +441,15 @@ mod tests {
         let mut txn = state.txn();
         txn.put_meta(b"probe", b"applied");
         txn.commit().unwrap();
-        assert!(unflushed_state(&engine) > 0, "the apply sits in a memtable");
+        assert!(
+            engine.unflushed_state_records().unwrap() > 0,
+            "the apply sits in a memtable"
+        );
 
         log.purge(entry(1, 2).log_id).await.unwrap();
 
         assert_eq!(
-            unflushed_state(&engine),
+            engine.unflushed_state_records().unwrap(),
             0,
             "purged before the apply was flushed"
         );

@@ -130,13 +130,26 @@ impl Engine {
     }
 
     /// The instance holding the Raft log and its metadata.
-    pub fn log_db(&self) -> &DB {
+    pub(super) fn log_db(&self) -> &DB {
         &self.log
     }
 
     /// The instance holding the state machine.
-    pub fn state_db(&self) -> &DB {
+    pub(super) fn state_db(&self) -> &DB {
         &self.state
+    }
+
+    /// Entries in the state machine's active memtables: applies that are not durable yet,
+    /// which a crash now would make the node re-apply from the log.
+    pub fn unflushed_state_records(&self) -> Result<u64, StoreError> {
+        let mut total = 0;
+        for name in cf::STATE {
+            total += self
+                .state
+                .property_int_value_cf(self.cf(name), "rocksdb.num-entries-active-mem-table")?
+                .unwrap_or(0);
+        }
+        Ok(total)
     }
 
     fn instance_of(&self, family: &str) -> &DB {

@@ -1,6 +1,7 @@
 //! Storage: RocksDB stays inside this module.
 //!
-//! - `engine`: the RocksDB instance, its column families and explicit options.
+//! - `engine`: the two RocksDB instances (log, state machine), their column families and
+//!   explicit options.
 //! - `codec`: the versioned binary format (format byte + bincode 1.3) and key encodings.
 //! - `log`: the Raft log as opaque bytes.
 //! - `log_writer`: group commit of the log: staged appends, one fsync per group.
