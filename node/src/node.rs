@@ -163,12 +163,13 @@ async fn watch_fatal(raft: Raft) -> String {
     let mut tick = tokio::time::interval(FATAL_POLL);
     loop {
         tick.tick().await;
+        // The last value stays readable after the channel closes: the reason comes first.
+        if let Err(e) = &metrics.borrow().running_state {
+            return e.to_string();
+        }
         // The metrics channel closes only when Raft is gone: that is fatal too.
         if metrics.has_changed().is_err() {
             return "Raft metrics channel closed".to_string();
-        }
-        if let Err(e) = &metrics.borrow().running_state {
-            return e.to_string();
         }
     }
 }
