@@ -39,7 +39,8 @@ pub struct NodeConfig {
     /// `tracing` filter directive, e.g. `info` or `info,openraft=warn`.
     pub log_level: String,
     /// Async worker threads; 0 = one per CPU core. Several nodes sharing a few cores
-    /// spend less CPU per write with 1 each (fewer cross-thread wake-ups; BENCH.md).
+    /// spend less CPU per write with 1 each (fewer cross-thread wake-ups), but the
+    /// leader's one thread then caps throughput (lower at 64 writers; BENCH.md).
     pub worker_threads: u64,
     pub raft: RaftConfig,
     pub batching: BatchingConfig,

@@ -73,6 +73,12 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("invariant violated: {0}")]
     Invariant(String),
+    #[error(
+        "{0} holds a single-instance RocksDB from an older cairn (one WAL for log and state); \
+         this version keeps log/ and state/ apart and cannot read it: start the node on an \
+         empty data dir and let it catch up from the cluster"
+    )]
+    OldLayout(std::path::PathBuf),
 }
 
 /// Tunables passed explicitly from the node config (no reliance on RocksDB defaults).
@@ -115,12 +121,7 @@ pub struct Engine {
 impl Engine {
     pub fn open(dir: &Path, opts: &EngineOptions) -> Result<Arc<Engine>, StoreError> {
         if dir.join("CURRENT").exists() {
-            return Err(StoreError::Invariant(format!(
-                "{} holds a single-instance RocksDB from an older cairn (one WAL for log and \
-                 state); this version keeps log/ and state/ apart and cannot read it: \
-                 start the node on an empty data dir and let it catch up from the cluster",
-                dir.display()
-            )));
+            return Err(StoreError::OldLayout(dir.to_path_buf()));
         }
         std::fs::create_dir_all(dir)?;
         let cache = Cache::new_lru_cache(opts.block_cache_bytes);
@@ -227,13 +228,12 @@ impl Engine {
     /// deleted and overwritten bytes leave the SST files and obsolete WAL files are dropped.
     pub fn compact_all(&self) -> Result<(), StoreError> {
         self.flush(&cf::ALL)?;
-        let handles: Vec<&ColumnFamily> = cf::ALL.iter().map(|n| self.cf(n)).collect();
         let mut compact = rocksdb::CompactOptions::default();
         compact.set_exclusive_manual_compaction(true);
         compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
-        for (name, handle) in cf::ALL.iter().zip(&handles) {
+        for name in cf::ALL {
             self.instance_of(name).compact_range_cf_opt(
-                *handle,
+                self.cf(name),
                 None::<&[u8]>,
                 None::<&[u8]>,
                 &compact,
@@ -311,6 +311,10 @@ mod tests {
         let Err(err) = Engine::open(dir.path(), &EngineOptions::default()) else {
             panic!("an old single-instance layout was opened");
         };
+        assert!(
+            matches!(&err, StoreError::OldLayout(d) if d == dir.path()),
+            "{err}"
+        );
         assert!(err.to_string().contains("older cairn"), "{err}");
         assert!(!dir.path().join("log").exists(), "created log/ anyway");
         assert!(!dir.path().join("state").exists(), "created state/ anyway");

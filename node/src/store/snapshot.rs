@@ -239,7 +239,7 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     begin.put_cf(engine.cf(cf::SM_META), INSTALLING, marker.as_bytes());
     engine.state_db().write_opt(begin, &Engine::synced())?;
 
-    let bulk = Engine::unlogged();
+    let unlogged = Engine::unlogged();
     let mut batch = WriteBatch::default();
     for family in cf::STATE {
         batch.delete_range_cf(engine.cf(family), [].as_slice(), ALL_KEYS_END.as_slice());
@@ -254,12 +254,12 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
         if batch.size_in_bytes() >= INSTALL_BATCH_BYTES_MAX {
             engine
                 .state_db()
-                .write_opt(std::mem::take(&mut batch), &bulk)?;
+                .write_opt(std::mem::take(&mut batch), &unlogged)?;
         }
         Ok(())
     })?;
-    engine.state_db().write_opt(batch, &bulk)?;
-    engine.flush(&cf::STATE)?;
+    engine.state_db().write_opt(batch, &unlogged)?;
+    engine.flush_state()?;
     let mut done = WriteBatch::default();
     done.delete_cf(engine.cf(cf::SM_META), INSTALLING);
     engine.state_db().write_opt(done, &Engine::synced())?;
