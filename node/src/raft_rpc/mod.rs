@@ -1,7 +1,7 @@
 //! Raft RPCs between peers: HTTP on the peer port, bincode bodies (no JSON on this path).
 //!
 //! - `server`: axum routes that hand requests to the local `Raft`.
-//! - `network`: openraft's `RaftNetworkFactory` over a pooled HTTP client, with timeouts
+//! - `network`: openraft's `RaftNetworkFactory`, one HTTP connection per stream, with timeouts
 //!   from openraft's `RPCOption` and exponential backoff on unreachable peers.
 //!
 //! Paths are shared by both sides through the constants below.

@@ -1,7 +1,19 @@
 //! The client side of the peer transport.
+//!
+//! Raft RPCs (append, vote, snapshot) go over one HTTP/1.1 connection per openraft network
+//! client, which openraft keeps per replication stream: [`PeerConn`]. The pooled `reqwest`
+//! client remains for the ReadIndex a follower asks of its leader.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::time::Duration;
+
+use bytes::Bytes;
+use futures::FutureExt;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpSocket, TcpStream};
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -30,6 +42,8 @@ const POOL_IDLE_PER_HOST_MAX: usize = 8;
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
+    local_ip: Option<IpAddr>,
+    connect_timeout: Duration,
 }
 
 impl PeerClient {
@@ -41,7 +55,11 @@ impl PeerClient {
             .tcp_nodelay(true)
             .no_proxy()
             .build()?;
-        Ok(PeerClient { http })
+        Ok(PeerClient {
+            http,
+            local_ip,
+            connect_timeout,
+        })
     }
 
     /// POSTs a bincode body and decodes a bincode `Result<Resp, Err>` answer.
@@ -134,6 +152,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             client: self.client.clone(),
             target,
             peer_addr: node.peer_addr.clone(),
+            conn: None,
         }
     }
 }
@@ -143,6 +162,11 @@ pub struct PeerNetwork {
     client: PeerClient,
     target: NodeId,
     peer_addr: String,
+    /// Opened by the first RPC; dropped after any failure or timeout: HTTP/1.1 answers in
+    /// order, so a request left in flight on it (a partition, a paused peer) must never
+    /// hold up a later RPC. (hyper also closes a connection whose pending answer was
+    /// abandoned; dropping it here does not rely on that.)
+    conn: Option<PeerConn>,
 }
 
 impl PeerNetwork {
@@ -151,19 +175,146 @@ impl PeerNetwork {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     >(
-        &self,
+        &mut self,
         path: &str,
         req: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>> {
-        match self
-            .client
-            .call::<Req, Resp, RaftError<NodeId, E>>(&self.peer_addr, path, req, option.hard_ttl())
-            .await
+        let body = Bytes::from(codec::encode(req));
+        let answer = match tokio::time::timeout(option.hard_ttl(), self.exchange(path, body)).await
         {
+            Ok(answer) => answer,
+            Err(_) => Err(CallError::Network(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from {} within {:?}",
+                    self.peer_addr,
+                    option.hard_ttl()
+                ),
+            ))),
+        };
+        if answer.is_err() {
+            self.conn = None;
+        }
+        let decoded = answer.and_then(|bytes| {
+            codec::decode::<Result<Resp, RaftError<NodeId, E>>>(&bytes)
+                .map_err(|e| CallError::Network(std::io::Error::other(e)))
+        });
+        match decoded {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
             Err(e) => Err(e.into_rpc()),
+        }
+    }
+
+    /// One request and its answer's body, on the open connection or a new one.
+    async fn exchange(&mut self, path: &str, body: Bytes) -> Result<Bytes, CallError> {
+        if self.conn.as_mut().is_none_or(PeerConn::has_ended) {
+            self.conn = Some(PeerConn::open(&self.client, &self.peer_addr).await?);
+        }
+        let conn = self.conn.as_mut().expect("opened above");
+        conn.exchange(&self.peer_addr, path, body).await
+    }
+}
+
+/// One HTTP/1.1 connection to a peer, driven by the task that sends on it.
+///
+/// Why not the pooled client: it runs each connection as a task of its own, so every RPC
+/// crossed tasks twice on the sender (request to the connection task, answer back), and on
+/// a loaded node a cross-task wake-up is often a thread wake-up. Here the replication
+/// task polls the connection itself while it waits for its answer; between RPCs nothing
+/// polls it, which is fine for a strict request/answer protocol (a peer that closed the
+/// connection meanwhile shows up as a closed sender or a failed exchange, and the next
+/// RPC opens a new one).
+struct PeerConn {
+    sender: SendRequest<Full<Bytes>>,
+    connection: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+}
+
+impl PeerConn {
+    /// Connects from the node's own peer IP (see [`PeerClient`]) within the connect
+    /// timeout. Failing to connect is `Unreachable`, which makes openraft back off.
+    async fn open(client: &PeerClient, peer_addr: &str) -> Result<PeerConn, CallError> {
+        let unreachable = CallError::Unreachable;
+        let addr: SocketAddr = tokio::net::lookup_host(peer_addr)
+            .await
+            .map_err(unreachable)?
+            .next()
+            .ok_or_else(|| {
+                unreachable(std::io::Error::other(format!(
+                    "{peer_addr} resolves to nothing"
+                )))
+            })?;
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4(),
+            SocketAddr::V6(_) => TcpSocket::new_v6(),
+        }
+        .map_err(unreachable)?;
+        if let Some(ip) = client.local_ip {
+            socket.bind(SocketAddr::new(ip, 0)).map_err(unreachable)?;
+        }
+        let stream = tokio::time::timeout(client.connect_timeout, socket.connect(addr))
+            .await
+            .map_err(|_| {
+                unreachable(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("connecting to {peer_addr} timed out"),
+                ))
+            })?
+            .map_err(unreachable)?;
+        stream.set_nodelay(true).map_err(unreachable)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(std::io::Error::other(e)))?;
+        Ok(PeerConn {
+            sender,
+            connection: Box::pin(connection),
+        })
+    }
+
+    /// Whether the connection is over: polled once without waiting, it notices a close
+    /// the peer sent while nobody was polling it (e.g. hyper's idle timeout).
+    fn has_ended(&mut self) -> bool {
+        self.sender.is_closed() || self.connection.as_mut().now_or_never().is_some()
+    }
+
+    /// POSTs `body` to `path` and returns the answer's body, polling the connection in
+    /// the same task until the answer is complete.
+    async fn exchange(&mut self, host: &str, path: &str, body: Bytes) -> Result<Bytes, CallError> {
+        let network = |e: hyper::Error| CallError::Network(std::io::Error::other(e));
+        let request = http::Request::post(path)
+            .header(http::header::HOST, host)
+            .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
+            .body(Full::new(body))
+            .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
+        let PeerConn { sender, connection } = self;
+        let roundtrip = async {
+            sender.ready().await.map_err(network)?;
+            let response = sender.send_request(request).await.map_err(network)?;
+            if !response.status().is_success() {
+                return Err(CallError::Network(std::io::Error::other(format!(
+                    "peer answered HTTP {}",
+                    response.status()
+                ))));
+            }
+            let collected = response.into_body().collect().await.map_err(network)?;
+            Ok(collected.to_bytes())
+        };
+        tokio::pin!(roundtrip);
+        tokio::select! {
+            biased;
+            answer = &mut roundtrip => answer,
+            ended = connection.as_mut() => match ended {
+                // A peer may close right after answering (`Connection: close`): an answer
+                // delivered before the end is complete now. Anything else never will be
+                // (the ended connection still holds the request), so it fails at once.
+                Ok(()) => roundtrip.now_or_never().unwrap_or_else(|| {
+                    Err(CallError::Network(std::io::Error::other(
+                        "peer closed the connection before answering",
+                    )))
+                }),
+                Err(e) => Err(network(e)),
+            },
         }
     }
 }
@@ -201,5 +352,80 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
             Some((ms * 2).min(BACKOFF_MAX_MS))
         });
         Backoff::new(steps.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::post;
+    use openraft::error::Infallible;
+
+    /// A peer whose `/echo` answers the bincode `u64` it was sent; `1` is answered after
+    /// 1.5 s. With `close`, every answer also closes the connection.
+    async fn echo_peer(close: bool) -> String {
+        let handler = move |body: Bytes| async move {
+            let n: u64 = codec::decode(&body).expect("a u64 body");
+            if n == 1 {
+                tokio::time::sleep(Duration::from_millis(1_500)).await;
+            }
+            let answer = codec::encode(&Ok::<u64, RaftError<NodeId>>(n));
+            let connection = if close { "close" } else { "keep-alive" };
+            ([(http::header::CONNECTION, connection)], answer)
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let app = axum::Router::new().route("/echo", post(handler));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    fn network_to(peer_addr: String) -> PeerNetwork {
+        let client = PeerClient::new(None, Duration::from_secs(1)).unwrap();
+        PeerNetwork {
+            client,
+            target: 2,
+            peer_addr,
+            conn: None,
+        }
+    }
+
+    async fn echo(net: &mut PeerNetwork, n: u64, ttl_ms: u64) -> Result<u64, String> {
+        let option = RPCOption::new(Duration::from_millis(ttl_ms));
+        net.rpc::<u64, u64, Infallible>("/echo", &n, &option)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn after_a_timeout_the_next_rpc_does_not_wait_behind_the_lost_answer() {
+        let mut net = network_to(echo_peer(false).await);
+        let late = echo(&mut net, 1, 100).await;
+        assert!(late.is_err(), "answered within 100 ms: {late:?}");
+        // Queued behind `1`'s answer (1.4 s more), `2` would time out.
+        assert_eq!(echo(&mut net, 2, 500).await, Ok(2));
+        assert_eq!(echo(&mut net, 3, 500).await, Ok(3));
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_peer_closed_is_replaced_by_the_next_rpc() {
+        let mut net = network_to(echo_peer(true).await);
+        for n in 2..6 {
+            assert_eq!(echo(&mut net, n, 2_000).await, Ok(n));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_rpc_to_a_closed_port_is_unreachable() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        drop(listener);
+        let mut net = network_to(addr);
+        let option = RPCOption::new(Duration::from_millis(500));
+        let err = net
+            .rpc::<u64, u64, Infallible>("/echo", &2, &option)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RPCError::Unreachable(_)), "{err}");
     }
 }
