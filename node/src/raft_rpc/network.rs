@@ -1,11 +1,14 @@
 //! The client side of the peer transport.
 //!
-//! Raft RPCs (append, vote, snapshot) go over one HTTP/1.1 connection per openraft network
-//! client, which openraft keeps per replication stream: [`PeerConn`]. The pooled `reqwest`
-//! client remains for the ReadIndex a follower asks of its leader.
+//! Raft RPCs (append, vote, snapshot) go over HTTP/1.1 connections that the calling task
+//! drives itself ([`PeerConn`]), taken from and returned to a small idle pool per peer
+//! ([`IdleConns`]). The pooled `reqwest` client remains for the ReadIndex a follower asks
+//! of its leader.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -37,13 +40,51 @@ const BACKOFF_MAX_MS: u64 = 1000;
 /// Idle pooled connections kept per peer.
 const POOL_IDLE_PER_HOST_MAX: usize = 8;
 
-/// A pooled HTTP client for peer RPCs. Outgoing connections bind the node's own peer IP,
-/// so a test harness can cut a precise pair of nodes with packet filters.
+/// The HTTP client for peer RPCs. Outgoing connections bind the node's own peer IP, so a
+/// test harness can cut a precise pair of nodes with packet filters.
 #[derive(Clone)]
 pub struct PeerClient {
     http: reqwest::Client,
     local_ip: Option<IpAddr>,
     connect_timeout: Duration,
+    idle: IdleConns,
+}
+
+/// Raft RPC connections not in use, per peer address, shared by every network client of
+/// the node.
+///
+/// Why a pool: openraft opens a new network client for each leadership check (every
+/// ReadIndex round, `RaftCore::handle_check_is_leader_request`) besides the long-lived one
+/// per replication stream. A connection per client meant a new TCP connection, and a new
+/// ephemeral port, per round and follower: at one linearizable reader the leader spent
+/// most of its CPU in the kernel's port search (`inet_csk_get_port`).
+///
+/// A connection is in the pool only while no task uses it, and only after its last
+/// exchange succeeded: one that failed or timed out is dropped, so a request left in
+/// flight (a partition, a paused peer) never holds up a later RPC behind it.
+#[derive(Clone, Default)]
+struct IdleConns(Arc<Mutex<HashMap<String, Vec<PeerConn>>>>);
+
+impl IdleConns {
+    /// A live idle connection to `peer_addr`, dropping any the peer closed meanwhile.
+    fn take(&self, peer_addr: &str) -> Option<PeerConn> {
+        let mut idle = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = idle.get_mut(peer_addr)?;
+        while let Some(mut conn) = conns.pop() {
+            if !conn.has_ended() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    fn put_back(&self, peer_addr: &str, conn: PeerConn) {
+        let mut idle = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = idle.entry(peer_addr.to_string()).or_default();
+        if conns.len() < POOL_IDLE_PER_HOST_MAX {
+            conns.push(conn);
+        }
+    }
 }
 
 impl PeerClient {
@@ -59,6 +100,7 @@ impl PeerClient {
             http,
             local_ip,
             connect_timeout,
+            idle: IdleConns::default(),
         })
     }
 
@@ -152,7 +194,6 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             client: self.client.clone(),
             target,
             peer_addr: node.peer_addr.clone(),
-            conn: None,
         }
     }
 }
@@ -162,11 +203,6 @@ pub struct PeerNetwork {
     client: PeerClient,
     target: NodeId,
     peer_addr: String,
-    /// Opened by the first RPC; dropped after any failure or timeout: HTTP/1.1 answers in
-    /// order, so a request left in flight on it (a partition, a paused peer) must never
-    /// hold up a later RPC. (hyper also closes a connection whose pending answer was
-    /// abandoned; dropping it here does not rely on that.)
-    conn: Option<PeerConn>,
 }
 
 impl PeerNetwork {
@@ -175,7 +211,7 @@ impl PeerNetwork {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     >(
-        &mut self,
+        &self,
         path: &str,
         req: &Req,
         option: &RPCOption,
@@ -193,9 +229,6 @@ impl PeerNetwork {
                 ),
             ))),
         };
-        if answer.is_err() {
-            self.conn = None;
-        }
         let decoded = answer.and_then(|bytes| {
             codec::decode::<Result<Resp, RaftError<NodeId, E>>>(&bytes)
                 .map_err(|e| CallError::Network(std::io::Error::other(e)))
@@ -207,13 +240,17 @@ impl PeerNetwork {
         }
     }
 
-    /// One request and its answer's body, on the open connection or a new one.
-    async fn exchange(&mut self, path: &str, body: Bytes) -> Result<Bytes, CallError> {
-        if self.conn.as_mut().is_none_or(PeerConn::has_ended) {
-            self.conn = Some(PeerConn::open(&self.client, &self.peer_addr).await?);
-        }
-        let conn = self.conn.as_mut().expect("opened above");
-        conn.exchange(&self.peer_addr, path, body).await
+    /// One request and its answer's body, on an idle connection or a new one. The
+    /// connection goes back to the pool only if the exchange completed: when it fails, or
+    /// the caller's timeout drops this future, the connection is dropped with it.
+    async fn exchange(&self, path: &str, body: Bytes) -> Result<Bytes, CallError> {
+        let mut conn = match self.client.idle.take(&self.peer_addr) {
+            Some(conn) => conn,
+            None => PeerConn::open(&self.client, &self.peer_addr).await?,
+        };
+        let answer = conn.exchange(&self.peer_addr, path, body).await?;
+        self.client.idle.put_back(&self.peer_addr, conn);
+        Ok(answer)
     }
 }
 
@@ -357,14 +394,23 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
+    use axum::extract::ConnectInfo;
     use axum::routing::post;
     use openraft::error::Infallible;
 
+    type Seen = Arc<Mutex<HashSet<SocketAddr>>>;
+
     /// A peer whose `/echo` answers the bincode `u64` it was sent; `1` is answered after
-    /// 1.5 s. With `close`, every answer also closes the connection.
-    async fn echo_peer(close: bool) -> String {
-        let handler = move |body: Bytes| async move {
+    /// 1.5 s. With `close`, every answer also closes the connection. Also returns the
+    /// client addresses (one per connection) it was called from.
+    async fn echo_peer(close: bool) -> (String, Seen) {
+        let seen = Seen::default();
+        let record = seen.clone();
+        let handler = move |ConnectInfo(from): ConnectInfo<SocketAddr>, body: Bytes| async move {
+            record.lock().unwrap().insert(from);
             let n: u64 = codec::decode(&body).expect("a u64 body");
             if n == 1 {
                 tokio::time::sleep(Duration::from_millis(1_500)).await;
@@ -376,21 +422,24 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let app = axum::Router::new().route("/echo", post(handler));
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        addr
+        (addr, seen)
     }
 
-    fn network_to(peer_addr: String) -> PeerNetwork {
-        let client = PeerClient::new(None, Duration::from_secs(1)).unwrap();
+    fn network(client: &PeerClient, peer_addr: &str) -> PeerNetwork {
         PeerNetwork {
-            client,
+            client: client.clone(),
             target: 2,
-            peer_addr,
-            conn: None,
+            peer_addr: peer_addr.to_string(),
         }
     }
 
-    async fn echo(net: &mut PeerNetwork, n: u64, ttl_ms: u64) -> Result<u64, String> {
+    fn client() -> PeerClient {
+        PeerClient::new(None, Duration::from_secs(1)).unwrap()
+    }
+
+    async fn echo(net: &PeerNetwork, n: u64, ttl_ms: u64) -> Result<u64, String> {
         let option = RPCOption::new(Duration::from_millis(ttl_ms));
         net.rpc::<u64, u64, Infallible>("/echo", &n, &option)
             .await
@@ -398,21 +447,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn network_clients_made_one_after_another_share_one_connection() {
+        let (addr, seen) = echo_peer(false).await;
+        let client = client();
+        // openraft makes a new network client for every leadership check.
+        for n in 2..12 {
+            assert_eq!(echo(&network(&client, &addr), n, 2_000).await, Ok(n));
+        }
+        assert_eq!(seen.lock().unwrap().len(), 1, "connections opened");
+    }
+
+    #[tokio::test]
     async fn after_a_timeout_the_next_rpc_does_not_wait_behind_the_lost_answer() {
-        let mut net = network_to(echo_peer(false).await);
-        let late = echo(&mut net, 1, 100).await;
+        let (addr, seen) = echo_peer(false).await;
+        let net = network(&client(), &addr);
+        let late = echo(&net, 1, 100).await;
         assert!(late.is_err(), "answered within 100 ms: {late:?}");
         // Queued behind `1`'s answer (1.4 s more), `2` would time out.
-        assert_eq!(echo(&mut net, 2, 500).await, Ok(2));
-        assert_eq!(echo(&mut net, 3, 500).await, Ok(3));
+        assert_eq!(echo(&net, 2, 500).await, Ok(2));
+        assert_eq!(echo(&net, 3, 500).await, Ok(3));
+        assert_eq!(
+            seen.lock().unwrap().len(),
+            2,
+            "the timed-out connection was reused"
+        );
     }
 
     #[tokio::test]
     async fn a_connection_the_peer_closed_is_replaced_by_the_next_rpc() {
-        let mut net = network_to(echo_peer(true).await);
+        let (addr, seen) = echo_peer(true).await;
+        let net = network(&client(), &addr);
         for n in 2..6 {
-            assert_eq!(echo(&mut net, n, 2_000).await, Ok(n));
+            assert_eq!(echo(&net, n, 2_000).await, Ok(n));
         }
+        assert_eq!(seen.lock().unwrap().len(), 4, "one connection per answer");
     }
 
     #[tokio::test]
@@ -420,9 +488,8 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         drop(listener);
-        let mut net = network_to(addr);
         let option = RPCOption::new(Duration::from_millis(500));
-        let err = net
+        let err = network(&client(), &addr)
             .rpc::<u64, u64, Infallible>("/echo", &2, &option)
             .await
             .unwrap_err();
