@@ -258,11 +258,11 @@ impl PeerNetwork {
 ///
 /// Why not the pooled client: it runs each connection as a task of its own, so every RPC
 /// crossed tasks twice on the sender (request to the connection task, answer back), and on
-/// a loaded node a cross-task wake-up is often a thread wake-up. Here the replication
-/// task polls the connection itself while it waits for its answer; between RPCs nothing
-/// polls it, which is fine for a strict request/answer protocol (a peer that closed the
-/// connection meanwhile shows up as a closed sender or a failed exchange, and the next
-/// RPC opens a new one).
+/// a loaded node a cross-task wake-up is often a thread wake-up. Here the task making the
+/// RPC polls the connection itself while it waits for its answer; between RPCs it sits in
+/// [`IdleConns`] and nothing polls it, which is fine for a strict request/answer protocol:
+/// a close the peer sent meanwhile is noticed when it is taken out ([`Self::has_ended`]),
+/// or fails the next exchange, and the connection is dropped.
 struct PeerConn {
     sender: SendRequest<Full<Bytes>>,
     connection: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
