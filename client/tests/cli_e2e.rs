@@ -59,9 +59,15 @@ fn node_bin() -> PathBuf {
     bin
 }
 
-fn free_addr() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
-    listener.local_addr().expect("local_addr").to_string()
+/// Two different ports that were free a moment ago, for a node's client and peer
+/// addresses. Both listeners are held until both ports are known: bound one after the
+/// other, the kernel can hand out the same port twice (seen in CI), and the node refuses
+/// a peer address equal to its client address.
+fn free_addr_pair() -> (String, String) {
+    let bind = || TcpListener::bind("127.0.0.1:0").expect("binding 127.0.0.1:0");
+    let (a, b) = (bind(), bind());
+    let addr = |l: &TcpListener| l.local_addr().expect("local_addr").to_string();
+    (addr(&a), addr(&b))
 }
 
 extern "C" {
@@ -142,10 +148,11 @@ impl Cluster {
         for id in 1..=3 {
             let node_dir = cluster.dir.path().join(format!("node{id}"));
             fs::create_dir_all(&node_dir).expect("node dir");
+            let (client_addr, peer_addr) = free_addr_pair();
             cluster.nodes.push(Node {
                 id,
-                client_addr: free_addr(),
-                peer_addr: free_addr(),
+                client_addr,
+                peer_addr,
                 dir: node_dir,
                 child: None,
             });
@@ -187,8 +194,7 @@ impl Cluster {
                 self.nodes[i].id
             );
             self.nodes[i].child = None;
-            self.nodes[i].client_addr = free_addr();
-            self.nodes[i].peer_addr = free_addr();
+            (self.nodes[i].client_addr, self.nodes[i].peer_addr) = free_addr_pair();
         }
         panic!("node {} found no free ports", self.nodes[i].id);
     }

@@ -9,7 +9,8 @@ use cairn_client::api::{InitRequest, NodeSpec, WriteRequest};
 use cairn_client::ClientError;
 use serde_json::json;
 use support::{
-    any_at, free_addr, linearizable, run_node_to_exit, wait_until, Cluster, LEADER_TIMEOUT,
+    any_at, free_addr, free_addr_pair, linearizable, run_node_to_exit, wait_until, Cluster,
+    LEADER_TIMEOUT,
 };
 
 /// Bound on replication and catch-up waits.
@@ -176,7 +177,7 @@ async fn a_follower_that_was_down_catches_up_after_restart() {
 async fn a_second_process_on_a_locked_data_dir_is_refused() {
     let mut cluster = Cluster::start(3).await;
     let data_dir = cluster.data_dir(2);
-    let (client_addr, peer_addr) = (free_addr(), free_addr());
+    let (client_addr, peer_addr) = free_addr_pair();
     let args = [
         "--id",
         "2",
@@ -208,7 +209,7 @@ async fn a_data_dir_of_another_node_is_refused() {
     let mut cluster = Cluster::builder(1).uninitialized().start().await;
     cluster.terminate(1);
     let data_dir = cluster.data_dir(1);
-    let (client_addr, peer_addr) = (free_addr(), free_addr());
+    let (client_addr, peer_addr) = free_addr_pair();
     let args = [
         "--id",
         "7",
@@ -289,7 +290,7 @@ struct BadConfig {
 }
 
 fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
-    let (a, b) = (free_addr(), free_addr());
+    let (a, b) = free_addr_pair();
     let flags = |id: &str, client: &str, peer: &str| {
         [
             "--id",

@@ -100,10 +100,11 @@ impl Node {
             .prefix(&format!("cairn-node-{id}-"))
             .tempdir()
             .expect("creating a node tempdir");
+        let (client_addr, peer_addr) = free_addr_pair_on(host);
         let spec = NodeSpec {
             id,
-            client_addr: free_addr_on(host),
-            peer_addr: free_addr_on(host),
+            client_addr,
+            peer_addr,
         };
         Node {
             spec,
@@ -259,7 +260,27 @@ pub fn free_addr() -> String {
 
 /// [`free_addr`] on another loopback IP (any of 127.0.0.0/8 works on Linux without setup).
 pub fn free_addr_on(host: &str) -> String {
-    let listener = TcpListener::bind((host, 0)).unwrap_or_else(|e| panic!("binding {host}:0: {e}"));
+    addr_of(&bind_any_port(host))
+}
+
+/// Two different free addresses on 127.0.0.1 ([`free_addr_pair_on`]).
+pub fn free_addr_pair() -> (String, String) {
+    free_addr_pair_on(LOCALHOST)
+}
+
+/// Two different free addresses on `host`, for a node's client and peer ports. Both
+/// listeners are held until both ports are known: taken one after the other, the kernel
+/// once handed out the same port twice, and the node refused to start (CI, session 5).
+pub fn free_addr_pair_on(host: &str) -> (String, String) {
+    let (a, b) = (bind_any_port(host), bind_any_port(host));
+    (addr_of(&a), addr_of(&b))
+}
+
+fn bind_any_port(host: &str) -> TcpListener {
+    TcpListener::bind((host, 0)).unwrap_or_else(|e| panic!("binding {host}:0: {e}"))
+}
+
+fn addr_of(listener: &TcpListener) -> String {
     listener.local_addr().expect("local_addr").to_string()
 }
 
@@ -447,8 +468,7 @@ impl Cluster {
                         print_tail(id, &node.log_path());
                         panic!("node {id} exited during startup ({status})");
                     }
-                    node.spec.client_addr = free_addr_on(&host);
-                    node.spec.peer_addr = free_addr_on(&host);
+                    (node.spec.client_addr, node.spec.peer_addr) = free_addr_pair_on(&host);
                 }
             }
         }
