@@ -54,7 +54,7 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
         .parse::<SocketAddr>()
         .context("peer_addr")?
         .ip();
-    let peer = PeerClient::new(Some(peer_ip), rpc_timeout)?;
+    let peer = PeerClient::new(Some(peer_ip), rpc_timeout);
     let raft_config = Arc::new(openraft_config(&config.raft)?);
     let raft = Raft::new(
         config.id,

@@ -1,8 +1,9 @@
 //! Raft RPCs between peers: HTTP on the peer port, bincode bodies (no JSON on this path).
 //!
 //! - `server`: axum routes that hand requests to the local `Raft`.
-//! - `network`: openraft's `RaftNetworkFactory`, one HTTP connection per stream, with timeouts
-//!   from openraft's `RPCOption` and exponential backoff on unreachable peers.
+//! - `network`: the client side: `PeerClient` (self-driven HTTP/1.1 connections in a small
+//!   pool per peer) and openraft's `RaftNetworkFactory` over it, with timeouts from
+//!   openraft's `RPCOption` and exponential backoff on unreachable peers.
 //!
 //! Paths are shared by both sides through the constants below.
 

@@ -1,9 +1,8 @@
 //! The client side of the peer transport.
 //!
-//! Raft RPCs (append, vote, snapshot) go over HTTP/1.1 connections that the calling task
-//! drives itself ([`PeerConn`]), taken from and returned to a small idle pool per peer
-//! ([`IdleConns`]). The pooled `reqwest` client remains for the ReadIndex a follower asks
-//! of its leader.
+//! Every peer RPC (Raft's append, vote and snapshot, and the ReadIndex a follower asks of
+//! its leader) goes over an HTTP/1.1 connection that the calling task drives itself
+//! ([`PeerConn`]), taken from and returned to a small idle pool per peer ([`IdleConns`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -44,14 +43,13 @@ const POOL_IDLE_PER_HOST_MAX: usize = 8;
 /// test harness can cut a precise pair of nodes with packet filters.
 #[derive(Clone)]
 pub struct PeerClient {
-    http: reqwest::Client,
     local_ip: Option<IpAddr>,
     connect_timeout: Duration,
     idle: IdleConns,
 }
 
-/// Raft RPC connections not in use, per peer address, shared by every network client of
-/// the node.
+/// Peer RPC connections not in use, per peer address, shared by every network client of
+/// the node and by its ReadIndex calls.
 ///
 /// Why a pool: openraft opens a new network client for each leadership check (every
 /// ReadIndex round, `RaftCore::handle_check_is_leader_request`) besides the long-lived one
@@ -88,23 +86,16 @@ impl IdleConns {
 }
 
 impl PeerClient {
-    pub fn new(local_ip: Option<IpAddr>, connect_timeout: Duration) -> anyhow::Result<PeerClient> {
-        let http = reqwest::Client::builder()
-            .local_address(local_ip)
-            .connect_timeout(connect_timeout)
-            .pool_max_idle_per_host(POOL_IDLE_PER_HOST_MAX)
-            .tcp_nodelay(true)
-            .no_proxy()
-            .build()?;
-        Ok(PeerClient {
-            http,
+    pub fn new(local_ip: Option<IpAddr>, connect_timeout: Duration) -> PeerClient {
+        PeerClient {
             local_ip,
             connect_timeout,
             idle: IdleConns::default(),
-        })
+        }
     }
 
-    /// POSTs a bincode body and decodes a bincode `Result<Resp, Err>` answer.
+    /// POSTs a bincode body and decodes a bincode `Result<Resp, Err>` answer, all within
+    /// `timeout` (connecting included).
     pub async fn call<Req: Serialize, Resp: DeserializeOwned, Err: DeserializeOwned>(
         &self,
         peer_addr: &str,
@@ -112,27 +103,29 @@ impl PeerClient {
         req: &Req,
         timeout: Duration,
     ) -> Result<Result<Resp, Err>, CallError> {
-        let url = format!("http://{peer_addr}{path}");
-        let resp = self
-            .http
-            .post(url)
-            .header(reqwest::header::CONTENT_TYPE, CONTENT_TYPE)
-            .body(codec::encode(req))
-            .timeout(timeout)
-            .send()
+        let body = Bytes::from(codec::encode(req));
+        let bytes = tokio::time::timeout(timeout, self.exchange(peer_addr, path, body))
             .await
-            .map_err(CallError::from_send)?;
-        if !resp.status().is_success() {
-            return Err(CallError::Network(std::io::Error::other(format!(
-                "peer answered HTTP {}",
-                resp.status()
-            ))));
-        }
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
-        codec::decode(&body).map_err(|e| CallError::Network(std::io::Error::other(e)))
+            .map_err(|_| {
+                CallError::Network(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer from {peer_addr} within {timeout:?}"),
+                ))
+            })??;
+        codec::decode(&bytes).map_err(|e| CallError::Network(std::io::Error::other(e)))
+    }
+
+    /// One request and its answer's body, on an idle connection or a new one. The
+    /// connection goes back to the pool only if the exchange completed: when it fails, or
+    /// the caller's timeout drops this future, the connection is dropped with it.
+    async fn exchange(&self, peer_addr: &str, path: &str, body: Bytes) -> Result<Bytes, CallError> {
+        let mut conn = match self.idle.take(peer_addr) {
+            Some(conn) => conn,
+            None => PeerConn::open(self, peer_addr).await?,
+        };
+        let answer = conn.exchange(peer_addr, path, body).await?;
+        self.idle.put_back(peer_addr, conn);
+        Ok(answer)
     }
 
     /// Asks the leader for a quorum-confirmed commit index (ReadIndex).
@@ -160,14 +153,6 @@ pub enum CallError {
 }
 
 impl CallError {
-    fn from_send(e: reqwest::Error) -> CallError {
-        if e.is_connect() {
-            CallError::Unreachable(std::io::Error::other(e))
-        } else {
-            CallError::Network(std::io::Error::other(e))
-        }
-    }
-
     fn into_rpc<E: std::error::Error>(self) -> RPCError<NodeId, NodeInfo, E> {
         match self {
             CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
@@ -216,41 +201,15 @@ impl PeerNetwork {
         req: &Req,
         option: &RPCOption,
     ) -> Result<Resp, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>> {
-        let body = Bytes::from(codec::encode(req));
-        let answer = match tokio::time::timeout(option.hard_ttl(), self.exchange(path, body)).await
+        match self
+            .client
+            .call::<Req, Resp, RaftError<NodeId, E>>(&self.peer_addr, path, req, option.hard_ttl())
+            .await
         {
-            Ok(answer) => answer,
-            Err(_) => Err(CallError::Network(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!(
-                    "no answer from {} within {:?}",
-                    self.peer_addr,
-                    option.hard_ttl()
-                ),
-            ))),
-        };
-        let decoded = answer.and_then(|bytes| {
-            codec::decode::<Result<Resp, RaftError<NodeId, E>>>(&bytes)
-                .map_err(|e| CallError::Network(std::io::Error::other(e)))
-        });
-        match decoded {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new(self.target, remote))),
             Err(e) => Err(e.into_rpc()),
         }
-    }
-
-    /// One request and its answer's body, on an idle connection or a new one. The
-    /// connection goes back to the pool only if the exchange completed: when it fails, or
-    /// the caller's timeout drops this future, the connection is dropped with it.
-    async fn exchange(&self, path: &str, body: Bytes) -> Result<Bytes, CallError> {
-        let mut conn = match self.client.idle.take(&self.peer_addr) {
-            Some(conn) => conn,
-            None => PeerConn::open(&self.client, &self.peer_addr).await?,
-        };
-        let answer = conn.exchange(&self.peer_addr, path, body).await?;
-        self.client.idle.put_back(&self.peer_addr, conn);
-        Ok(answer)
     }
 }
 
@@ -436,7 +395,7 @@ mod tests {
     }
 
     fn client() -> PeerClient {
-        PeerClient::new(None, Duration::from_secs(1)).unwrap()
+        PeerClient::new(None, Duration::from_secs(1))
     }
 
     async fn echo(net: &PeerNetwork, n: u64, ttl_ms: u64) -> Result<u64, String> {

@@ -193,9 +193,10 @@ impl Engine {
 
     /// Every state-machine write but the snapshot-install marker: applies, and snapshot
     /// installs (which flush before they remove their marker). No WAL, because the Raft
-    /// log already holds every entry being applied. They are durable once flushed ([`Engine::flush_state`], or RocksDB's own
-    /// atomic flushes); until then a crash loses them and openraft re-applies the entries
-    /// from the log (`last_applied` to the committed index) before the node serves.
+    /// log already holds every entry being applied. They are durable once flushed
+    /// ([`Engine::flush_state`], or RocksDB's own atomic flushes); until then a crash loses
+    /// them and openraft re-applies the entries from the log (`last_applied` to the
+    /// committed index) before the node serves.
     ///
     /// Measured by `examples/apply_bench` (100k keys, 32 upserts per entry, three
     /// interleaved runs each): 15.8–16.2 → 12.7–13.7 µs per 256-byte upsert; and the fsync
