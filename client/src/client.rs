@@ -8,8 +8,8 @@
 //!   exponential backoff between `backoff_ms_min` and `backoff_ms_max`, rotating endpoints.
 //!   Only transient failures are retried (unreachable node, `no_leader`, `stale_read`,
 //!   `outcome_unknown`); a definite answer (404, 409, …) is returned at once.
-//! - **Exactly-once mutations.** Every mutation carries a `request_id` (a random 128-bit hex
-//!   id unless the caller set one) and every retry resends the identical body. If any
+//! - **Exactly-once mutations.** Every mutation carries a `request_id` (a time-ordered
+//!   128-bit hex id, see [`new_request_id`], unless the caller set one) and every retry resends the identical body. If any
 //!   attempt may have reached the node without an answer coming back and no later attempt
 //!   got a definite one, the call returns [`ClientError::OutcomeUnknown`] with that id.
 //! - **Reads.** Linearizable reads go to the leader; `bounded` and `any` reads are spread
@@ -861,9 +861,23 @@ fn endpoint_url(base: &str, path: &[&str], query: &[(&str, String)]) -> Result<U
     Ok(url)
 }
 
-/// A fresh random 128-bit `request_id`, hex encoded.
+/// A fresh 128-bit `request_id`, 32 hex characters: the Unix time in milliseconds (48 bits)
+/// followed by 80 random bits.
+///
+/// Why time first: every replica keeps one dedup record per id in a sorted store (a
+/// RocksDB skiplist, then SST files), and ids that arrive in increasing order are inserted
+/// next to the previous ones instead of at a random place, and expire from one end. With
+/// uniformly random ids the dedup insert was one of three random-position inserts per
+/// write on every node; `node/examples/apply_bench` (100k keys, 32 upserts per entry,
+/// three interleaved runs) measured 12.8 / 14.2 / 11.8 µs per upsert with random ids and
+/// 11.0 / 11.5 / 10.6 with time-ordered ones. Uniqueness rests on the 80 random bits
+/// within one millisecond; a clock that steps back costs locality, never correctness.
 pub fn new_request_id() -> String {
-    hex::encode(rand::random::<[u8; 16]>())
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let random: [u8; 10] = rand::random();
+    format!("{:012x}{}", unix_ms & 0xffff_ffff_ffff, hex::encode(random))
 }
 
 fn encode(value: &impl Serialize) -> Result<Vec<u8>> {
@@ -981,11 +995,23 @@ mod tests {
     }
 
     #[test]
-    fn request_ids_are_random_128_bit_hex() {
+    fn request_ids_are_128_bit_hex_led_by_the_time_in_milliseconds() {
+        let before = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
         let (a, b) = (new_request_id(), new_request_id());
-        assert_eq!(a.len(), 32);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        for id in [&a, &b] {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(id.chars().all(|c| c.is_ascii_hexdigit()), "{id}");
+            let ms = u64::from_str_radix(&id[..12], 16).unwrap();
+            assert!(
+                ms >= before && ms < before + 60_000,
+                "{id}: {ms} vs {before}"
+            );
+        }
         assert_ne!(a, b);
+        assert!(a[..12] <= b[..12], "time prefix went back: {a} then {b}");
     }
 
     #[tokio::test]

@@ -60,7 +60,7 @@ fn upsert(key: String, value_bytes: usize, rng: &mut impl Rng) -> Command {
         cond: Conditions::default(),
     };
     Command {
-        request_id: Some(format!("{:032x}", rng.gen::<u128>())),
+        request_id: Some(cairn_client::new_request_id()),
         payload_hash: format!("{:064x}", rng.gen::<u128>()),
         mutations: vec![mutation],
         is_batch: false,

@@ -428,9 +428,9 @@ impl Worker {
         if self.lib.is_some() {
             return self.exec_lib(op.kind, &key, value).await;
         }
-        // Every mutation carries a request_id, as the public client always sends one: the
+        // Every mutation carries a request_id, made as the public client makes them: the
         // node's exactly-once bookkeeping is part of the cost of a write.
-        let request_id = format!("{:032x}", rand::random::<u128>());
+        let request_id = cairn_client::new_request_id();
         let (url, body) = match op.kind {
             OpKind::Read => (
                 &self.read_url,
