@@ -9,9 +9,10 @@
 //!   Only transient failures are retried (unreachable node, `no_leader`, `stale_read`,
 //!   `outcome_unknown`); a definite answer (404, 409, …) is returned at once.
 //! - **Exactly-once mutations.** Every mutation carries a `request_id` (a time-ordered
-//!   128-bit hex id, see [`new_request_id`], unless the caller set one) and every retry resends the identical body. If any
-//!   attempt may have reached the node without an answer coming back and no later attempt
-//!   got a definite one, the call returns [`ClientError::OutcomeUnknown`] with that id.
+//!   128-bit hex id, see [`new_request_id`], unless the caller set one) and every retry
+//!   resends the identical body. If any attempt may have reached the node without an
+//!   answer coming back and no later attempt got a definite one, the call returns
+//!   [`ClientError::OutcomeUnknown`] with that id.
 //! - **Reads.** Linearizable reads go to the leader; `bounded` and `any` reads are spread
 //!   round-robin over the endpoints. With a [`Session`], every read sends the session
 //!   revision as `min_revision` and is checked against it; a stale answer is retried
