@@ -20,6 +20,10 @@ pub const LOG_LEVEL_DEFAULT: &str = "info";
 pub const WORKER_THREADS_DEFAULT: u64 = 0;
 /// More workers than this is a typo, not a machine.
 pub const WORKER_THREADS_MAX: u64 = 1024;
+/// Memory for decoded-slot lookups in front of RocksDB (see `slot_cache_mib`).
+pub const SLOT_CACHE_MIB_DEFAULT: u64 = 64;
+/// 1 TiB: more is a typo.
+pub const SLOT_CACHE_MIB_MAX: u64 = 1 << 20;
 
 /// Everything one `cairn-node` process needs. Build it with [`NodeConfig::load`] (or
 /// [`NodeConfig::local`]), which fills defaults and validates; a `NodeConfig` obtained that
@@ -42,6 +46,11 @@ pub struct NodeConfig {
     /// spend less CPU per write with 1 each (fewer cross-thread wake-ups), but the
     /// leader's one thread then caps throughput (lower at 64 writers; BENCH.md).
     pub worker_threads: u64,
+    /// MiB of encoded slots kept in memory in front of RocksDB (0 disables the cache).
+    /// Every mutation reads its key's slot on every replica; a cached one skips the RocksDB
+    /// lookup. It holds what was written or read by mutations most recently (about 600
+    /// bytes per key with a 256-byte value), and counts toward the node's RSS.
+    pub slot_cache_mib: u64,
     pub raft: RaftConfig,
     pub batching: BatchingConfig,
     pub reads: ReadsConfig,
@@ -69,6 +78,7 @@ struct NodeFile {
     dedup_retention_ms: Option<u64>,
     log_level: Option<String>,
     worker_threads: Option<u64>,
+    slot_cache_mib: Option<u64>,
     #[serde(default)]
     raft: RaftConfig,
     #[serde(default)]
@@ -118,6 +128,7 @@ impl NodeConfig {
     /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
     /// - `client_addr` and `peer_addr` parse as `IP:PORT` and differ (unless port 0);
     /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
+    ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
     /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one).
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -137,6 +148,7 @@ impl NodeConfig {
         }
         check_positive("dedup_retention_ms", self.dedup_retention_ms)?;
         check_at_most("worker_threads", self.worker_threads, WORKER_THREADS_MAX)?;
+        check_at_most("slot_cache_mib", self.slot_cache_mib, SLOT_CACHE_MIB_MAX)?;
         if self.log_level.trim().is_empty() || self.log_level.contains(char::is_whitespace) {
             return Err(ConfigError::invalid(
                 "log_level",
@@ -229,6 +241,7 @@ fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
             .log_level
             .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
         worker_threads: file.worker_threads.unwrap_or(WORKER_THREADS_DEFAULT),
+        slot_cache_mib: file.slot_cache_mib.unwrap_or(SLOT_CACHE_MIB_DEFAULT),
         raft: file.raft,
         batching: file.batching,
         reads: file.reads,

@@ -47,6 +47,10 @@ fn top_level_fields() {
     rejects("dedup_retention_ms = 0", "dedup_retention_ms", "> 0");
     rejects("log_level = \"\"", "log_level", "tracing filter");
     rejects("log_level = \"info debug\"", "log_level", "tracing filter");
+    rejects("worker_threads = 1025", "worker_threads", "<= 1024");
+    rejects("slot_cache_mib = 1048577", "slot_cache_mib", "<= 1048576");
+    let off = NodeConfig::from_toml_str("id = 1\nslot_cache_mib = 0\n", &ov).unwrap();
+    assert_eq!(off.slot_cache_mib, 0, "0 (no cache) is a valid setting");
 }
 
 #[test]

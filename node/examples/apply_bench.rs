@@ -39,6 +39,9 @@ struct Args {
     /// Memtable size per column family, MiB (the node's default when not given).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     write_buffer_mib: Option<u64>,
+    /// Slot cache size, MiB (the node's default when not given; 0 disables it).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=4096))]
+    slot_cache_mib: Option<u64>,
 }
 
 fn upsert(key: String, value_bytes: usize, rng: &mut impl Rng) -> Command {
@@ -114,7 +117,11 @@ async fn main() {
     if let Some(mib) = args.write_buffer_mib {
         engine_options.write_buffer_bytes = (mib as usize) << 20;
     }
+    if let Some(mib) = args.slot_cache_mib {
+        engine_options.slot_cache_bytes = (mib as usize) << 20;
+    }
     let engine = Engine::open(&dir.path().join("db"), &engine_options).expect("open");
+    let cache_stats = engine.clone();
     let snapshots = SnapshotDir::open(dir.path().join("snapshots")).expect("snapshot dir");
     let mut sm = StateMachine::open(StateEngine::new(engine), snapshots).expect("state machine");
     let mut rng = rand::thread_rng();
@@ -143,5 +150,13 @@ async fn main() {
         secs * 1e6 / mutations as f64,
         mutations as f64 / secs,
         secs * 1e6 / args.entries as f64,
+    );
+    let cache = cache_stats.slot_cache_stats();
+    println!(
+        "slot cache: {} entries, {:.1} MiB, {} hits, {} misses",
+        cache.entries,
+        cache.bytes as f64 / (1 << 20) as f64,
+        cache.hits,
+        cache.misses
     );
 }

@@ -83,19 +83,24 @@ impl Metrics {
             ),
         ];
         for (name, help, value) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                value.load(Ordering::Relaxed)
-            );
+            counter(out, name, help, value.load(Ordering::Relaxed));
         }
     }
 }
 
 /// Appends one gauge.
 pub fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
+    metric(out, "gauge", name, help, value);
+}
+
+/// Appends one counter.
+pub fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    metric(out, "counter", name, help, value);
+}
+
+fn metric(out: &mut String, kind: &str, name: &str, help: &str, value: u64) {
     let _ = writeln!(
         out,
-        "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
     );
 }

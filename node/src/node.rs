@@ -38,8 +38,12 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let client_listener = bind(&config.client_addr, "client").await?;
     let peer_listener = bind(&config.peer_addr, "peer").await?;
 
-    let engine =
-        Engine::open(&data_dir.db_path(), &EngineOptions::default()).context("opening RocksDB")?;
+    let engine_options = EngineOptions {
+        slot_cache_bytes: usize::try_from(config.slot_cache_mib << 20)
+            .context("slot_cache_mib does not fit in this machine's address space")?,
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(&data_dir.db_path(), &engine_options).context("opening RocksDB")?;
     let log = LogStore::new(LogEngine::new(engine.clone()))
         .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
     let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;

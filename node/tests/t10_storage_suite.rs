@@ -17,6 +17,7 @@ fn small_options() -> EngineOptions {
         block_cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
+        slot_cache_bytes: 1 << 20,
     }
 }
 

@@ -310,6 +310,9 @@ fn open(dir: &Path) -> (StateEngine, StateMachine) {
         block_cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
+        // Tiny: the property runs evict, promote and re-read slots all the time, and a
+        // stale cached slot would make a replica diverge from the reference.
+        slot_cache_bytes: 16 << 10,
     };
     let engine = Engine::open(&dir.join("db"), &options).expect("open rocksdb");
     let snapshots = SnapshotDir::open(dir.join("snapshots")).expect("open snapshot dir");

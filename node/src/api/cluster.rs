@@ -21,7 +21,7 @@ use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::{role_name, App, SharedApp};
 use crate::consensus::{NodeId, NodeInfo};
-use crate::metrics::gauge;
+use crate::metrics::{counter, gauge};
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -410,6 +410,25 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
         ),
         Err(e) => tracing::warn!(error = %e, "cairn_state_unflushed_records left out"),
     }
+    let cache = app.engine.slot_cache_stats();
+    counter(
+        &mut out,
+        "cairn_slot_cache_hits_total",
+        "slot lookups answered from the slot cache",
+        cache.hits,
+    );
+    counter(
+        &mut out,
+        "cairn_slot_cache_misses_total",
+        "slot lookups that went to RocksDB",
+        cache.misses,
+    );
+    gauge(
+        &mut out,
+        "cairn_slot_cache_bytes",
+        "bytes held by the slot cache",
+        cache.bytes as u64,
+    );
     gauge(
         &mut out,
         "cairn_read_token_age_ms",

@@ -8,6 +8,8 @@ use rocksdb::{
     WriteOptions, DB,
 };
 
+use super::slot_cache::{SlotCache, SlotCacheStats};
+
 /// Column families, in two RocksDB instances (see [`Engine`]).
 pub mod cf {
     /// Raft log entries by big-endian index.
@@ -87,14 +89,17 @@ pub struct EngineOptions {
     pub block_cache_bytes: usize,
     pub write_buffer_bytes: usize,
     pub background_jobs: i32,
+    /// The [`SlotCache`] in front of the `slots` family; 0 disables it.
+    pub slot_cache_bytes: usize,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            block_cache_bytes: 64 << 20,
-            write_buffer_bytes: 16 << 20,
+            block_cache_bytes: 32 << 20,
+            write_buffer_bytes: 8 << 20,
             background_jobs: 2,
+            slot_cache_bytes: 64 << 20,
         }
     }
 }
@@ -116,6 +121,9 @@ impl Default for EngineOptions {
 pub struct Engine {
     log: DB,
     state: DB,
+    /// Here, not in [`super::StateEngine`] (which is cloned freely), so that one open
+    /// database has exactly one cache.
+    slot_cache: SlotCache,
 }
 
 impl Engine {
@@ -133,7 +141,11 @@ impl Engine {
         let cache = Cache::new_hyper_clock_cache(opts.block_cache_bytes, 0);
         let log = open_instance(&dir.join("log"), &cf::LOG_INSTANCE, false, &cache, opts)?;
         let state = open_instance(&dir.join("state"), &cf::STATE, true, &cache, opts)?;
-        Ok(Arc::new(Engine { log, state }))
+        Ok(Arc::new(Engine {
+            log,
+            state,
+            slot_cache: SlotCache::new(opts.slot_cache_bytes),
+        }))
     }
 
     /// The instance holding the Raft log and its metadata.
@@ -144,6 +156,14 @@ impl Engine {
     /// The instance holding the state machine.
     pub(super) fn state_db(&self) -> &DB {
         &self.state
+    }
+
+    pub(super) fn slot_cache(&self) -> &SlotCache {
+        &self.slot_cache
+    }
+
+    pub fn slot_cache_stats(&self) -> SlotCacheStats {
+        self.slot_cache.stats()
     }
 
     /// Entries in the state machine's active memtables: applies that are not durable yet,

@@ -6,6 +6,7 @@
 //! - `log`: the Raft log as opaque bytes.
 //! - `log_writer`: group commit of the log: staged appends, one fsync per group.
 //! - `state`: the state machine's data and its atomic apply transaction.
+//! - `slot_cache`: encoded slots in memory, in front of the `slots` family (pure: no RocksDB).
 //! - `snapshot`: snapshot files, streamed to and from disk.
 //!
 //! Nothing here knows openraft: the consensus layer encodes its own types and passes bytes.
@@ -15,6 +16,7 @@ pub mod codec;
 pub mod engine;
 pub mod log;
 pub mod log_writer;
+pub mod slot_cache;
 pub mod snapshot;
 pub mod state;
 

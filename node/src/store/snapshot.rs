@@ -239,6 +239,9 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     begin.put_cf(engine.cf(cf::SM_META), INSTALLING, marker.as_bytes());
     engine.state_db().write_opt(begin, &Engine::synced())?;
 
+    // Nothing fills the cache while this runs (the apply path is busy installing), so
+    // once empty it stays empty until the new state is in place.
+    engine.slot_cache().clear();
     let unlogged = Engine::unlogged();
     let mut batch = WriteBatch::default();
     for family in cf::STATE {

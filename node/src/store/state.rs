@@ -80,14 +80,35 @@ impl StateEngine {
         })
     }
 
-    /// The slot of `key`, checked on the way out of the disk.
+    /// The slot of `key`, checked on the way out of the disk. Always RocksDB, never the
+    /// [`SlotCache`](super::slot_cache::SlotCache): an apply writes RocksDB and then the
+    /// cache, and a reader that could see both might read the new slot (in a list scan)
+    /// and then the old one (a cache hit) in between: a linearizable read going back.
     pub fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
-        let Some(bytes) = self.get(cf::SLOTS, key.as_bytes())? else {
-            return Ok(None);
+        match self.get(cf::SLOTS, key.as_bytes())? {
+            Some(stored) => decode_slot(&stored, key).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The slot of `key` for the apply path, through the slot cache, which it fills from
+    /// RocksDB on a miss: nothing else writes `slots`, so what it read stays current until
+    /// it commits, and only the apply path uses the cache, so it never sees it disagree
+    /// with RocksDB.
+    fn slot_for_apply(&self, key: &str) -> Result<Option<Slot>, StoreError> {
+        let cache = self.engine.slot_cache();
+        let bytes = match cache.get(key) {
+            Some(cached) => cached,
+            None => match self.get(cf::SLOTS, key.as_bytes())? {
+                Some(stored) => {
+                    let stored: Arc<[u8]> = stored.into();
+                    cache.insert(key, stored.clone());
+                    stored
+                }
+                None => return Ok(None),
+            },
         };
-        let slot: Slot = decode_in(cf::SLOTS, &bytes)?;
-        check_slot(&slot, key)?;
-        Ok(Some(slot))
+        decode_slot(&bytes, key).map(Some)
     }
 
     pub fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
@@ -370,6 +391,12 @@ mirror!(StoredResult <-> MutationResult {
 
 /// Read-side assertion: a slot read back must be the key it is stored under and must hold a
 /// value exactly when its state allows one.
+fn decode_slot(bytes: &[u8], key: &str) -> Result<Slot, StoreError> {
+    let slot: Slot = decode_in(cf::SLOTS, bytes)?;
+    check_slot(&slot, key)?;
+    Ok(slot)
+}
+
 fn check_slot(slot: &Slot, key: &str) -> Result<(), StoreError> {
     let value_allowed = matches!(slot.state, State::Active | State::Revoked);
     if slot.key != key || slot.value.is_some() != value_allowed || slot.state == State::Absent {
@@ -388,8 +415,9 @@ pub struct StateTxn<'a> {
     state: &'a StateEngine,
     engine: &'a Engine,
     batch: WriteBatch,
-    /// Pending slot writes, read back by later commands before the batch is committed.
-    slots: HashMap<String, Slot>,
+    /// Pending slot writes (decoded and encoded), read back by later commands before the
+    /// batch is committed, and cached once it is.
+    slots: HashMap<String, (Slot, Arc<[u8]>)>,
     /// Pending dedup writes: `None` is a record expired by an earlier entry of this txn.
     dedup: HashMap<String, Option<DedupRecord>>,
     /// Pending changes to the `dedup_by_time` index (`true`: put, `false`: deleted), so
@@ -403,8 +431,8 @@ impl SlotSource for StateTxn<'_> {
 
     fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
         match self.slots.get(key) {
-            Some(s) => Ok(Some(s.clone())),
-            None => self.state.slot(key),
+            Some((s, _)) => Ok(Some(s.clone())),
+            None => self.state.slot_for_apply(key),
         }
     }
 
@@ -433,12 +461,10 @@ impl<'a> StateTxn<'a> {
         match effect {
             Effect::PutSlot(slot) => {
                 check_slot(&slot, &slot.key)?;
-                self.batch.put_cf(
-                    self.cf(cf::SLOTS),
-                    slot.key.as_bytes(),
-                    codec::encode(&slot),
-                );
-                self.slots.insert(slot.key.clone(), slot);
+                let encoded: Arc<[u8]> = codec::encode(&slot).into();
+                self.batch
+                    .put_cf(self.cf(cf::SLOTS), slot.key.as_bytes(), &encoded);
+                self.slots.insert(slot.key.clone(), (slot, encoded));
             }
             Effect::AppendEvent { key, event } => {
                 let k = pair_key(&key, &u64_key(event.version));
@@ -553,11 +579,16 @@ impl<'a> StateTxn<'a> {
     /// the Raft log, synced before any entry is applied, is this write's log. A crash loses
     /// what no flush has reached, back to one consistent applied index (atomic flush), and
     /// openraft re-applies from there to the committed index at restart.
+    /// The slots it wrote go into the slot cache after the write (only later applies
+    /// read it).
     pub fn commit(self) -> Result<(), StoreError> {
-        self.state
-            .engine
+        let engine = &self.state.engine;
+        engine
             .state_db()
             .write_opt(self.batch, &Engine::unlogged())?;
+        for (key, (_, encoded)) in self.slots {
+            engine.slot_cache().insert(&key, encoded);
+        }
         Ok(())
     }
 }
