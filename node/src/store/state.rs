@@ -389,14 +389,15 @@ mirror!(StoredResult <-> MutationResult {
     key, state, version, generation, forget_epoch, revision, replayed, already, tombstone,
 });
 
-/// Read-side assertion: a slot read back must be the key it is stored under and must hold a
-/// value exactly when its state allows one.
+/// Decodes a slot read back (from RocksDB or the slot cache) and checks it.
 fn decode_slot(bytes: &[u8], key: &str) -> Result<Slot, StoreError> {
     let slot: Slot = decode_in(cf::SLOTS, bytes)?;
     check_slot(&slot, key)?;
     Ok(slot)
 }
 
+/// Read-side assertion: a slot read back must be the key it is stored under and must hold a
+/// value exactly when its state allows one.
 fn check_slot(slot: &Slot, key: &str) -> Result<(), StoreError> {
     let value_allowed = matches!(slot.state, State::Active | State::Revoked);
     if slot.key != key || slot.value.is_some() != value_allowed || slot.state == State::Absent {
@@ -579,6 +580,7 @@ impl<'a> StateTxn<'a> {
     /// the Raft log, synced before any entry is applied, is this write's log. A crash loses
     /// what no flush has reached, back to one consistent applied index (atomic flush), and
     /// openraft re-applies from there to the committed index at restart.
+    ///
     /// The slots it wrote go into the slot cache after the write (only later applies
     /// read it).
     pub fn commit(self) -> Result<(), StoreError> {
