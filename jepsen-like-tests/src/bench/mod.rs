@@ -38,10 +38,17 @@ const CAIRN_PORTS: (u16, u16) = (7600, 7700);
 const ETCD_PORTS: (u16, u16) = (7610, 7710);
 const SCALE_PORTS: (u16, u16) = (7620, 7720);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
-/// Preload: ops per cairn batch / per etcd txn (etcd's default --max-txn-ops), in flight.
+/// Preload: most ops per cairn batch / per etcd txn (etcd's default --max-txn-ops), in
+/// flight.
 const CAIRN_BATCH_OPS: u64 = 500;
 const ETCD_TXN_OPS: u64 = 128;
 const PRELOAD_CONCURRENCY: usize = 8;
+/// Bytes of values per preload request: cairn's default body limit is 1 MiB
+/// (`limits.value_bytes_max` plus an envelope) and etcd's `--max-request-bytes` 1.5 MiB, so
+/// 500 writes of 4 KiB in one request would be refused (`--value-bytes 4096` failed so).
+const PRELOAD_REQUEST_BYTES: u64 = 512 << 10;
+/// What one preloaded write adds to a request besides its value (key, field names).
+const PRELOAD_OP_OVERHEAD_BYTES: u64 = 128;
 /// Quiet gap between points (lets connections of the previous point close).
 const POINT_GAP: Duration = Duration::from_millis(300);
 
@@ -337,13 +344,15 @@ async fn measure(
 
     // Preload every key so reads hit: cairn in batches, etcd in transactions.
     let mut preload = Vec::new();
+    let cairn_ops = preload_ops(CAIRN_BATCH_OPS, args.value_bytes);
+    let etcd_ops = preload_ops(ETCD_TXN_OPS, args.value_bytes);
     if let Some(c) = &cairn {
         let t = Instant::now();
         let rate = c
             .load(
                 0..args.keys,
                 args.value_bytes,
-                CAIRN_BATCH_OPS,
+                cairn_ops,
                 PRELOAD_CONCURRENCY,
             )
             .await?;
@@ -355,7 +364,7 @@ async fn measure(
         preload.push(PreloadRow {
             system: "cairn".into(),
             keys: args.keys,
-            ops_per_request: CAIRN_BATCH_OPS,
+            ops_per_request: cairn_ops,
             concurrency: PRELOAD_CONCURRENCY,
             seconds: t.elapsed().as_secs_f64(),
             keys_per_s: rate,
@@ -367,7 +376,7 @@ async fn measure(
             .load(
                 0..args.keys,
                 args.value_bytes,
-                ETCD_TXN_OPS,
+                etcd_ops,
                 PRELOAD_CONCURRENCY,
             )
             .await?;
@@ -379,7 +388,7 @@ async fn measure(
         preload.push(PreloadRow {
             system: "etcd".into(),
             keys: args.keys,
-            ops_per_request: ETCD_TXN_OPS,
+            ops_per_request: etcd_ops,
             concurrency: PRELOAD_CONCURRENCY,
             seconds: t.elapsed().as_secs_f64(),
             keys_per_s: rate,
@@ -833,5 +842,27 @@ fn binary_info(path: &Path) -> String {
                 .map_or("?".into(), |d| report::utc(d.as_secs()))
         ),
         Err(_) => path.display().to_string(),
+    }
+}
+
+/// Ops per preload request: `max_ops`, fewer when the values would not fit in
+/// [`PRELOAD_REQUEST_BYTES`], at least one.
+fn preload_ops(max_ops: u64, value_bytes: usize) -> u64 {
+    let per_op = value_bytes as u64 + PRELOAD_OP_OVERHEAD_BYTES;
+    (PRELOAD_REQUEST_BYTES / per_op).clamp(1, max_ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preload_requests_shrink_with_the_value_size_and_never_to_zero() {
+        assert_eq!(preload_ops(CAIRN_BATCH_OPS, 256), CAIRN_BATCH_OPS);
+        assert_eq!(preload_ops(ETCD_TXN_OPS, 256), ETCD_TXN_OPS);
+        let kib4 = preload_ops(CAIRN_BATCH_OPS, 4096);
+        assert!(kib4 < CAIRN_BATCH_OPS && kib4 * 4096 <= PRELOAD_REQUEST_BYTES, "{kib4}");
+        assert_eq!(preload_ops(CAIRN_BATCH_OPS, 65_536), 7);
+        assert_eq!(preload_ops(ETCD_TXN_OPS, 1 << 20), 1);
     }
 }
