@@ -861,7 +861,10 @@ mod tests {
         assert_eq!(preload_ops(CAIRN_BATCH_OPS, 256), CAIRN_BATCH_OPS);
         assert_eq!(preload_ops(ETCD_TXN_OPS, 256), ETCD_TXN_OPS);
         let kib4 = preload_ops(CAIRN_BATCH_OPS, 4096);
-        assert!(kib4 < CAIRN_BATCH_OPS && kib4 * 4096 <= PRELOAD_REQUEST_BYTES, "{kib4}");
+        assert!(
+            kib4 < CAIRN_BATCH_OPS && kib4 * 4096 <= PRELOAD_REQUEST_BYTES,
+            "{kib4}"
+        );
         assert_eq!(preload_ops(CAIRN_BATCH_OPS, 65_536), 7);
         assert_eq!(preload_ops(ETCD_TXN_OPS, 1 << 20), 1);
     }
