@@ -870,8 +870,8 @@ fn endpoint_url(base: &str, path: &[&str], query: &[(&str, String)]) -> Result<U
 /// next to the previous ones instead of at a random place, and expire from one end. With
 /// uniformly random ids the dedup insert was one of three random-position inserts per
 /// write on every node; `node/examples/apply_bench` (100k keys, 32 upserts per entry,
-/// three interleaved runs) measured 12.8 / 14.2 / 11.8 µs per upsert with random ids and
-/// 11.0 / 11.5 / 10.6 with time-ordered ones. Uniqueness rests on the 80 random bits
+/// three interleaved runs of a build that switched between the two formats) measured 12.8 /
+/// 14.2 / 11.8 µs per upsert with random ids and 11.0 / 11.5 / 10.6 with time-ordered ones. Uniqueness rests on the 80 random bits
 /// within one millisecond; a clock that steps back costs locality, never correctness.
 pub fn new_request_id() -> String {
     let unix_ms = std::time::SystemTime::now()

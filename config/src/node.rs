@@ -20,7 +20,7 @@ pub const LOG_LEVEL_DEFAULT: &str = "info";
 pub const WORKER_THREADS_DEFAULT: u64 = 0;
 /// More workers than this is a typo, not a machine.
 pub const WORKER_THREADS_MAX: u64 = 1024;
-/// Memory for decoded-slot lookups in front of RocksDB (see `slot_cache_mib`).
+/// Memory for the encoded slots kept in front of RocksDB (see `slot_cache_mib`).
 pub const SLOT_CACHE_MIB_DEFAULT: u64 = 64;
 /// 1 TiB: more is a typo.
 pub const SLOT_CACHE_MIB_MAX: u64 = 1 << 20;

@@ -121,7 +121,7 @@ async fn main() {
         engine_options.slot_cache_bytes = (mib as usize) << 20;
     }
     let engine = Engine::open(&dir.path().join("db"), &engine_options).expect("open");
-    let cache_stats = engine.clone();
+    let engine_for_stats = engine.clone();
     let snapshots = SnapshotDir::open(dir.path().join("snapshots")).expect("snapshot dir");
     let mut sm = StateMachine::open(StateEngine::new(engine), snapshots).expect("state machine");
     let mut rng = rand::thread_rng();
@@ -151,7 +151,7 @@ async fn main() {
         mutations as f64 / secs,
         secs * 1e6 / args.entries as f64,
     );
-    let cache = cache_stats.slot_cache_stats();
+    let cache = engine_for_stats.slot_cache_stats();
     println!(
         "slot cache: {} entries, {:.1} MiB, {} hits, {} misses",
         cache.entries,

@@ -429,8 +429,7 @@ impl Worker {
             return self.exec_lib(op.kind, &key, value).await;
         }
         // Every mutation carries a request_id, made as the public client makes them: the
-        // node's exactly-once bookkeeping is part of the cost of a write.
-        let request_id = cairn_client::new_request_id();
+        // node's exactly-once bookkeeping is part of the cost of a write. Reads carry none.
         let (url, body) = match op.kind {
             OpKind::Read => (
                 &self.read_url,
@@ -448,7 +447,7 @@ impl Worker {
                     actor: ACTOR,
                     clear_tombstone: self.reestablish,
                     override_revocation: self.reestablish,
-                    request_id: &request_id,
+                    request_id: &cairn_client::new_request_id(),
                 }),
             ),
             OpKind::Forget | OpKind::Revoke => (
@@ -461,7 +460,7 @@ impl Worker {
                     key: &key,
                     actor: ACTOR,
                     reason: "bench: superseded belief",
-                    request_id: &request_id,
+                    request_id: &cairn_client::new_request_id(),
                 }),
             ),
         };

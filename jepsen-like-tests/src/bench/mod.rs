@@ -43,9 +43,10 @@ const OP_TIMEOUT: Duration = Duration::from_secs(10);
 const CAIRN_BATCH_OPS: u64 = 500;
 const ETCD_TXN_OPS: u64 = 128;
 const PRELOAD_CONCURRENCY: usize = 8;
-/// Bytes of values per preload request: cairn's default body limit is 1 MiB
-/// (`limits.value_bytes_max` plus an envelope) and etcd's `--max-request-bytes` 1.5 MiB, so
-/// 500 writes of 4 KiB in one request would be refused (`--value-bytes 4096` failed so).
+/// Bytes of values per preload request: cairn's default body limit is 2 MiB
+/// (`limits.value_bytes_max` plus a 1 MiB envelope) and etcd's `--max-request-bytes`
+/// 1.5 MiB, so 500 writes of 64 KiB in one request were refused (`--value-bytes 65536`
+/// failed so).
 const PRELOAD_REQUEST_BYTES: u64 = 512 << 10;
 /// What one preloaded write adds to a request besides its value (key, field names).
 const PRELOAD_OP_OVERHEAD_BYTES: u64 = 128;

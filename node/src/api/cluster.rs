@@ -414,13 +414,13 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
     counter(
         &mut out,
         "cairn_slot_cache_hits_total",
-        "slot lookups answered from the slot cache",
+        "slot lookups by applied mutations answered from the slot cache",
         cache.hits,
     );
     counter(
         &mut out,
         "cairn_slot_cache_misses_total",
-        "slot lookups that went to RocksDB",
+        "slot lookups by applied mutations that went to RocksDB",
         cache.misses,
     );
     gauge(
