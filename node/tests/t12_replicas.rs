@@ -310,8 +310,10 @@ fn open(dir: &Path) -> (StateEngine, StateMachine) {
         block_cache_bytes: 1 << 20,
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
-        // Tiny: the property runs evict, promote and re-read slots all the time, and a
-        // stale cached slot would make a replica diverge from the reference.
+        // Holds every key of these logs (three), so the applies read slots from the cache
+        // across entries and apply calls: a stale cached slot would make a replica diverge
+        // from the reference. Eviction is covered by slot_cache's unit tests, the clear on
+        // install by t11.
         slot_cache_bytes: 16 << 10,
     };
     let engine = Engine::open(&dir.join("db"), &options).expect("open rocksdb");
