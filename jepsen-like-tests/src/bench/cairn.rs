@@ -1,6 +1,7 @@
 //! The cairn side: a local cluster of `cairn-node` processes, and the load-generator
-//! workers that talk to it from outside (raw HTTP on one shared keep-alive pool by default,
-//! or the public `cairn_client` library with `--cairn-driver client`).
+//! workers that talk to it from outside (raw HTTP, one keep-alive connection per worker
+//! and target, by default; or the public `cairn_client` library with `--cairn-driver
+//! client`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -8,15 +9,15 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use cairn_client::api::{
     BatchOp, BatchRequest, Consistency, ForgetRequest, InitRequest, NodeSpec, ReadOptions,
     RevokeRequest, WriteRequest,
 };
 use cairn_client::{Client, ClientError};
-use reqwest::header::CONTENT_TYPE;
 use serde::Serialize;
 
+use super::http1::Http1;
 use super::procs::{self, Procs};
 use super::workload::{key_name, Op, OpKind, Outcome, Workload};
 
@@ -30,7 +31,8 @@ pub const MAX_STALENESS_MS: u64 = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DriverKind {
-    /// Pre-serialized JSON over one shared reqwest pool; the answer's status code decides.
+    /// JSON over one HTTP/1.1 connection per worker and target ([`Http1`]); the answer's
+    /// status code decides.
     Raw,
     /// `cairn_client::Client::pinned` per target node, retries off (typed request and
     /// response, error decoding): what an agent embedding the library pays.
@@ -70,8 +72,8 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     /// Administration and discovery (public client library, default retries).
     pub admin: Client,
-    /// The load generator's pool, shared by every worker.
-    pub http: reqwest::Client,
+    /// Longest a load-generator request may take.
+    op_timeout: Duration,
     /// `--cairn-driver client`: the library client (retries off) every worker pins.
     lib: Client,
 }
@@ -85,18 +87,6 @@ pub fn node_layout(prefix: &str, work: &Path, id: u64, client_base: u16, peer_ba
         peer_addr: format!("127.0.0.1:{}", peer_base + id as u16),
         data_dir: work.join(format!("{prefix}-{id}")),
     }
-}
-
-pub fn load_http_client(op_timeout: Duration) -> Result<reqwest::Client> {
-    reqwest::Client::builder()
-        .no_proxy()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(4096)
-        .pool_idle_timeout(Duration::from_secs(300))
-        .connect_timeout(Duration::from_secs(2))
-        .timeout(op_timeout)
-        .build()
-        .context("building the HTTP client")
 }
 
 impl Cluster {
@@ -129,7 +119,7 @@ impl Cluster {
             logs: work.join("logs"),
             nodes,
             admin,
-            http: load_http_client(op_timeout)?,
+            op_timeout,
             lib: Client::builder(endpoints_of(&nodes_for_lib))
                 .retries_max(0)
                 .request_timeout(op_timeout)
@@ -327,11 +317,8 @@ impl Cluster {
             )),
         };
         Ok(Worker {
-            http: self.http.clone(),
-            write_url: format!("{}/v1/write", leader.url()),
-            forget_url: format!("{}/v1/forget", leader.url()),
-            revoke_url: format!("{}/v1/revoke", leader.url()),
-            read_url: format!("{}/v1/read", read_node.url()),
+            leader: Http1::new(&leader.url(), self.op_timeout),
+            reader: Http1::new(&read_node.url(), self.op_timeout),
             consistency,
             max_staleness_ms,
             reestablish: true,
@@ -391,11 +378,10 @@ struct RetireBody<'a> {
 
 /// One client task's view of the cluster.
 pub struct Worker {
-    http: reqwest::Client,
-    write_url: String,
-    forget_url: String,
-    revoke_url: String,
-    read_url: String,
+    /// Mutations (and linearizable reads of the mixed workload) go to the leader.
+    leader: Http1,
+    /// Reads: the leader, or one node of the cluster for bounded reads.
+    reader: Http1,
     consistency: &'static str,
     max_staleness_ms: Option<u64>,
     /// Writes re-establish forgotten/revoked keys (`clear_tombstone`, `override_revocation`;
@@ -409,13 +395,10 @@ pub struct Worker {
 
 impl Worker {
     /// A raw worker whose every request goes to `base` (the load generator's self-check).
-    pub fn stub(http: reqwest::Client, base: &str) -> Worker {
+    pub fn stub(base: &str, op_timeout: Duration) -> Worker {
         Worker {
-            http,
-            write_url: format!("{base}/v1/write"),
-            forget_url: format!("{base}/v1/forget"),
-            revoke_url: format!("{base}/v1/revoke"),
-            read_url: format!("{base}/v1/read"),
+            leader: Http1::new(base, op_timeout),
+            reader: Http1::new(base, op_timeout),
             consistency: "linearizable",
             max_staleness_ms: None,
             reestablish: true,
@@ -430,9 +413,10 @@ impl Worker {
         }
         // Every mutation carries a request_id, made as the public client makes them: the
         // node's exactly-once bookkeeping is part of the cost of a write. Reads carry none.
-        let (url, body) = match op.kind {
+        let (target, path, body) = match op.kind {
             OpKind::Read => (
-                &self.read_url,
+                &mut self.reader,
+                "/v1/read",
                 serde_json::to_vec(&ReadBody {
                     key: &key,
                     consistency: self.consistency,
@@ -440,7 +424,8 @@ impl Worker {
                 }),
             ),
             OpKind::Write => (
-                &self.write_url,
+                &mut self.leader,
+                "/v1/write",
                 serde_json::to_vec(&WriteBody {
                     key: &key,
                     value,
@@ -451,10 +436,11 @@ impl Worker {
                 }),
             ),
             OpKind::Forget | OpKind::Revoke => (
+                &mut self.leader,
                 if op.kind == OpKind::Forget {
-                    &self.forget_url
+                    "/v1/forget"
                 } else {
-                    &self.revoke_url
+                    "/v1/revoke"
                 },
                 serde_json::to_vec(&RetireBody {
                     key: &key,
@@ -468,24 +454,11 @@ impl Worker {
             Ok(b) => b,
             Err(e) => return Outcome::Error(format!("encode: {e}")),
         };
-        let response = match self
-            .http
-            .post(url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-        {
-            Ok(r) => r,
-            Err(e) => return Outcome::Error(format!("transport: {e}")),
-        };
-        let status = response.status().as_u16();
-        // Read the whole body: it is part of the request's cost and frees the connection.
-        let bytes = match response.bytes().await {
-            Ok(b) => b,
-            Err(e) => return Outcome::Error(format!("reading body: {e}")),
-        };
-        classify(status, &bytes)
+        // The whole body is read: it is part of the request's cost.
+        match target.post_json(path, body).await {
+            Ok((status, bytes)) => classify(status, &bytes),
+            Err(e) => Outcome::Error(e),
+        }
     }
 
     async fn exec_lib(&mut self, kind: OpKind, key: &str, value: &str) -> Outcome {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::cairn::{self, Worker};
+use super::cairn::Worker;
 use super::sysinfo;
 use super::workload::{self, PointSpec, Workload};
 
@@ -70,10 +70,9 @@ pub async fn ceiling(secs: f64) -> Result<LoadgenCheck> {
             });
         })?;
     let (addr, tid) = ready_rx.recv().map_err(|_| anyhow!("stub thread died"))??;
-    let http = cairn::load_http_client(Duration::from_secs(5))?;
     let url = format!("http://{addr}");
     let workers = (0..CLIENTS)
-        .map(|_| workload::Worker::Cairn(Worker::stub(http.clone(), &url)))
+        .map(|_| workload::Worker::Cairn(Worker::stub(&url, Duration::from_secs(5))))
         .collect();
     let spec = PointSpec {
         workload: Workload::ReadLinearizable,

@@ -13,6 +13,7 @@
 
 mod cairn;
 mod etcd;
+mod http1;
 mod loadgen;
 mod plot;
 mod procs;

@@ -392,10 +392,15 @@ pub fn write_markdown(res: &Results, path: &Path, plots: &[PathBuf]) -> Result<(
     let st = &res.settings;
     let _ = writeln!(
         s,
-        "- **cairn:** 3 `cairn-node` processes (dev profile, {} config; binary {}), loopback; load generator = `{}` driver (one shared keep-alive HTTP/1.1 pool; writes and linearizable reads sent straight to the leader found with `GET /cluster/status`, not forwarded).",
+        "- **cairn:** 3 `cairn-node` processes (dev profile, {} config; binary {}), loopback; load generator = `{}` driver ({}; writes and linearizable reads sent straight to the leader found with `GET /cluster/status`, not forwarded).",
         if st.cairn_config.is_some() { "overridden" } else { "default" },
         st.cairn_node_binary,
-        st.cairn_driver
+        st.cairn_driver,
+        if st.cairn_driver == "raw" {
+            "one keep-alive HTTP/1.1 connection per client and node, driven by the client's own task"
+        } else {
+            "the public `cairn_client` library, one pinned client per node, retries off"
+        }
     );
     let _ = writeln!(
         s,
