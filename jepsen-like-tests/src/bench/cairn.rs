@@ -318,7 +318,8 @@ impl Cluster {
         };
         Ok(Worker {
             leader: Http1::new(&leader.url(), self.op_timeout),
-            reader: Http1::new(&read_node.url(), self.op_timeout),
+            reader: (read_node.id != leader.id)
+                .then(|| Http1::new(&read_node.url(), self.op_timeout)),
             consistency,
             max_staleness_ms,
             reestablish: true,
@@ -378,10 +379,11 @@ struct RetireBody<'a> {
 
 /// One client task's view of the cluster.
 pub struct Worker {
-    /// Mutations (and linearizable reads of the mixed workload) go to the leader.
+    /// Mutations, and reads when they go to the leader too (linearizable, mixed).
     leader: Http1,
-    /// Reads: the leader, or one node of the cluster for bounded reads.
-    reader: Http1,
+    /// Bounded reads at a node other than the leader; `None`: reads use `leader`'s
+    /// connection (one connection per client and node, as with any HTTP/1.1 client).
+    reader: Option<Http1>,
     consistency: &'static str,
     max_staleness_ms: Option<u64>,
     /// Writes re-establish forgotten/revoked keys (`clear_tombstone`, `override_revocation`;
@@ -398,7 +400,7 @@ impl Worker {
     pub fn stub(base: &str, op_timeout: Duration) -> Worker {
         Worker {
             leader: Http1::new(base, op_timeout),
-            reader: Http1::new(base, op_timeout),
+            reader: None,
             consistency: "linearizable",
             max_staleness_ms: None,
             reestablish: true,
@@ -415,7 +417,10 @@ impl Worker {
         // node's exactly-once bookkeeping is part of the cost of a write. Reads carry none.
         let (target, path, body) = match op.kind {
             OpKind::Read => (
-                &mut self.reader,
+                match &mut self.reader {
+                    Some(reader) => reader,
+                    None => &mut self.leader,
+                },
                 "/v1/read",
                 serde_json::to_vec(&ReadBody {
                     key: &key,

@@ -8,6 +8,10 @@
 //! spends is taken from them. `cairn-jepsen bench` prints the load generator's CPU per
 //! request against a stub at the start of every run; BENCH.md has the before and after.
 //! What an agent embedding the public library pays is `--cairn-driver client`.
+//!
+//! The node's peer transport (`raft_rpc::network::PeerConn`) drives its connections the
+//! same way; this is a separate copy on purpose: the harness judges the node from outside
+//! and shares none of its code.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -159,8 +163,9 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
-    /// A server that answers each request on a connection with `answers[i]` (raw bytes),
-    /// then closes it; counts the connections it accepted.
+    /// A server that answers the requests it reads, in order, with `answers` (raw bytes),
+    /// closes a connection after an answer that says `connection: close`, and returns how
+    /// many connections it accepted once every answer is sent.
     async fn serve(answers: Vec<&'static str>) -> (String, tokio::task::JoinHandle<usize>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -201,7 +206,9 @@ mod tests {
             let (status, body) = http.post_json("/v1/read", b"{}".to_vec()).await.unwrap();
             assert_eq!((status, &body[..]), (200, &b"ok"[..]));
         }
-        // Answered and closed in one go: the answer is kept, not reported as lost.
+        // Answered and closed: the answer is returned, and the next request reconnects.
+        // (Whether the close lands in the same poll as the answer is up to the scheduler,
+        // so this does not pin down the "look once more" branch of `exchange`.)
         let (status, body) = http.post_json("/v1/read", b"{}".to_vec()).await.unwrap();
         assert_eq!((status, &body[..]), (503, &b"busy"[..]));
         let (status, _) = http.post_json("/v1/read", b"{}".to_vec()).await.unwrap();
