@@ -292,10 +292,16 @@ async fn measure(
         let w = work.clone();
         tokio::task::spawn_blocking(move || sysinfo::fdatasync_rates(&w, fsync_secs)).await??
     };
+    let fdatasync_append_start = {
+        let w = work.clone();
+        tokio::task::spawn_blocking(move || sysinfo::fdatasync_append_rate(&w, fsync_secs))
+            .await??
+    };
     println!(
-        "bench: fdatasync alone {:.0}/s (mean {:.3} ms, p99 {:.3} ms); with busy CPUs {:.0}/s (mean {:.3} ms)",
+        "bench: fdatasync alone {:.0}/s (mean {:.3} ms, p99 {:.3} ms); with busy CPUs {:.0}/s (mean {:.3} ms); appending {:.0}/s (mean {:.3} ms)",
         fdatasync_start.ops_per_s, fdatasync_start.mean_ms, fdatasync_start.p99_ms,
-        fdatasync_busy_start.ops_per_s, fdatasync_busy_start.mean_ms
+        fdatasync_busy_start.ops_per_s, fdatasync_busy_start.mean_ms,
+        fdatasync_append_start.ops_per_s, fdatasync_append_start.mean_ms
     );
     let loadgen_check = loadgen::ceiling(if args.quick { 1.0 } else { 3.0 })
         .await
@@ -550,6 +556,7 @@ async fn measure(
         fdatasync_end,
         fdatasync_busy_start,
         fdatasync_busy_end,
+        fdatasync_append_start: Some(fdatasync_append_start),
         loadgen: loadgen_check,
         preload,
         rows,

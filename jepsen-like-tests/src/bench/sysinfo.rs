@@ -134,7 +134,7 @@ pub fn fdatasync_rates(dir: &Path, duration: Duration) -> Result<(Fdatasync, Fda
 /// `duration`: the disk's raw durable-write rate, the floor under any fsync-per-commit store.
 pub fn fdatasync_rate(dir: &Path, duration: Duration, busy_neighbors: usize) -> Result<Fdatasync> {
     let spinners = Spinners::start(busy_neighbors, duration + Duration::from_secs(2));
-    let result = probe(dir, duration);
+    let result = probe(dir, duration, Block::Overwrite);
     drop(spinners);
     let mut r = result?;
     r.busy_neighbors = busy_neighbors;
@@ -144,6 +144,22 @@ pub fn fdatasync_rate(dir: &Path, duration: Duration, busy_neighbors: usize) -> 
         ));
     }
     Ok(r)
+}
+
+/// The probe writing each block after the previous one, as a write-ahead log does: the file
+/// grows, so every fdatasync must also journal the new size. This, not the overwrite above,
+/// is the floor under one durable log append.
+pub fn fdatasync_append_rate(dir: &Path, duration: Duration) -> Result<Fdatasync> {
+    probe(dir, duration, Block::Append)
+}
+
+/// Where each probe write goes.
+#[derive(Clone, Copy)]
+enum Block {
+    /// The same 4 KiB at offset 0: data only, no metadata to journal.
+    Overwrite,
+    /// The next 4 KiB after the end of the file.
+    Append,
 }
 
 /// Threads that spin under `SCHED_IDLE` (they run only when no other thread wants the
@@ -188,7 +204,7 @@ impl Drop for Spinners {
     }
 }
 
-fn probe(dir: &Path, duration: Duration) -> Result<Fdatasync> {
+fn probe(dir: &Path, duration: Duration, pattern: Block) -> Result<Fdatasync> {
     let path = dir.join("fdatasync-probe");
     let mut file =
         fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
@@ -201,8 +217,19 @@ fn probe(dir: &Path, duration: Duration) -> Result<Fdatasync> {
     let mut ops = 0u64;
     while started.elapsed() < duration {
         let t0 = Instant::now();
+        let offset = match pattern {
+            Block::Overwrite => 0,
+            Block::Append => (ops + 1) * block.len() as u64,
+        };
         // SAFETY: fd is a valid open file for the whole loop; the buffer outlives the call.
-        let written = unsafe { libc::pwrite(fd, block.as_ptr().cast(), block.len(), 0) };
+        let written = unsafe {
+            libc::pwrite(
+                fd,
+                block.as_ptr().cast(),
+                block.len(),
+                offset as libc::off_t,
+            )
+        };
         if written != block.len() as isize {
             anyhow::bail!("pwrite: {}", std::io::Error::last_os_error());
         }
@@ -222,7 +249,11 @@ fn probe(dir: &Path, duration: Duration) -> Result<Fdatasync> {
         p50_ms: hist.value_at_quantile(0.5) as f64 / 1000.0,
         p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         ops,
-        method: "pwrite 4 KiB at offset 0 + fdatasync, one thread".into(),
+        method: match pattern {
+            Block::Overwrite => "pwrite 4 KiB at offset 0 + fdatasync, one thread",
+            Block::Append => "pwrite 4 KiB at the end of a growing file + fdatasync, one thread",
+        }
+        .into(),
         busy_neighbors: 0,
     })
 }
