@@ -6,6 +6,9 @@ use crate::error::{check_at_most, check_positive, ConfigError};
 
 /// Longest a proposer may wait for more operations before sealing an entry.
 pub const LINGER_US_LIMIT: u64 = 100_000;
+/// Upper bound of `commit_timeout_ms`: below the 30 s a follower waits for the leader when
+/// it relays a write, so a relayed write gets the leader's own 504.
+pub const COMMIT_TIMEOUT_MS_MAX: u64 = 20_000;
 
 /// Group commit: operations queue up (bounded); when one of the `inflight_entries_max`
 /// proposal slots is free, everything queued (up to `ops_max` operations or `bytes_max`
@@ -31,8 +34,14 @@ pub struct BatchingConfig {
     /// vs 7.0k-8.6k (1 ahead in 6 of 6 pairs), 16 writers +5% (3 of 3), 256 writers
     /// 10.1k-11.3k vs 9.5k-11.3k (2 of 3), 1 writer the same.
     pub inflight_entries_max: u64,
-    /// Operations waiting to be proposed; a full queue makes writers wait (backpressure).
+    /// Operations waiting to be proposed; a full queue answers 503 `overloaded`.
     pub queue_ops_max: u64,
+    /// How long a mutation waits to be applied before it is answered 504
+    /// `outcome_unknown` (SPEC §2). A leader cut off from its majority cannot commit and
+    /// would otherwise never answer; the command may still commit later (when the
+    /// partition heals), which is why the answer is "unknown": retry with the same
+    /// `request_id`. Above the election timeout, so an ordinary failover finishes first.
+    pub commit_timeout_ms: u64,
 }
 
 impl Default for BatchingConfig {
@@ -43,6 +52,7 @@ impl Default for BatchingConfig {
             linger_us: 0,
             inflight_entries_max: 1,
             queue_ops_max: 65_536,
+            commit_timeout_ms: 5_000,
         }
     }
 }
@@ -51,6 +61,8 @@ impl BatchingConfig {
     /// Checks:
     /// - `ops_max`, `bytes_max`, `inflight_entries_max`, `queue_ops_max` > 0;
     /// - `linger_us <= 100_000`;
+    /// - `commit_timeout_ms <= 20_000` (and above the election timeout, checked by
+    ///   [`crate::NodeConfig::validate`]);
     /// - `queue_ops_max >= ops_max` (a full entry must fit in the queue).
     ///
     /// Bounds relative to `[limits]` are checked by [`crate::NodeConfig::validate`].
@@ -60,6 +72,12 @@ impl BatchingConfig {
         check_positive("batching.inflight_entries_max", self.inflight_entries_max)?;
         check_positive("batching.queue_ops_max", self.queue_ops_max)?;
         check_at_most("batching.linger_us", self.linger_us, LINGER_US_LIMIT)?;
+        check_at_most(
+            "batching.commit_timeout_ms",
+            self.commit_timeout_ms,
+            COMMIT_TIMEOUT_MS_MAX,
+        )?;
+
         if self.queue_ops_max < self.ops_max {
             return Err(ConfigError::invalid(
                 "batching.queue_ops_max",

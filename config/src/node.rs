@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{check_at_most, check_positive, ConfigError};
+use crate::error::{check_at_most, check_less, check_positive, ConfigError};
 use crate::{BatchingConfig, Limits, RaftConfig, ReadsConfig};
 
 /// Node `i` serves clients on `127.0.0.1:(CLIENT_PORT_BASE + i)` by default (SPEC §6).
@@ -177,6 +177,12 @@ impl NodeConfig {
                 ),
             ));
         }
+        check_less(
+            "raft.election_timeout_max_ms",
+            self.raft.election_timeout_max_ms,
+            "batching.commit_timeout_ms",
+            self.batching.commit_timeout_ms,
+        )?;
         let value_bytes_max = self.limits.value_bytes_max as u64;
         if self.batching.bytes_max < value_bytes_max {
             return Err(ConfigError::invalid(

@@ -138,6 +138,16 @@ fn batching_section() {
         "must be <= 100000",
     );
     rejects(
+        "[batching]\ncommit_timeout_ms = 20001",
+        "batching.commit_timeout_ms",
+        "must be <= 20000",
+    );
+    rejects(
+        "[batching]\ncommit_timeout_ms = 800",
+        "batching.commit_timeout_ms",
+        "must be > raft.election_timeout_max_ms (800)",
+    );
+    rejects(
         "[batching]\nops_max = 2048\nqueue_ops_max = 2000",
         "batching.queue_ops_max",
         "must be >= batching.ops_max (2048)",

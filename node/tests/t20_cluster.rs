@@ -154,6 +154,47 @@ async fn followers_relay_writes_and_linearizable_reads_to_the_leader() {
     );
 }
 
+/// SPEC §2: a mutation whose outcome is unknown is answered 504 `outcome_unknown` with its
+/// `request_id`. A leader whose followers are gone cannot commit; without a bound on the
+/// wait, a client with no timeout of its own (curl) never got an answer at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
+    const COMMIT_TIMEOUT: Duration = Duration::from_millis(1500);
+    let mut cluster = Cluster::builder(3)
+        .config(&format!(
+            "[batching]\ncommit_timeout_ms = {}\n",
+            COMMIT_TIMEOUT.as_millis()
+        ))
+        .start()
+        .await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    for id in cluster.ids().into_iter().filter(|id| *id != leader) {
+        cluster.kill9(id);
+    }
+    let http = reqwest::Client::builder()
+        .timeout(COMMIT_TIMEOUT * 10)
+        .build()
+        .expect("http client");
+    let started = std::time::Instant::now();
+    let answer = http
+        .post(format!("{}/v1/write", cluster.endpoint(leader)))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(r#"{"key":"cut/1","value":1,"actor":"t20","request_id":"t20-cut-1"}"#)
+        .send()
+        .await
+        .expect("the leader answers before the client gives up");
+    let waited = started.elapsed();
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.expect("JSON error body");
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
+    assert_eq!(body["error"]["request_id"], "t20-cut-1", "{body}");
+    assert!(
+        waited >= COMMIT_TIMEOUT && waited < COMMIT_TIMEOUT * 4,
+        "answered after {waited:?}, commit timeout {COMMIT_TIMEOUT:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_that_was_down_catches_up_after_restart() {
     let mut cluster = Cluster::start(3).await;

@@ -49,17 +49,23 @@ struct Pending {
 #[derive(Clone)]
 pub struct Batcher {
     tx: mpsc::Sender<Pending>,
+    /// How long `submit` waits for the state machine's answer (`commit_timeout_ms`).
+    commit_timeout: Duration,
 }
 
 impl Batcher {
     /// Starts the batching task. It ends when every `Batcher` handle is dropped.
     pub fn start(raft: Raft, cfg: BatchingConfig, dedup_retention_ms: u64) -> Batcher {
         let (tx, rx) = mpsc::channel(cfg.queue_ops_max as usize);
+        let commit_timeout = Duration::from_millis(cfg.commit_timeout_ms);
         tokio::spawn(run(raft, cfg, dedup_retention_ms, rx));
-        Batcher { tx }
+        Batcher { tx, commit_timeout }
     }
 
-    /// Proposes one command and waits for its own response.
+    /// Proposes one command and waits for its own response, at most `commit_timeout`:
+    /// after that the answer is `OutcomeUnknown`, as the command may be queued, in flight
+    /// or committed by a later leader (a leader cut off from its majority never commits
+    /// and openraft's `client_write` would wait for ever).
     pub async fn submit(&self, command: Command) -> Result<CommandResponse, WriteError> {
         let bytes = approx_bytes(&command);
         let (reply, rx) = oneshot::channel();
@@ -75,8 +81,16 @@ impl Batcher {
                     WriteError::OutcomeUnknown("node stopping".into())
                 }
             })?;
-        rx.await
-            .map_err(|_| WriteError::OutcomeUnknown("write task ended before answering".into()))?
+        match tokio::time::timeout(self.commit_timeout, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(WriteError::OutcomeUnknown(
+                "write task ended before answering".into(),
+            )),
+            Err(_) => Err(WriteError::OutcomeUnknown(format!(
+                "not applied within {} ms (no quorum?), it may still be",
+                self.commit_timeout.as_millis()
+            ))),
+        }
     }
 }
 
