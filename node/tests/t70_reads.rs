@@ -31,7 +31,7 @@ use cairn_client::api::{
 use cairn_client::session::TOKEN_KEYS_MAX;
 use cairn_client::{Client, ClientError, Session};
 use serde_json::json;
-use support::{wait_until, Cluster};
+use support::{any_at, wait_until, Cluster, LEADER_TIMEOUT};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -310,6 +310,66 @@ async fn wait_all_applied(cluster: &Cluster, revision: u64) {
     for id in cluster.running_ids() {
         cluster.wait_applied(id, revision, SETTLE_TIMEOUT).await;
     }
+}
+
+// -- 0. healthy cluster: tokens on demand ----------------------------------------------------
+
+/// A read that finds no token fresh enough for its bound asks for one at once instead of
+/// waiting for the periodic refresh: on a healthy cluster a tight bound costs one round
+/// trip, and the first read after an idle spell does not fail. The refresh period here is
+/// a whole second, so only an on-demand refresh can meet a 100 ms bound. Then
+/// `ms_since_leader_contact` (token age) is the same number in `/cluster/status` and in a
+/// read's `served`, on the leader too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_its_age() {
+    const TIGHT_MS: u64 = 100;
+    // The refresher stops within ~2 s of the last bounded read: after 4 s the token is
+    // at least 2 s old, while the leader's quorum acknowledged it ~100 ms ago at most.
+    const IDLE: Duration = Duration::from_secs(4);
+    let cluster = Cluster::builder(3)
+        .config("[reads]\ntoken_refresh_ms = 1000\ndefault_max_staleness_ms = 5000\n")
+        .start()
+        .await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let revision = write_n(&cluster.client(), "od/1", 1).await.expect("write");
+    wait_all_applied(&cluster, revision).await;
+    let tight = ReadOptions {
+        consistency: Some(Consistency::Bounded),
+        max_staleness_ms: Some(TIGHT_MS),
+        min_revision: None,
+    };
+    for id in cluster.ids() {
+        let read = raw_client(&cluster.endpoint(id))
+            .read("od/1", tight.clone())
+            .await
+            .unwrap_or_else(|e| panic!("bounded read, {TIGHT_MS} ms, at node {id}: {e}"));
+        assert_eq!(read.record.revision, revision, "node {id}");
+        assert!(
+            read.served.ms_since_leader_contact <= TIGHT_MS,
+            "node {id}: {:?}",
+            read.served
+        );
+    }
+    // No more bounded reads: the leader's token ages (the refresher stops after ~2 s
+    // without demand), while its quorum keeps acknowledging heartbeats.
+    tokio::time::sleep(IDLE).await;
+    let status = cluster.status(leader).await.expect("status");
+    let in_status = status
+        .ms_since_leader_contact
+        .expect("the leader had a token");
+    assert!(
+        in_status >= 1000,
+        "status reports {in_status} ms, not the token's age"
+    );
+    let read = raw_client(&cluster.endpoint(leader))
+        .read("od/1", any_at(revision))
+        .await
+        .expect("any read");
+    let in_served = read.served.ms_since_leader_contact;
+    assert!(
+        in_served >= in_status && in_served < in_status + 1000,
+        "served {in_served} ms vs status {in_status} ms"
+    );
 }
 
 // -- 1. majority stopped ---------------------------------------------------------------------

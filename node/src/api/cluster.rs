@@ -267,11 +267,6 @@ pub async fn status(State(app): State<SharedApp>) -> Result<Json<ClusterStatus>>
 fn status_of(app: &App) -> Result<ClusterStatus> {
     let metrics = app.raft.metrics().borrow().clone();
     let members = membership(app);
-    let contact = if metrics.state == ServerState::Leader {
-        metrics.millis_since_quorum_ack
-    } else {
-        app.reads.token_age_ms()
-    };
     Ok(ClusterStatus {
         node_id: app.node_id,
         role: role_name(metrics.state).to_string(),
@@ -280,7 +275,7 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
         last_log_index: metrics.last_log_index.unwrap_or(0),
         commit_index: app.log.committed_index(),
         applied_index: metrics.last_applied.map(|id| id.index).unwrap_or(0),
-        ms_since_leader_contact: contact,
+        ms_since_leader_contact: app.ms_since_leader_contact(),
         voters: members.voters,
         learners: members.learners,
         nodes: members.nodes,

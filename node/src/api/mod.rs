@@ -59,6 +59,18 @@ impl App {
         role_name(self.raft.metrics().borrow().state)
     }
 
+    /// `ms_since_leader_contact` (SPEC §3), the same in `served` and `/cluster/status`:
+    /// the age of the node's newest quorum-confirmed read token; a leader that never had
+    /// one falls back to openraft's time since a quorum last acknowledged it.
+    pub fn ms_since_leader_contact(&self) -> Option<u64> {
+        self.reads.token_age_ms().or_else(|| {
+            let metrics = self.raft.metrics().borrow().clone();
+            (metrics.state == ServerState::Leader)
+                .then_some(metrics.millis_since_quorum_ack)
+                .flatten()
+        })
+    }
+
     /// The current leader's id and addresses, as this node knows them.
     pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
         let metrics = self.raft.metrics().borrow().clone();

@@ -105,16 +105,10 @@ async fn barrier(
     Ok(Barrier::Local(served(app, consistency)))
 }
 
-/// How a read was served. `ms_since_leader_contact` is the age of the node's newest
-/// quorum-confirmed token (SPEC §3); a leader without a token yet falls back to openraft's
-/// `millis_since_quorum_ack`. The commit index is the highest this node knows.
+/// How a read was served ([`App::ms_since_leader_contact`]; `u64::MAX` when the node
+/// never had any contact). The commit index is the highest this node knows.
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
-    let leader_confirmed_ms = if app.is_leader() {
-        app.raft.metrics().borrow().millis_since_quorum_ack
-    } else {
-        None
-    };
     Served {
         node_id: app.node_id,
         role: app.role().to_string(),
@@ -124,10 +118,7 @@ fn served(app: &App, consistency: Consistency) -> Served {
             .token_index()
             .unwrap_or(0)
             .max(app.log.committed_index()),
-        ms_since_leader_contact: reads
-            .token_age_ms()
-            .or(leader_confirmed_ms)
-            .unwrap_or(u64::MAX),
+        ms_since_leader_contact: app.ms_since_leader_contact().unwrap_or(u64::MAX),
     }
 }
 

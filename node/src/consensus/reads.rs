@@ -7,8 +7,12 @@
 //! - **Bounded**: a read token is a quorum-confirmed commit index together with the local
 //!   monotonic instant at which it was *requested*. A read is served while the token is
 //!   younger than `max_staleness_ms` and the node has applied the token's index. Tokens are
-//!   refreshed in the background while bounded reads are being asked for. A node cut off
-//!   from the majority (or following a deposed leader) gets no new token, and refuses.
+//!   refreshed in the background while bounded reads are being asked for, and at once when
+//!   a read finds none fresh enough for its bound (one refresh at a time, shared by every
+//!   reader waiting): so a tight bound, or the first read after an idle spell, costs one
+//!   ReadIndex round trip instead of failing or waiting for the next periodic refresh. A
+//!   node cut off from the majority (or following a deposed leader) gets no new token, and
+//!   refuses.
 //! - `min_revision`: wait (bounded) until the local state machine has applied it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +60,8 @@ pub struct ReadGate {
     round_waiters: Mutex<Option<Vec<RoundReply>>>,
     token: Mutex<Option<Token>>,
     token_changed: Notify,
+    /// Wakes the refresher before its period is over: a reader found no fresh token.
+    refresh_now: Notify,
     started: Instant,
     last_demand_ms: AtomicU64,
     pub rounds: AtomicU64,
@@ -78,6 +84,7 @@ impl ReadGate {
             round_waiters: Mutex::new(None),
             token: Mutex::new(None),
             token_changed: Notify::new(),
+            refresh_now: Notify::new(),
             started: Instant::now(),
             last_demand_ms: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
@@ -121,7 +128,9 @@ impl ReadGate {
     }
 
     /// Bounded-staleness barrier: returns the token that justifies serving, after the
-    /// node applied its index; refuses once no token younger than `max_staleness` exists.
+    /// node applied its index. Without a token fresh enough for `max_staleness` it asks
+    /// the refresher for one at once and waits for it up to four refresh periods (a
+    /// healthy cluster answers in one round trip), then refuses with `StaleRead`.
     pub async fn bounded(self: &Arc<Self>, max_staleness: Duration) -> Result<Token, ReadError> {
         self.note_demand();
         if planted::active(Bug::BoundedSkipsToken) {
@@ -130,15 +139,21 @@ impl ReadGate {
                 asked_at: Instant::now(),
             });
         }
-        let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4)
-            .min(max_staleness.max(Duration::from_millis(1)));
+        let wait_max = Duration::from_millis(self.cfg.token_refresh_ms * 4);
         let deadline = tokio::time::Instant::now() + wait_max;
+        let mut asked = false;
         loop {
             let notified = self.token_changed.notified();
             if let Some(token) = self.fresh_token(max_staleness) {
                 let remaining = max_staleness.saturating_sub(token.asked_at.elapsed());
                 self.wait_applied(token.index, remaining).await?;
                 return Ok(token);
+            }
+            if !asked {
+                // A stored permit if a refresh is running: the refresher then runs one
+                // more, asked after this read arrived.
+                self.refresh_now.notify_one();
+                asked = true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 let age = self
@@ -302,6 +317,7 @@ impl ReadGate {
             }
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
+                _ = self.refresh_now.notified() => {}
                 _ = shutdown.changed() => return,
             }
         }
