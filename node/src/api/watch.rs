@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::body::StrictQuery;
 use super::error::ApiError;
-use super::SharedApp;
+use super::{App, SharedApp};
 use crate::consensus::state_machine::FEED_WINDOW_REVISIONS;
 
 /// Events read from the feed per page.
@@ -36,21 +36,36 @@ pub async fn watch(
     State(app): State<SharedApp>,
     StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let from = q.from_revision.unwrap_or(app.reads.applied_index() + 1);
-    // The feed keeps the newest FEED_WINDOW_REVISIONS revisions; older ones are trimmed
-    // and a resume from there would silently skip changes.
-    let oldest_kept = app
+    let from = match q.from_revision {
+        None => app.reads.applied_index() + 1,
+        Some(0) => 0,
+        Some(from) => check_retained(&app, from)?,
+    };
+    Ok(Sse::new(events(app, q.prefix, from))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// `from` unless it is older than the oldest retained event (SPEC extension: 400
+/// `invalid_request` with `oldest_revision`). The feed keeps the newest
+/// `FEED_WINDOW_REVISIONS` revisions; a resume from before its first event could skip
+/// changes without knowing, so the client is told where the feed starts (or asks with
+/// `from_revision=0`, "from the oldest retained event").
+fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
+    let window_floor = app
         .reads
         .applied_index()
         .saturating_sub(FEED_WINDOW_REVISIONS);
-    if from < oldest_kept {
+    let oldest = app
+        .state
+        .feed_first_revision()?
+        .map_or(window_floor, |first| first.max(window_floor));
+    if from < oldest {
         return Err(ApiError::invalid(format!(
-            "from_revision {from} is older than the feed's window (oldest {oldest_kept})"
+            "from_revision {from} is older than the feed's oldest revision {oldest}"
         ))
-        .with("oldest_revision", oldest_kept));
+        .with("oldest_revision", oldest));
     }
-    Ok(Sse::new(events(app, q.prefix, from))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+    Ok(from)
 }
 
 struct Cursor {
