@@ -3,7 +3,9 @@
 //! Runs before anything reaches the Raft log, so the log only ever holds valid input and
 //! apply never has to reject on shape. Every rejection is 400 `invalid_request` whose
 //! message starts with the offending field (`ops[2].key: …` inside a batch) and whose
-//! details carry `field` (and `op_index` in a batch), or 413 `too_large` for a value.
+//! details carry `field` (and `op_index` in a batch), or 413 `too_large` for a value. A
+//! rejection for a size also carries `limit` (the largest allowed) and `size`, in the
+//! same unit: bytes for a string, items for a list (SPEC §5, error details).
 //!
 //! Rules:
 //! - key: 1..=`key_bytes_max` bytes of UTF-8, no control characters.
@@ -205,7 +207,7 @@ pub fn batch(req: &BatchRequest, l: &Limits) -> Result<Command, OpError> {
             req.ops.len(),
             l.batch_ops_max
         );
-        return Err(invalid("ops", problem));
+        return Err(invalid_size("ops", problem, req.ops.len(), l.batch_ops_max));
     }
     if let Some(id) = &req.request_id {
         single_line("request_id", id, l.request_id_bytes_max)?;
@@ -237,9 +239,11 @@ pub fn key(field: &str, key: &str, l: &Limits) -> Result<(), OpError> {
 /// Validates the cues of a recall: 1..=`cues_max`, each a valid anchor.
 pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
     if cues.is_empty() || cues.len() > l.cues_max {
-        return Err(invalid(
+        return Err(invalid_size(
             "cues",
             format!("{} cues; a recall takes 1 to {}", cues.len(), l.cues_max),
+            cues.len(),
+            l.cues_max,
         ));
     }
     cues.iter()
@@ -282,9 +286,11 @@ fn anchor(field: &str, text: &str, l: &Limits) -> Result<(), OpError> {
 /// Validated anchors, each kept once, in first-seen order.
 fn anchor_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
     if list.len() > l.anchors_max {
-        return Err(invalid(
+        return Err(invalid_size(
             "anchors",
             format!("{} anchors, more than {}", list.len(), l.anchors_max),
+            list.len(),
+            l.anchors_max,
         ));
     }
     list.iter()
@@ -296,9 +302,11 @@ fn anchor_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
 /// Validated tags, each kept once, in first-seen order.
 fn tag_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
     if list.len() > l.tags_max {
-        return Err(invalid(
+        return Err(invalid_size(
             "tags",
             format!("{} tags, more than {}", list.len(), l.tags_max),
+            list.len(),
+            l.tags_max,
         ));
     }
     list.iter()
@@ -332,9 +340,11 @@ fn single_line(field: &str, text: &str, max: usize) -> Result<(), OpError> {
 /// 1..=`max` bytes.
 fn bounded(field: &str, text: &str, max: usize) -> Result<(), OpError> {
     if text.is_empty() || text.len() > max {
-        return Err(invalid(
+        return Err(invalid_size(
             field,
             format!("{} bytes; must be 1 to {max}", text.len()),
+            text.len(),
+            max,
         ));
     }
     Ok(())
@@ -364,6 +374,21 @@ fn invalid(field: &str, problem: impl std::fmt::Display) -> OpError {
         ErrorCode::InvalidRequest,
         format!("{field}: {problem}"),
         json!({ "field": field }),
+    )
+}
+
+/// 400 `invalid_request` for a size out of bounds: `field`, `limit` (the largest allowed)
+/// and `size`, in bytes for a string and in items for a list.
+fn invalid_size(
+    field: &str,
+    problem: impl std::fmt::Display,
+    size: usize,
+    limit: usize,
+) -> OpError {
+    OpError::new(
+        ErrorCode::InvalidRequest,
+        format!("{field}: {problem}"),
+        json!({ "field": field, "limit": limit, "size": size }),
     )
 }
 
@@ -502,6 +527,84 @@ mod tests {
         assert_invalid(w(json!({"tags": ["ok", ""]})), "tags[1]");
         assert_invalid(w(json!({"tags": vec!["t"; 65]})), "tags");
         assert_invalid(w(json!({"reason": "  "})), "reason");
+    }
+
+    /// Asserts a 400 for a size: `field`, `limit` and `size`, and nothing else.
+    fn assert_size(e: OpError, field: &str, size: usize, limit: usize) {
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{e:?}");
+        assert_eq!(
+            details(&e),
+            json!({"field": field, "limit": limit, "size": size}),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn a_size_rejection_names_the_field_its_limit_and_the_size() {
+        let w = |extra: Value| {
+            let mut v = json!({"key": "k", "value": 1, "actor": "a"});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            write(&write_req(v), &l()).unwrap_err()
+        };
+        assert_size(w(json!({"key": "x".repeat(513)})), "key", 513, 512);
+        assert_size(w(json!({"key": ""})), "key", 0, 512);
+        assert_size(w(json!({"actor": "x".repeat(129)})), "actor", 129, 128);
+        assert_size(w(json!({"reason": "x".repeat(4097)})), "reason", 4097, 4096);
+        assert_size(w(json!({"source": "x".repeat(1025)})), "source", 1025, 1024);
+        assert_size(w(json!({"tags": vec!["t"; 65]})), "tags", 65, 64);
+        assert_size(w(json!({"tags": ["x".repeat(257)]})), "tags[0]", 257, 256);
+        assert_size(w(json!({"anchors": vec!["tag:x"; 65]})), "anchors", 65, 64);
+        let long_anchor = format!("tag:{}", "x".repeat(1021));
+        assert_size(
+            w(json!({"anchors": [long_anchor]})),
+            "anchors[0]",
+            1025,
+            1024,
+        );
+
+        let m = write(
+            &write_req(json!({"key": "k", "value": 1, "actor": "a"})),
+            &l(),
+        )
+        .unwrap();
+        let e = single(m, Some("x".repeat(129)), &l()).unwrap_err();
+        assert_size(e, "request_id", 129, 128);
+
+        let op = json!({"op": "forget", "key": "k", "actor": "a", "reason": "r"});
+        let many: BatchRequest = parse(json!({ "ops": vec![op.clone(); 1001] }));
+        assert_size(batch(&many, &l()).unwrap_err(), "ops", 1001, 1000);
+        let empty: BatchRequest = parse(json!({"ops": []}));
+        assert_size(batch(&empty, &l()).unwrap_err(), "ops", 0, 1000);
+        let long_id: BatchRequest = parse(json!({"ops": [op], "request_id": "x".repeat(129)}));
+        assert_size(batch(&long_id, &l()).unwrap_err(), "request_id", 129, 128);
+
+        let cue_list = vec!["tag:x".to_string(); 65];
+        assert_size(cues(&cue_list, &l()).unwrap_err(), "cues", 65, 64);
+        assert_size(cues(&[], &l()).unwrap_err(), "cues", 0, 64);
+        let long_cue = format!("tag:{}", "x".repeat(1021));
+        assert_size(cues(&[long_cue], &l()).unwrap_err(), "cues[0]", 1025, 1024);
+
+        let f: FlagStaleRequest = parse(json!({
+            "key": "k", "actor": "a", "anchor": "tag:x", "observed_hash": "h".repeat(257)
+        }));
+        let e = flag_stale(&f, &l()).unwrap_err();
+        assert_size(e, "observed_hash", 257, OBSERVED_HASH_BYTES_MAX);
+    }
+
+    #[test]
+    fn a_size_rejection_inside_a_batch_keeps_limit_and_size() {
+        let req: BatchRequest = parse(json!({"ops": [
+            {"op": "write", "key": "k", "value": 1, "actor": "a"},
+            {"op": "write", "key": "k", "value": 1, "actor": "a", "tags": vec!["t"; 65]},
+        ]}));
+        let e = batch(&req, &l()).unwrap_err();
+        assert_eq!(
+            details(&e),
+            json!({"field": "ops[1].tags", "limit": 64, "size": 65, "op_index": 1})
+        );
     }
 
     #[test]
