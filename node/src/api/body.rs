@@ -1,15 +1,34 @@
 //! The strict JSON body extractor.
+//!
+//! A body that cannot be used is a typed error naming what is wrong (SPEC §5, error
+//! details): over the size limit → 413 `too_large` with `field: "body"`, `limit` and
+//! `size`; a decode error → 400 `invalid_request` with `field`, the JSON path of the
+//! offending value (`expected_version`, `tags[2]`, `ops[1].reason`), plus `op_index` inside
+//! a batch. Only a body that is not JSON at all (a syntax error) names no field.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
-use cairn_client::api::ErrorCode;
+use axum::http::header::CONTENT_LENGTH;
+use cairn_client::api::{
+    ErrorCode, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest, SupersedeRequest,
+    WriteRequest,
+};
+use cairn_config::Limits;
+use http_body_util::BodyExt;
 use serde::de::DeserializeOwned;
+use serde_json::Value;
+use serde_path_to_error::Segment;
 
 use super::error::ApiError;
+use super::SharedApp;
 
 /// Room for everything in a request besides the value itself.
 pub const ENVELOPE_BYTES_MAX: usize = 1 << 20;
+
+/// The largest request body accepted: the largest value plus [`ENVELOPE_BYTES_MAX`].
+pub fn body_bytes_max(limits: &Limits) -> usize {
+    limits.value_bytes_max + ENVELOPE_BYTES_MAX
+}
 
 /// A parsed JSON body plus its raw bytes (relayed verbatim when forwarding to the leader).
 /// Unknown fields, wrong types and oversize bodies are typed errors, never partial parses.
@@ -18,21 +37,196 @@ pub struct JsonBody<T> {
     pub raw: Bytes,
 }
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<SharedApp> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let raw = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(ErrorCode::TooLarge, "request body exceeds the size limit")
-            } else {
-                ApiError::invalid(format!("unreadable body: {rejection}"))
-            }
-        })?;
-        let value = serde_json::from_slice(&raw)
-            .map_err(|e| ApiError::invalid(format!("invalid JSON body: {e}")))?;
+    async fn from_request(req: Request, app: &SharedApp) -> Result<Self, ApiError> {
+        let content_length = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let limit = body_bytes_max(&app.config.limits);
+        let raw = read_limited(req.into_body(), content_length, limit).await?;
+        let value = decode(&raw)?;
         Ok(JsonBody { value, raw })
     }
+}
+
+/// The whole body, unless it is longer than `limit` bytes: then 413 `too_large` with
+/// `field: "body"`, `limit` and `size`. Reading stops at the limit (as axum's own limit
+/// did), so without a `Content-Length` the size is the bytes read by then, a lower bound,
+/// and the message says so.
+async fn read_limited(
+    mut body: Body,
+    content_length: Option<u64>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut read = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        read += data.len();
+        if read > limit {
+            return Err(body_too_large(content_length, read, limit));
+        }
+        chunks.push(data);
+    }
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.pop().expect("one chunk"),
+        _ => {
+            let mut all = Vec::with_capacity(read);
+            chunks.iter().for_each(|c| all.extend_from_slice(c));
+            Bytes::from(all)
+        }
+    })
+}
+
+fn body_too_large(content_length: Option<u64>, read: usize, limit: usize) -> ApiError {
+    let (message, size) = match content_length {
+        Some(size) => (
+            format!("request body exceeds the size limit: {size} bytes, more than {limit}"),
+            size,
+        ),
+        None => (
+            format!(
+                "request body exceeds the size limit: more than {limit} bytes (reading \
+                 stopped there, so the size given is a lower bound: {read} bytes)"
+            ),
+            read as u64,
+        ),
+    };
+    ApiError::new(ErrorCode::TooLarge, message)
+        .with("field", "body")
+        .with("limit", limit)
+        .with("size", size)
+}
+
+/// Decodes a request body strictly. The fast path is plain `serde_json`; only a body that
+/// fails is decoded again with its path tracked (tracking allocates for every map key).
+pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(raw).map_err(|e| decode_error::<T>(raw, e))
+}
+
+fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiError {
+    let error = ApiError::invalid(format!("invalid JSON body: {e}"));
+    if !e.is_data() {
+        // Not JSON (or cut short): there is no field to name.
+        return error;
+    }
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let Err(tracked) = serde_path_to_error::deserialize::<_, T>(&mut de) else {
+        // Decoded this time: the failure was after the value (trailing data).
+        return error;
+    };
+    let mut path = json_path(tracked.path().iter());
+    let segments: Vec<&Segment> = tracked.path().iter().collect();
+    if let [Segment::Map { key }, Segment::Seq { index }, ..] = segments.as_slice() {
+        if key == "ops" {
+            // Inside a batch op. An op is tagged by `op`, and serde decodes a tagged op
+            // from a buffered copy, so the path stops at `ops[i]`: decode that op again on
+            // its own to find the field.
+            match batch_op_field(raw, *index).filter(|_| segments.len() == 2) {
+                Some(inner) => path.extend(inner),
+                None => add_named_field(&mut path, &tracked.inner().to_string()),
+            }
+            let error = error.with("op_index", *index);
+            return with_field(error, &path);
+        }
+    }
+    add_named_field(&mut path, &tracked.inner().to_string());
+    with_field(error, &path)
+}
+
+/// `field` for a non-empty path into an object body (a struct also decodes from an
+/// array, positionally, but such a body has no field names to give).
+fn with_field(error: ApiError, path: &[PathPart]) -> ApiError {
+    match path.first() {
+        Some(PathPart::Member(_)) => error.with("field", render_path(path)),
+        _ => error,
+    }
+}
+
+/// One step of a JSON path: a member name or an array index.
+#[derive(Debug, Clone, PartialEq)]
+enum PathPart {
+    Member(String),
+    Index(usize),
+}
+
+fn json_path<'a>(segments: impl Iterator<Item = &'a Segment>) -> Vec<PathPart> {
+    segments
+        .filter_map(|s| match s {
+            Segment::Map { key } => Some(PathPart::Member(key.clone())),
+            Segment::Seq { index } => Some(PathPart::Index(*index)),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        })
+        .collect()
+}
+
+/// `a.b[2].c`, as the validation errors of `limits.rs` spell fields.
+fn render_path(path: &[PathPart]) -> String {
+    let mut out = String::new();
+    for part in path {
+        match part {
+            PathPart::Member(name) if out.is_empty() => out.push_str(name),
+            PathPart::Member(name) => {
+                out.push('.');
+                out.push_str(name);
+            }
+            PathPart::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Ends `path` with the member a serde error names when the path stops short of it: a
+/// missing field is reported at its parent (an unknown one usually is not).
+fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
+    let named = ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
+        .and_then(|rest| rest.split('`').next())
+        .map(|name| PathPart::Member(name.to_string()));
+    if let Some(named) = named {
+        if path.last() != Some(&named) {
+            path.push(named);
+        }
+    }
+}
+
+/// The path inside op `index` of a batch body that fails to decode.
+fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
+    let body: Value = serde_json::from_slice(raw).ok()?;
+    let mut op = body.get("ops")?.get(index)?.as_object()?.clone();
+    let name = match op.remove("op") {
+        Some(Value::String(name)) => name,
+        // Missing, or not a string: the tag itself is the problem.
+        _ => return Some(vec![PathPart::Member("op".into())]),
+    };
+    let op = Value::Object(op);
+    let inner = match name.as_str() {
+        "write" => tracked_path::<WriteRequest>(op),
+        "forget" => tracked_path::<ForgetRequest>(op),
+        "revoke" => tracked_path::<RevokeRequest>(op),
+        "reinstate" => tracked_path::<ReinstateRequest>(op),
+        "flag_stale" => tracked_path::<FlagStaleRequest>(op),
+        "supersede" => tracked_path::<SupersedeRequest>(op),
+        _ => return Some(vec![PathPart::Member("op".into())]),
+    };
+    Some(inner.unwrap_or_default())
+}
+
+/// The path of the error `value` meets when decoded as `T`, if it fails.
+fn tracked_path<T: DeserializeOwned>(value: Value) -> Option<Vec<PathPart>> {
+    let e = serde_path_to_error::deserialize::<_, T>(value).err()?;
+    let mut path = json_path(e.path().iter());
+    add_named_field(&mut path, &e.inner().to_string());
+    Some(path)
 }
 
 /// A query string parsed strictly; unknown parameters are a typed 400, like body fields.
@@ -49,7 +243,197 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
             .await
             .map(|q| StrictQuery(q.0))
             .map_err(|rejection| {
-                ApiError::invalid(format!("invalid query string: {}", rejection.body_text()))
+                let error =
+                    ApiError::invalid(format!("invalid query string: {}", rejection.body_text()));
+                with_field(error, &query_error_path(&rejection))
             })
+    }
+}
+
+/// The parameter a query string error is about. axum decodes queries through
+/// `serde_path_to_error` too and keeps its error as the rejection's source's source.
+fn query_error_path(rejection: &axum::extract::rejection::QueryRejection) -> Vec<PathPart> {
+    use std::error::Error;
+    type Tracked = serde_path_to_error::Error<serde::de::value::Error>;
+    let Some(tracked) = rejection
+        .source()
+        .and_then(|e| e.source())
+        .and_then(|e| e.downcast_ref::<Tracked>())
+    else {
+        return Vec::new();
+    };
+    let mut path = json_path(tracked.path().iter());
+    add_named_field(&mut path, &tracked.inner().to_string());
+    path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_client::api::{BatchRequest, ListRequest, ReadRequest};
+    use serde_json::json;
+
+    /// The details of the error decoding `body` as `T`.
+    fn details<T: DeserializeOwned + std::fmt::Debug>(body: &str) -> Value {
+        let e = decode::<T>(body.as_bytes()).expect_err("a decode error");
+        assert_eq!(e.code, ErrorCode::InvalidRequest, "{e:?}");
+        assert!(e.message.starts_with("invalid JSON body: "), "{e:?}");
+        Value::Object(e.details)
+    }
+
+    #[test]
+    fn a_missing_or_unknown_field_is_named() {
+        assert_eq!(
+            details::<ForgetRequest>(r#"{"key":"h/1","actor":"al"}"#),
+            json!({"field": "reason"})
+        );
+        assert_eq!(
+            details::<WriteRequest>(r#"{"key":"k","value":1,"actor":"a","bogus":1}"#),
+            json!({"field": "bogus"})
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_or_variant_is_named_by_its_path() {
+        assert_eq!(
+            details::<WriteRequest>(r#"{"key":"k","value":1,"actor":"a","expected_version":"x"}"#),
+            json!({"field": "expected_version"})
+        );
+        assert_eq!(
+            details::<WriteRequest>(r#"{"key":"k","value":1,"actor":"a","tags":["t",3]}"#),
+            json!({"field": "tags[1]"})
+        );
+        assert_eq!(
+            details::<ReadRequest>(r#"{"key":"k","consistency":"bogus"}"#),
+            json!({"field": "consistency"})
+        );
+        assert_eq!(
+            details::<ListRequest>(r#"{"states":["active","gone"]}"#),
+            json!({"field": "states[1]"})
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_a_json_object_names_no_field() {
+        let trailing = r#"{"key":"k","value":1,"actor":"a"} {}"#;
+        for body in [
+            "",
+            "{\"key\": ",
+            "not json",
+            "[1,2]",
+            "\"k\"",
+            "7",
+            trailing,
+        ] {
+            let e = decode::<WriteRequest>(body.as_bytes()).expect_err("a decode error");
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{body}");
+            assert!(e.details.get("field").is_none(), "{body}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn a_decode_error_inside_a_batch_op_names_the_op_and_the_field() {
+        let op = r#"{"op":"write","key":"bq/1","value":1,"actor":"al"}"#;
+        let cases = [
+            (
+                r#"{"op":"write","key":"bq/2","value":1,"actor":"al","expected_version":"x"}"#,
+                "ops[1].expected_version",
+            ),
+            (
+                r#"{"op":"forget","key":"k","actor":"a","reason":"r","bogus":1}"#,
+                "ops[1].bogus",
+            ),
+            (r#"{"op":"forget","key":"k","actor":"a"}"#, "ops[1].reason"),
+            (r#"{"op":"erase","key":"k"}"#, "ops[1].op"),
+            (r#"{"key":"k","actor":"a"}"#, "ops[1].op"),
+            (r#"{"op":7,"key":"k"}"#, "ops[1].op"),
+            (
+                r#"{"op":"write","key":"k","value":1,"actor":"a","tags":["t",1]}"#,
+                "ops[1].tags[1]",
+            ),
+            (
+                r#"{"op":"flag_stale","key":"k","actor":"a","anchor":"tag:x"}"#,
+                "ops[1].observed_hash",
+            ),
+            (r#"{"op":"supersede","key":"k","actor":"a"}"#, "ops[1].by"),
+            (r#"{"op":"reinstate","key":"k","actor":[]}"#, "ops[1].actor"),
+            (r#"{"op":"revoke","key":"k","actor":"a"}"#, "ops[1].reason"),
+            ("3", "ops[1]"),
+        ];
+        for (bad, field) in cases {
+            let body = format!(r#"{{"ops":[{op},{bad}]}}"#);
+            assert_eq!(
+                details::<BatchRequest>(&body),
+                json!({"field": field, "op_index": 1}),
+                "{body}"
+            );
+        }
+        assert_eq!(
+            details::<BatchRequest>(r#"{"ops":{}}"#),
+            json!({"field": "ops"})
+        );
+        assert_eq!(details::<BatchRequest>("{}"), json!({"field": "ops"}));
+    }
+
+    async fn query_details(uri: &str) -> Value {
+        let request = Request::builder().uri(uri).body(()).unwrap();
+        let (mut parts, ()) = request.into_parts();
+        type Query = StrictQuery<cairn_client::api::ReadOptions>;
+        let decoded =
+            <Query as axum::extract::FromRequestParts<()>>::from_request_parts(&mut parts, &())
+                .await;
+        let Err(e) = decoded else {
+            panic!("{uri}: decoded");
+        };
+        assert!(e.message.starts_with("invalid query string: "), "{e:?}");
+        Value::Object(e.details)
+    }
+
+    #[tokio::test]
+    async fn a_query_string_error_names_the_parameter() {
+        assert_eq!(
+            query_details("/x?min_revision=abc").await,
+            json!({"field": "min_revision"})
+        );
+        assert_eq!(
+            query_details("/x?consistency=any&bogus=1").await,
+            json!({"field": "bogus"})
+        );
+        assert_eq!(
+            query_details("/x?consistency=sometimes").await,
+            json!({"field": "consistency"})
+        );
+    }
+
+    async fn read(body: Body, content_length: Option<u64>, limit: usize) -> Value {
+        let e = read_limited(body, content_length, limit)
+            .await
+            .expect_err("too large");
+        assert_eq!(e.code, ErrorCode::TooLarge);
+        Value::Object(e.details)
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_413_with_its_size() {
+        let ok = read_limited(Body::from("x".repeat(10)), Some(10), 10)
+            .await
+            .expect("a body at the limit");
+        assert_eq!(ok.len(), 10);
+        assert_eq!(
+            read(Body::from("x".repeat(11)), Some(11), 10).await,
+            json!({"field": "body", "limit": 10, "size": 11})
+        );
+        // No Content-Length (chunked): what was read before stopping, a lower bound.
+        let chunks = (0..5).map(|_| Ok::<_, std::io::Error>(Bytes::from("x".repeat(4))));
+        let streamed = Body::from_stream(futures::stream::iter(chunks));
+        assert_eq!(
+            read(streamed, None, 10).await,
+            json!({"field": "body", "limit": 10, "size": 12})
+        );
+        let chunks = (0..3).map(|_| Ok::<_, std::io::Error>(Bytes::from("ab")));
+        let joined = read_limited(Body::from_stream(futures::stream::iter(chunks)), None, 10)
+            .await
+            .expect("under the limit");
+        assert_eq!(&joined[..], b"ababab");
     }
 }
