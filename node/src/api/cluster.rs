@@ -34,16 +34,22 @@ const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
 /// idle cluster it even equals the leader's last index), so liveness needs an answer too.
 const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-fn node_info(spec: &NodeSpec) -> Result<NodeInfo> {
+/// A node's addresses, checked. `at` is where the spec sits in the body (`nodes[2].` in an
+/// init, empty for a join): errors name the field by its path.
+fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     for (field, addr) in [
         ("client_addr", &spec.client_addr),
         ("peer_addr", &spec.peer_addr),
     ] {
-        addr.parse::<SocketAddr>()
-            .map_err(|e| ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id)))?;
+        addr.parse::<SocketAddr>().map_err(|e| {
+            ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id))
+                .with("field", format!("{at}{field}"))
+        })?;
     }
     if spec.id == 0 {
-        return Err(ApiError::invalid("node id must be at least 1"));
+        return Err(
+            ApiError::invalid("node id must be at least 1").with("field", format!("{at}id"))
+        );
     }
     Ok(NodeInfo {
         client_addr: spec.client_addr.clone(),
@@ -53,16 +59,20 @@ fn node_info(spec: &NodeSpec) -> Result<NodeInfo> {
 
 pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> Result<Response> {
     let mut members = BTreeMap::new();
-    for spec in &body.value.nodes {
-        if members.insert(spec.id, node_info(spec)?).is_some() {
-            return Err(ApiError::invalid(format!("node {} listed twice", spec.id)));
+    for (i, spec) in body.value.nodes.iter().enumerate() {
+        if members
+            .insert(spec.id, node_info(spec, &format!("nodes[{i}]."))?)
+            .is_some()
+        {
+            return Err(ApiError::invalid(format!("node {} listed twice", spec.id))
+                .with("field", format!("nodes[{i}].id")));
         }
     }
     if !members.contains_key(&app.node_id) {
-        return Err(ApiError::invalid(format!(
-            "nodes must include this node ({})",
-            app.node_id
-        )));
+        return Err(
+            ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
+                .with("field", "nodes"),
+        );
     }
     match app.raft.initialize(members).await {
         Ok(()) => {}
@@ -89,7 +99,7 @@ pub async fn join(
     body: JsonBody<NodeSpec>,
 ) -> Result<Response> {
     let spec = &body.value;
-    let info = node_info(spec)?;
+    let info = node_info(spec, "")?;
     if !app.is_leader() {
         return forward::to_leader(
             &app,

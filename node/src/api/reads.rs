@@ -252,9 +252,9 @@ pub async fn tombstone(
     StrictQuery(opts): StrictQuery<ReadOptions>,
 ) -> Result<Response> {
     if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError::invalid(
-            "tombstone id must be 1-128 hex characters",
-        ));
+        return Err(
+            ApiError::invalid("tombstone id must be 1-128 hex characters").with("field", "id"),
+        );
     }
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
     let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
@@ -283,11 +283,19 @@ fn query_string(opts: &ReadOptions) -> String {
     }
 }
 
+/// The page size asked for; out of 1..=`page_items_max` is 400 with `field: "limit"`,
+/// `limit` (the largest page) and `size` (the page asked for).
 fn page_limit(app: &App, limit: Option<u32>) -> Result<usize> {
     let max = app.config.limits.page_items_max;
+    let out_of_range = |message: String, n: u32| {
+        ApiError::invalid(message)
+            .with("field", "limit")
+            .with("limit", max)
+            .with("size", n)
+    };
     match limit.unwrap_or(PAGE_ITEMS_DEFAULT.min(max)) {
-        0 => Err(ApiError::invalid("limit must be at least 1")),
-        n if n > max => Err(ApiError::invalid(format!("limit must be at most {max}"))),
+        0 => Err(out_of_range("limit must be at least 1".into(), 0)),
+        n if n > max => Err(out_of_range(format!("limit must be at most {max}"), n)),
         n => Ok(n as usize),
     }
 }
@@ -298,8 +306,12 @@ pub async fn list(
     body: JsonBody<ListRequest>,
 ) -> Result<Response> {
     let req = &body.value;
-    if req.prefix.len() > app.config.limits.key_bytes_max {
-        return Err(ApiError::invalid("prefix is longer than the longest key"));
+    let key_bytes_max = app.config.limits.key_bytes_max;
+    if req.prefix.len() > key_bytes_max {
+        return Err(ApiError::invalid("prefix is longer than the longest key")
+            .with("field", "prefix")
+            .with("limit", key_bytes_max)
+            .with("size", req.prefix.len()));
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
@@ -347,9 +359,10 @@ pub async fn recall(
         .as_ref()
         .is_some_and(|states| states.contains(&KeyState::Forgotten))
     {
-        return Err(ApiError::invalid(
-            "include: forgotten notes are never recalled",
-        ));
+        return Err(
+            ApiError::invalid("include: forgotten notes are never recalled")
+                .with("field", "include"),
+        );
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
