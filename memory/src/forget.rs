@@ -22,6 +22,7 @@ use crate::types::{Change, Ctx, OpError, Slot};
 ///
 /// - After it the key is forgotten, holds no value, and has no anchors in the index.
 /// - `forget_epoch` = the new version = the tombstone's version.
+/// - `fence_revision` = this revision (also for a pre-emptive forget).
 /// - A second forget never writes a second, contradictory tombstone.
 pub fn apply(
     slot: Option<&Slot>,
@@ -51,6 +52,7 @@ pub fn apply(
     }
     next.state = State::Forgotten;
     next.forget_epoch = next.version;
+    next.fence_revision = ctx.revision;
     next.value = None;
     next.revocation = None;
     next.stale.clear();

@@ -15,6 +15,7 @@ use crate::types::{Change, Ctx, OpError, Slot};
 /// Applies a reinstate of `key` (currently `slot`) per the table above.
 ///
 /// - The value kept by the revoke becomes active again, unchanged (same `value_revision`).
+/// - `fence_revision` is kept: a writer whose data predates the revoke is still fenced.
 pub fn apply(
     slot: Option<&Slot>,
     key: &str,

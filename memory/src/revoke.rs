@@ -17,6 +17,7 @@ use crate::types::{Change, Ctx, OpError, Slot};
 /// - The value, its anchors and stale flags are kept: a revoked note is still recalled,
 ///   as a warning.
 /// - `revocation.version` is the version the revoke created.
+/// - `fence_revision` is this revision, and stays so when the revoke is lifted.
 pub fn apply(
     slot: Option<&Slot>,
     key: &str,
@@ -30,6 +31,7 @@ pub fn apply(
     }
     let mut next = step::begin(Some(s), key, ctx);
     next.state = State::Revoked;
+    next.fence_revision = ctx.revision;
     next.revocation = Some(Revocation {
         actor: actor.to_string(),
         reason: reason.to_string(),

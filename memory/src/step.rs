@@ -43,6 +43,7 @@ fn fresh(key: &str, ctx: &Ctx) -> Slot {
         revocation: None,
         stale: Vec::new(),
         superseded_by: None,
+        fence_revision: 0,
     }
 }
 

@@ -35,6 +35,11 @@ pub struct Slot {
     pub revocation: Option<Revocation>,
     pub stale: Vec<StaleFlag>,
     pub superseded_by: Option<String>,
+    /// Log index of the latest change that fenced the key for `based_on_revision`: its
+    /// last forget, revoke or re-creation (`clear_tombstone`); 0 if none. Kept when the
+    /// change is undone (reinstate, `override_revocation`): a writer whose data predates a
+    /// revoke stays fenced after it is lifted (SPEC §2). Never decreases.
+    pub fence_revision: u64,
 }
 
 /// Preconditions any mutation may carry, checked atomically at apply time.

@@ -17,6 +17,9 @@
 //! - Re-establishing a forgotten key is one mutation, so it is one version and one event,
 //!   of kind `tombstone_cleared`, carrying the new value's hash (not two events).
 //! - `meta` is replaced entirely: it describes the value and who wrote it.
+//! - A re-creation (`clear_tombstone`) moves `fence_revision` to its revision; a write with
+//!   `override_revocation` does not, and keeps the revoke's: data older than the revoke
+//!   stays fenced (SPEC §2 `based_on_revision`).
 
 use cairn_client::api::{ErrorCode, EventKind, Meta, State};
 use serde_json::json;
@@ -60,6 +63,7 @@ pub fn apply(slot: Option<&Slot>, key: &str, w: &Write, ctx: &Ctx) -> Result<Cha
     if kind == EventKind::TombstoneCleared {
         next.generation += 1;
         next.create_revision = ctx.revision;
+        next.fence_revision = ctx.revision;
         next.tombstone = None;
         next.superseded_by = None;
     }

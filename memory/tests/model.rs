@@ -124,8 +124,9 @@ struct RefKey {
     value: Option<String>,
     revision: u64,
     create_revision: u64,
-    /// Revision of the last forget (for `based_on_revision`).
-    forget_revision: u64,
+    /// Revision of the last forget, revoke or re-creation (for `based_on_revision`); a
+    /// lifted revoke keeps fencing.
+    fence_revision: u64,
 }
 
 /// What a response must say, as the model sees it.
@@ -230,13 +231,7 @@ fn step(k: Option<&RefKey>, m: &Mutation, revision: u64) -> Result<(RefKey, bool
         return Err(ErrorCode::VersionConflict);
     }
     if let (Some(based), Some(k)) = (m.cond.based_on_revision, k) {
-        let fence = match k.state {
-            State::Forgotten => Some(k.forget_revision),
-            State::Revoked => Some(k.revision),
-            State::Active if k.generation > 1 => Some(k.create_revision),
-            _ => None,
-        };
-        if fence.is_some_and(|f| f > based) {
+        if k.fence_revision > based {
             return Err(ErrorCode::StaleWrite);
         }
     }
@@ -248,7 +243,7 @@ fn step(k: Option<&RefKey>, m: &Mutation, revision: u64) -> Result<(RefKey, bool
         value: None,
         revision,
         create_revision: revision,
-        forget_revision: 0,
+        fence_revision: 0,
     });
     let live = |next: RefKey| match state {
         State::Absent => Err(ErrorCode::NotFound),
@@ -274,6 +269,7 @@ fn step(k: Option<&RefKey>, m: &Mutation, revision: u64) -> Result<(RefKey, bool
             if state == State::Forgotten {
                 next.generation += 1;
                 next.create_revision = revision;
+                next.fence_revision = revision;
             }
             RefKey {
                 state: State::Active,
@@ -286,7 +282,7 @@ fn step(k: Option<&RefKey>, m: &Mutation, revision: u64) -> Result<(RefKey, bool
             state: State::Forgotten,
             value: None,
             forget_epoch: version + 1,
-            forget_revision: revision,
+            fence_revision: revision,
             ..next
         },
         (Op::Revoke { .. }, State::Revoked) | (Op::Reinstate { .. }, State::Active) => {
@@ -294,6 +290,7 @@ fn step(k: Option<&RefKey>, m: &Mutation, revision: u64) -> Result<(RefKey, bool
         }
         (Op::Revoke { .. }, _) => RefKey {
             state: State::Revoked,
+            fence_revision: revision,
             ..live(next)?
         },
         (Op::Reinstate { .. }, _) => RefKey {

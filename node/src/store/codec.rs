@@ -17,30 +17,55 @@ use serde::Serialize;
 /// retry of its own request with `request_id_reused`. Older data is refused, not misread.
 pub const FORMAT: u8 = 3;
 
+/// Format of a stored slot (`slots` family, and so the slot records of a snapshot). 4: the
+/// slot gained `fence_revision`. Only the slot's layout changed, so everything else stays
+/// at [`FORMAT`], and a slot written at format 3 is still read (`store/state.rs` decodes
+/// the old layout and recomputes the field from the key's history). A build that predates
+/// format 4 refuses a format-4 slot instead of misreading it.
+pub const SLOT_FORMAT: u8 = 4;
+
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("empty record: no format byte")]
     Empty,
-    #[error("unknown format byte {0} (this build reads format {FORMAT})")]
+    #[error("unknown format byte {0} (this build reads format {FORMAT}, slots {SLOT_FORMAT} and {FORMAT})")]
     UnknownFormat(u8),
     #[error("bincode: {0}")]
     Bincode(#[from] bincode::Error),
 }
 
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    encode_at(FORMAT, value)
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+    match split_format(bytes)? {
+        (FORMAT, body) => Ok(bincode::deserialize(body)?),
+        (other, _) => Err(CodecError::UnknownFormat(other)),
+    }
+}
+
+/// [`encode`] with another format byte, for a record type whose layout moved on alone
+/// ([`SLOT_FORMAT`]).
+pub fn encode_at<T: Serialize>(format: u8, value: &T) -> Vec<u8> {
     let size = bincode::serialized_size(value).expect("in-memory value always has a size");
     let mut out = Vec::with_capacity(1 + size as usize);
-    out.push(FORMAT);
+    out.push(format);
     bincode::serialize_into(&mut out, value).expect("serializing into a Vec cannot fail");
     out
 }
 
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
+/// The format byte and the bincode body after it, for a reader that knows several layouts
+/// of one record type; it decodes the body with [`decode_body`].
+pub fn split_format(bytes: &[u8]) -> Result<(u8, &[u8]), CodecError> {
     match bytes.split_first() {
         None => Err(CodecError::Empty),
-        Some((&FORMAT, body)) => Ok(bincode::deserialize(body)?),
-        Some((&other, _)) => Err(CodecError::UnknownFormat(other)),
+        Some((&format, body)) => Ok((format, body)),
     }
+}
+
+pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, CodecError> {
+    Ok(bincode::deserialize(body)?)
 }
 
 /// Big-endian u64: byte order equals numeric order in RocksDB's comparator.

@@ -86,7 +86,7 @@ impl StateEngine {
     /// and then the old one (a cache hit) in between: a linearizable read going back.
     pub fn slot(&self, key: &str) -> Result<Option<Slot>, StoreError> {
         match self.get(cf::SLOTS, key.as_bytes())? {
-            Some(stored) => decode_slot(&stored, key).map(Some),
+            Some(stored) => self.decode_slot(&stored, key).map(Some),
             None => Ok(None),
         }
     }
@@ -95,20 +95,26 @@ impl StateEngine {
     /// RocksDB on a miss: nothing else writes `slots`, so what it read stays current until
     /// it commits, and only the apply path uses the cache, so it never sees it disagree
     /// with RocksDB.
+    ///
+    /// A slot stored at the previous format is cached re-encoded at the current one (the
+    /// same slot: its history, which gave it its `fence_revision`, only grows with a write
+    /// of the slot, which replaces the cached bytes), so the history is read once.
     fn slot_for_apply(&self, key: &str) -> Result<Option<Slot>, StoreError> {
         let cache = self.engine.slot_cache();
-        let bytes = match cache.get(key) {
-            Some(cached) => cached,
-            None => match self.get(cf::SLOTS, key.as_bytes())? {
-                Some(stored) => {
-                    let stored: Arc<[u8]> = stored.into();
-                    cache.insert(key, stored.clone());
-                    stored
-                }
-                None => return Ok(None),
-            },
+        if let Some(cached) = cache.get(key) {
+            return self.decode_slot(&cached, key).map(Some);
+        }
+        let Some(stored) = self.get(cf::SLOTS, key.as_bytes())? else {
+            return Ok(None);
         };
-        decode_slot(&bytes, key).map(Some)
+        let slot = self.decode_slot(&stored, key)?;
+        let encoded: Arc<[u8]> = if stored.first() == Some(&codec::SLOT_FORMAT) {
+            stored.into()
+        } else {
+            encode_slot(&slot).into()
+        };
+        cache.insert(key, encoded);
+        Ok(Some(slot))
     }
 
     pub fn dedup(&self, request_id: &str) -> Result<Option<DedupRecord>, StoreError> {
@@ -155,9 +161,7 @@ impl StateEngine {
             if !k.starts_with(prefix.as_bytes()) || out.len() >= limit {
                 break;
             }
-            let slot: Slot = decode_in(cf::SLOTS, &v)?;
-            check_slot(&slot, std::str::from_utf8(&k).unwrap_or(""))?;
-            out.push(slot);
+            out.push(self.decode_slot(&v, std::str::from_utf8(&k).unwrap_or(""))?);
         }
         Ok(out)
     }
@@ -233,6 +237,8 @@ impl StateEngine {
     /// sha256 over every key and value of the state families except `sm_meta` (applied id,
     /// membership, clock: they legitimately differ between replicas caught up to different
     /// points), in order: two replicas that applied the same log have the same digest.
+    /// Slots are hashed in the current format, so a slot still stored at format 3 hashes
+    /// like the same slot written by this build.
     pub fn digest(&self) -> Result<String, StoreError> {
         let snapshot = self.engine.state_db().snapshot();
         let mut hasher = Sha256::new();
@@ -242,7 +248,11 @@ impl StateEngine {
             }
             hasher.update(family.as_bytes());
             for item in snapshot.iterator_cf(self.engine.cf(family), IteratorMode::Start) {
-                let (k, v) = item?;
+                let (k, mut v) = item?;
+                if family == cf::SLOTS && v.first() != Some(&codec::SLOT_FORMAT) {
+                    let slot = self.decode_slot(&v, std::str::from_utf8(&k).unwrap_or(""))?;
+                    v = encode_slot(&slot).into_boxed_slice();
+                }
                 hasher.update((k.len() as u64).to_be_bytes());
                 hasher.update(&k);
                 hasher.update((v.len() as u64).to_be_bytes());
@@ -389,11 +399,100 @@ mirror!(StoredResult <-> MutationResult {
     key, state, version, generation, forget_epoch, revision, replayed, already, tombstone,
 });
 
-/// Decodes a slot read back (from RocksDB or the slot cache) and checks it.
-fn decode_slot(bytes: &[u8], key: &str) -> Result<Slot, StoreError> {
-    let slot: Slot = decode_in(cf::SLOTS, bytes)?;
-    check_slot(&slot, key)?;
-    Ok(slot)
+impl StateEngine {
+    /// Decodes a slot read back (from RocksDB or the slot cache) and checks it.
+    ///
+    /// A slot stored at format 3 ([`codec::FORMAT`], before [`codec::SLOT_FORMAT`]) has no
+    /// `fence_revision`: it gets the one the rules would have kept, recomputed from the
+    /// key's history ([`cairn_memory::conditions::fence_from_history`]). History holds an
+    /// event for every change with its revision and is never pruned, so every replica
+    /// derives the same fence, and the same as a replica that applied those entries with
+    /// this build. The slot is rewritten at format 4 by its next change.
+    fn decode_slot(&self, bytes: &[u8], key: &str) -> Result<Slot, StoreError> {
+        let codec_err = |source| StoreError::Codec {
+            cf: cf::SLOTS,
+            source,
+        };
+        let slot = match codec::split_format(bytes).map_err(codec_err)? {
+            (codec::SLOT_FORMAT, body) => codec::decode_body::<Slot>(body).map_err(codec_err)?,
+            (codec::FORMAT, body) => {
+                let old: SlotV3 = codec::decode_body(body).map_err(codec_err)?;
+                let history = self.history(key, usize::MAX)?;
+                old.into_slot(cairn_memory::conditions::fence_from_history(&history))
+            }
+            (other, _) => return Err(codec_err(codec::CodecError::UnknownFormat(other))),
+        };
+        check_slot(&slot, key)?;
+        Ok(slot)
+    }
+}
+
+/// Encodes a slot for the `slots` family and the slot cache.
+fn encode_slot(slot: &Slot) -> Vec<u8> {
+    codec::encode_at(codec::SLOT_FORMAT, slot)
+}
+
+/// The layout of a [`Slot`] stored at codec format 3: the same fields in the same order,
+/// without `fence_revision` (bincode has no field names, so the old bytes only decode as
+/// this). Both conversions list every field without `..`: a field added to `Slot` fails to
+/// compile here until the format question is answered.
+#[derive(Serialize, Deserialize)]
+struct SlotV3 {
+    key: String,
+    state: State,
+    version: u64,
+    generation: u64,
+    forget_epoch: u64,
+    revision: u64,
+    create_revision: u64,
+    value: Option<String>,
+    value_hash: Option<String>,
+    value_revision: u64,
+    meta: cairn_client::api::Meta,
+    tombstone: Option<Tombstone>,
+    revocation: Option<cairn_client::api::Revocation>,
+    stale: Vec<cairn_client::api::StaleFlag>,
+    superseded_by: Option<String>,
+}
+
+impl SlotV3 {
+    fn into_slot(self, fence_revision: u64) -> Slot {
+        let SlotV3 {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            create_revision,
+            value,
+            value_hash,
+            value_revision,
+            meta,
+            tombstone,
+            revocation,
+            stale,
+            superseded_by,
+        } = self;
+        Slot {
+            key,
+            state,
+            version,
+            generation,
+            forget_epoch,
+            revision,
+            create_revision,
+            value,
+            value_hash,
+            value_revision,
+            meta,
+            tombstone,
+            revocation,
+            stale,
+            superseded_by,
+            fence_revision,
+        }
+    }
 }
 
 /// Read-side assertion: a slot read back must be the key it is stored under and must hold a
@@ -462,7 +561,7 @@ impl<'a> StateTxn<'a> {
         match effect {
             Effect::PutSlot(slot) => {
                 check_slot(&slot, &slot.key)?;
-                let encoded: Arc<[u8]> = codec::encode(&slot).into();
+                let encoded: Arc<[u8]> = encode_slot(&slot).into();
                 self.batch
                     .put_cf(self.cf(cf::SLOTS), slot.key.as_bytes(), &encoded);
                 self.slots.insert(slot.key.clone(), (slot, encoded));
@@ -592,5 +691,133 @@ impl<'a> StateTxn<'a> {
             engine.slot_cache().insert(&key, encoded);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::engine::EngineOptions;
+    use cairn_memory::{reinstate, revoke, write, Change, Ctx};
+
+    fn ctx(revision: u64) -> Ctx {
+        Ctx {
+            revision,
+            now_ms: 1_700_000_000_000 + revision,
+        }
+    }
+
+    fn commit(state: &StateEngine, change: Change) -> Slot {
+        let mut txn = state.txn();
+        let key = change.slot.key.clone();
+        let mut effects = vec![Effect::PutSlot(change.slot.clone())];
+        effects.extend(change.event.map(|event| Effect::AppendEvent { key, event }));
+        txn.apply_effects(effects).unwrap();
+        txn.commit().unwrap();
+        change.slot
+    }
+
+    /// Stores `slot` as a build before format 4 did: format 3, no `fence_revision`.
+    fn store_as_format_3(state: &StateEngine, slot: &Slot) {
+        let s = slot.clone();
+        let old = SlotV3 {
+            key: s.key,
+            state: s.state,
+            version: s.version,
+            generation: s.generation,
+            forget_epoch: s.forget_epoch,
+            revision: s.revision,
+            create_revision: s.create_revision,
+            value: s.value,
+            value_hash: s.value_hash,
+            value_revision: s.value_revision,
+            meta: s.meta,
+            tombstone: s.tombstone,
+            revocation: s.revocation,
+            stale: s.stale,
+            superseded_by: s.superseded_by,
+        };
+        let bytes = codec::encode(&old);
+        assert_eq!(bytes[0], 3);
+        let engine = state.engine();
+        engine
+            .state_db()
+            .put_cf(engine.cf(cf::SLOTS), slot.key.as_bytes(), bytes)
+            .unwrap();
+        engine.slot_cache().clear();
+    }
+
+    #[test]
+    fn a_format_3_slot_gets_its_fence_from_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
+        let w = |v| write::Write {
+            value: v,
+            actor: "a",
+            source: None,
+            anchors: &[],
+            tags: &[],
+            clear_tombstone: false,
+            override_revocation: false,
+            reason: None,
+        };
+        // write 52, revoke 53, reinstate 54, write 55: the fence is the revoke's.
+        let s = commit(
+            &state,
+            write::apply(None, "f/1", &w("1"), &ctx(52)).unwrap(),
+        );
+        let s = commit(
+            &state,
+            revoke::apply(Some(&s), "f/1", "a", "r", &ctx(53)).unwrap(),
+        );
+        let s = commit(
+            &state,
+            reinstate::apply(Some(&s), "f/1", "a", None, &ctx(54)).unwrap(),
+        );
+        let s = commit(
+            &state,
+            write::apply(Some(&s), "f/1", &w("2"), &ctx(55)).unwrap(),
+        );
+        assert_eq!(s.fence_revision, 53);
+        let digest = state.digest().unwrap();
+        assert_eq!(state.slot("f/1").unwrap().as_ref(), Some(&s));
+
+        store_as_format_3(&state, &s);
+        assert_eq!(state.slot("f/1").unwrap().as_ref(), Some(&s));
+        assert_eq!(state.slots_after("f/", None, 10).unwrap(), vec![s.clone()]);
+        assert_eq!(state.digest().unwrap(), digest, "same slot, same digest");
+        let txn = state.txn();
+        assert_eq!(txn.slot("f/1").unwrap().as_ref(), Some(&s));
+        // The apply path cached it at the current format.
+        let cached = state.engine().slot_cache().get("f/1").unwrap();
+        assert_eq!(cached[0], codec::SLOT_FORMAT);
+        assert_eq!(&*cached, &encode_slot(&s)[..]);
+
+        // A key without history of a fencing change has none.
+        let other = commit(&state, write::apply(None, "g", &w("1"), &ctx(60)).unwrap());
+        store_as_format_3(&state, &other);
+        assert_eq!(state.slot("g").unwrap().unwrap().fence_revision, 0);
+    }
+
+    #[test]
+    fn an_unknown_slot_format_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
+        let engine = state.engine();
+        engine
+            .state_db()
+            .put_cf(engine.cf(cf::SLOTS), b"k", [9, 0, 0])
+            .unwrap();
+        let err = state.slot("k").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Codec {
+                    source: codec::CodecError::UnknownFormat(9),
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }
