@@ -10,6 +10,7 @@
 //! 6. Retries: one `request_id` applies once, whichever node it is sent to.
 //! 7. Batches: a failing op applies nothing, and names its index.
 //! 8. Bad input changes nothing.
+//! 9. `based_on_revision` fences for ever: a lifted revoke still refuses older data.
 
 mod support;
 
@@ -1362,4 +1363,203 @@ async fn assert_log_unchanged(cluster: &Cluster, leader: u64, before: &ClusterSt
     } else {
         eprintln!("leadership changed during the test; log growth not checked");
     }
+}
+
+// -- 9. based_on_revision fences for ever (SPEC §2 Conditions) --------------------------------
+
+/// One mutation through `id`, raw: the status and the body.
+async fn mutate(cluster: &Cluster, id: u64, op: &str, body: Value) -> (u16, Value) {
+    post_raw(cluster, id, &format!("/v1/{op}"), &body.to_string()).await
+}
+
+/// A mutation that must apply: its revision.
+async fn applied(cluster: &Cluster, id: u64, op: &str, body: Value) -> u64 {
+    let (status, answer) = mutate(cluster, id, op, body.clone()).await;
+    assert_eq!(status, 200, "{op} {body}: {answer}");
+    answer["revision"].as_u64().expect("revision")
+}
+
+/// A mutation that must be refused with 409 `stale_write` naming `fence`.
+async fn fenced(cluster: &Cluster, id: u64, op: &str, body: Value, fence: u64) {
+    let (status, answer) = mutate(cluster, id, op, body.clone()).await;
+    assert_eq!(
+        (status, error_code(&answer)),
+        (409, "stale_write"),
+        "{op} {body}: {answer}"
+    );
+    assert_eq!(
+        answer["error"]["based_on_revision"], body["based_on_revision"],
+        "{answer}"
+    );
+    assert_eq!(answer["error"]["fence_revision"], fence, "{answer}");
+}
+
+/// A key revoked at revision R fences every `based_on_revision` < R, also once the revoke
+/// is lifted by reinstate or by an `override_revocation` write, as a forget and a
+/// re-creation do; data based on R or later passes. (An audit found that a lifted revoke
+/// stopped fencing: write 52, revoke 53, override 54, write based on 52 → 200.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lifted_revoke_still_fences_data_older_than_it() {
+    let cluster = Cluster::start(3).await;
+    let (leader, followers) = roles(&cluster).await;
+    let nodes = [leader, followers[0], followers[1]];
+    let write = |key: &str, value: &str| json!({"key": key, "value": value, "actor": "w"});
+    let based = |mut body: Value, revision: u64| {
+        body["based_on_revision"] = json!(revision);
+        body
+    };
+
+    // 9.1 revoke → reinstate.
+    let key = "t60/fence/reinstated";
+    let written = applied(&cluster, nodes[0], "write", write(key, "v1")).await;
+    let revoke = json!({"key": key, "actor": "judge", "reason": "wrong"});
+    let revoked = applied(&cluster, nodes[1], "revoke", revoke.clone()).await;
+    let reinstate = json!({"key": key, "actor": "judge"});
+    let reinstated = applied(&cluster, nodes[2], "reinstate", reinstate.clone()).await;
+    assert!(written < revoked && revoked < reinstated);
+    let before = key_snapshot(&cluster.client(), key).await;
+    let forget = json!({"key": key, "actor": "gdpr", "reason": "erase"});
+    let supersede = json!({"key": key, "by": "t60/fence/other", "actor": "editor"});
+    for id in nodes {
+        let old = write(key, "old");
+        fenced(&cluster, id, "write", based(old, written), revoked).await;
+        fenced(
+            &cluster,
+            id,
+            "forget",
+            based(forget.clone(), revoked - 1),
+            revoked,
+        )
+        .await;
+        fenced(
+            &cluster,
+            id,
+            "revoke",
+            based(revoke.clone(), written),
+            revoked,
+        )
+        .await;
+        fenced(
+            &cluster,
+            id,
+            "reinstate",
+            based(reinstate.clone(), written),
+            revoked,
+        )
+        .await;
+        fenced(
+            &cluster,
+            id,
+            "supersede",
+            based(supersede.clone(), written),
+            revoked,
+        )
+        .await;
+    }
+    assert_eq!(
+        key_snapshot(&cluster.client(), key).await,
+        before,
+        "refusals change nothing"
+    );
+    // Data as of the revoke, or the reinstate, is not stale.
+    applied(
+        &cluster,
+        nodes[1],
+        "write",
+        based(write(key, "v2"), revoked),
+    )
+    .await;
+    applied(
+        &cluster,
+        nodes[2],
+        "write",
+        based(write(key, "v3"), reinstated),
+    )
+    .await;
+
+    // 9.2 revoke → write with override_revocation (the audit's case).
+    let key = "t60/fence/overridden";
+    let written = applied(&cluster, nodes[0], "write", write(key, "v1")).await;
+    let revoked = applied(
+        &cluster,
+        nodes[0],
+        "revoke",
+        json!({"key": key, "actor": "judge", "reason": "wrong"}),
+    )
+    .await;
+    let mut over = write(key, "v2");
+    over["override_revocation"] = json!(true);
+    let overridden = applied(&cluster, nodes[1], "write", over).await;
+    for id in nodes {
+        fenced(
+            &cluster,
+            id,
+            "write",
+            based(write(key, "old"), written),
+            revoked,
+        )
+        .await;
+    }
+    // A plain write later does not lift the fence either.
+    let later = applied(
+        &cluster,
+        nodes[2],
+        "write",
+        based(write(key, "v3"), overridden),
+    )
+    .await;
+    fenced(
+        &cluster,
+        nodes[2],
+        "write",
+        based(write(key, "old"), written),
+        revoked,
+    )
+    .await;
+    applied(
+        &cluster,
+        nodes[0],
+        "write",
+        based(write(key, "v4"), revoked),
+    )
+    .await;
+    assert!(later > overridden);
+
+    // 9.3 forget → re-creation with clear_tombstone: the re-creation is the fence.
+    let key = "t60/fence/re-created";
+    let written = applied(&cluster, nodes[0], "write", write(key, "v1")).await;
+    let forgot = applied(
+        &cluster,
+        nodes[1],
+        "forget",
+        json!({"key": key, "actor": "gdpr", "reason": "erase"}),
+    )
+    .await;
+    for (based_on, fence) in [(written, forgot), (forgot - 1, forgot)] {
+        let mut clear = based(write(key, "old"), based_on);
+        clear["clear_tombstone"] = json!(true);
+        fenced(&cluster, nodes[2], "write", clear, fence).await;
+    }
+    let mut clear = based(write(key, "v2"), forgot);
+    clear["clear_tombstone"] = json!(true);
+    let recreated = applied(&cluster, nodes[2], "write", clear).await;
+    for id in nodes {
+        for based_on in [written, forgot, recreated - 1] {
+            fenced(
+                &cluster,
+                id,
+                "write",
+                based(write(key, "old"), based_on),
+                recreated,
+            )
+            .await;
+        }
+    }
+    applied(
+        &cluster,
+        nodes[0],
+        "write",
+        based(write(key, "v3"), recreated),
+    )
+    .await;
 }
