@@ -1,0 +1,436 @@
+//! Error details (SPEC §5, "Error details by code") against a real node: every
+//! `invalid_request` names its `field` when there is one (decode errors included), size
+//! rejections also give `limit` and `size`, an oversize body is 413 with `field: "body"`,
+//! and an error inside a batch op names its `op_index`. None of these requests changes
+//! anything.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{Cluster, LEADER_TIMEOUT};
+
+/// One raw HTTP exchange.
+const RAW_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default request body limit: `limits.value_bytes_max` (1 MiB) + 1 MiB.
+const BODY_BYTES_MAX: usize = 2 << 20;
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(RAW_TIMEOUT)
+        .build()
+        .expect("http client")
+}
+
+/// `POST path` with `body` (a `Content-Length` body): the status and the JSON answer.
+async fn post(cluster: &Cluster, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+    let url = format!("{}{path}", cluster.endpoint(1));
+    let response = http()
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    let bytes = response.bytes().await.expect("response body");
+    let answer = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    (status, answer)
+}
+
+/// The error object of `answer` without `code` and `message`: just the details.
+fn details(answer: &Value) -> Value {
+    let mut error = answer["error"]
+        .as_object()
+        .unwrap_or_else(|| panic!("not an error body: {answer}"))
+        .clone();
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{answer}"
+    );
+    error.remove("message");
+    error.remove("code");
+    Value::Object(error)
+}
+
+/// Sends each case and compares status, code and the details exactly.
+async fn check(cluster: &Cluster, cases: Vec<(&str, &str, Value, u16, &str, Value)>) {
+    for (what, path, body, status, code, want) in cases {
+        let (got_status, answer) = post(cluster, path, body.to_string()).await;
+        assert_eq!(
+            (got_status, answer["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{what}: {answer}"
+        );
+        assert_eq!(details(&answer), want, "{what}: {answer}");
+    }
+}
+
+/// The cluster's last log index: rejected requests must not move it.
+async fn last_log_index(cluster: &Cluster) -> u64 {
+    cluster.status(1).await.expect("status").last_log_index
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_rejection_names_its_field_limit_size_and_op_index() {
+    let cluster = Cluster::builder(1).uninitialized().start().await;
+    let me = cluster.spec(1);
+
+    // -- /cluster/init and /cluster/join validation (before the node is initialized) -----
+    let other = json!({"id": 9, "client_addr": "127.0.0.1:1", "peer_addr": "127.0.0.1:2"});
+    let this = json!({"id": me.id, "client_addr": me.client_addr, "peer_addr": me.peer_addr});
+    let bad_addr = json!({"id": me.id, "client_addr": "nowhere", "peer_addr": me.peer_addr});
+    check(
+        &cluster,
+        vec![
+            (
+                "init without this node",
+                "/cluster/init",
+                json!({"nodes": [other]}),
+                400,
+                "invalid_request",
+                json!({"field": "nodes"}),
+            ),
+            (
+                "init with a bad address",
+                "/cluster/init",
+                json!({"nodes": [other, bad_addr]}),
+                400,
+                "invalid_request",
+                json!({"field": "nodes[1].client_addr"}),
+            ),
+            (
+                "init listing a node twice",
+                "/cluster/init",
+                json!({"nodes": [this, this]}),
+                400,
+                "invalid_request",
+                json!({"field": "nodes[1].id"}),
+            ),
+            (
+                "init with a node missing its peer address",
+                "/cluster/init",
+                json!({"nodes": [{"id": 1, "client_addr": "127.0.0.1:1"}]}),
+                400,
+                "invalid_request",
+                json!({"field": "nodes[0].peer_addr"}),
+            ),
+            (
+                "join with a bad peer address",
+                "/cluster/join",
+                json!({"id": 2, "client_addr": "127.0.0.1:1", "peer_addr": "x:y"}),
+                400,
+                "invalid_request",
+                json!({"field": "peer_addr"}),
+            ),
+        ],
+    )
+    .await;
+    cluster.init().await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let before = last_log_index(&cluster).await;
+
+    // -- D3: size limits carry field, limit and size ---------------------------------------
+    let write = |extra: Value| {
+        let mut body = json!({"key": "e/1", "value": 1, "actor": "al"});
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let size = |field: &str, size: usize, limit: usize| json!({"field": field, "limit": limit, "size": size});
+    let op = json!({"op": "write", "key": "bq/1", "value": 1, "actor": "al"});
+    let invalid = "invalid_request";
+    check(
+        &cluster,
+        vec![
+            (
+                "key of 513 bytes",
+                "/v1/write",
+                write(json!({"key": "k".repeat(513)})),
+                400,
+                invalid,
+                size("key", 513, 512),
+            ),
+            (
+                "empty key",
+                "/v1/write",
+                write(json!({"key": ""})),
+                400,
+                invalid,
+                size("key", 0, 512),
+            ),
+            (
+                "actor of 129 bytes",
+                "/v1/write",
+                write(json!({"actor": "a".repeat(129)})),
+                400,
+                invalid,
+                size("actor", 129, 128),
+            ),
+            (
+                "reason of 4097 bytes",
+                "/v1/forget",
+                json!({"key": "e/1", "actor": "al", "reason": "r".repeat(4097)}),
+                400,
+                invalid,
+                size("reason", 4097, 4096),
+            ),
+            (
+                "request_id of 129 bytes",
+                "/v1/write",
+                write(json!({"request_id": "i".repeat(129)})),
+                400,
+                invalid,
+                size("request_id", 129, 128),
+            ),
+            (
+                "65 tags",
+                "/v1/write",
+                write(json!({"tags": (0..65).map(|i| format!("t{i}")).collect::<Vec<_>>()})),
+                400,
+                invalid,
+                size("tags", 65, 64),
+            ),
+            (
+                "a tag of 257 bytes",
+                "/v1/write",
+                write(json!({"tags": ["t".repeat(257)]})),
+                400,
+                invalid,
+                size("tags[0]", 257, 256),
+            ),
+            (
+                "65 anchors",
+                "/v1/write",
+                write(json!({"anchors": (0..65).map(|i| format!("tag:{i}")).collect::<Vec<_>>()})),
+                400,
+                invalid,
+                size("anchors", 65, 64),
+            ),
+            (
+                "an anchor of 1025 bytes",
+                "/v1/write",
+                write(json!({"anchors": [format!("tag:{}", "a".repeat(1021))]})),
+                400,
+                invalid,
+                size("anchors[0]", 1025, 1024),
+            ),
+            (
+                "source of 1025 bytes",
+                "/v1/write",
+                write(json!({"source": "s".repeat(1025)})),
+                400,
+                invalid,
+                size("source", 1025, 1024),
+            ),
+            (
+                "a batch of 1001 ops",
+                "/v1/batch",
+                json!({"ops": vec![op.clone(); 1001]}),
+                400,
+                invalid,
+                size("ops", 1001, 1000),
+            ),
+            (
+                "a size inside a batch op",
+                "/v1/batch",
+                json!({"ops": [op, {"op": "forget", "key": "bq/1", "actor": "a".repeat(129), "reason": "r"}]}),
+                400,
+                invalid,
+                json!({"field": "ops[1].actor", "limit": 128, "size": 129, "op_index": 1}),
+            ),
+            (
+                "a recall with 65 cues",
+                "/v1/recall",
+                json!({"cues": (0..65).map(|i| format!("tag:{i}")).collect::<Vec<_>>()}),
+                400,
+                invalid,
+                size("cues", 65, 64),
+            ),
+            (
+                "a value over 1 MiB (unchanged)",
+                "/v1/write",
+                write(json!({"value": "v".repeat(1 << 20)})),
+                413,
+                "too_large",
+                size("value", (1 << 20) + 2, 1 << 20),
+            ),
+        ],
+    )
+    .await;
+
+    // -- D5: decode and request validation errors name the field ----------------------------
+    check(
+        &cluster,
+        vec![
+            (
+                "missing reason",
+                "/v1/forget",
+                json!({"key": "h/1", "actor": "al"}),
+                400,
+                invalid,
+                json!({"field": "reason"}),
+            ),
+            (
+                "unknown field",
+                "/v1/write",
+                write(json!({"bogus": 1})),
+                400,
+                invalid,
+                json!({"field": "bogus"}),
+            ),
+            (
+                "expected_version of the wrong type",
+                "/v1/write",
+                write(json!({"expected_version": "x"})),
+                400,
+                invalid,
+                json!({"field": "expected_version"}),
+            ),
+            (
+                "unknown consistency",
+                "/v1/read",
+                json!({"key": "e/1", "consistency": "sometimes"}),
+                400,
+                invalid,
+                json!({"field": "consistency"}),
+            ),
+            (
+                "unknown state in a list filter",
+                "/v1/list",
+                json!({"prefix": "", "states": ["active", "gone"]}),
+                400,
+                invalid,
+                json!({"field": "states[1]"}),
+            ),
+            (
+                "list limit 0",
+                "/v1/list",
+                json!({"prefix": "", "limit": 0}),
+                400,
+                invalid,
+                size("limit", 0, 1000),
+            ),
+            (
+                "list limit 1001",
+                "/v1/list",
+                json!({"prefix": "", "limit": 1001}),
+                400,
+                invalid,
+                size("limit", 1001, 1000),
+            ),
+            (
+                "recall limit 1001",
+                "/v1/recall",
+                json!({"cues": ["tag:x"], "limit": 1001}),
+                400,
+                invalid,
+                size("limit", 1001, 1000),
+            ),
+            (
+                "recall of forgotten notes",
+                "/v1/recall",
+                json!({"cues": ["tag:x"], "include": ["forgotten"]}),
+                400,
+                invalid,
+                json!({"field": "include"}),
+            ),
+        ],
+    )
+    .await;
+    // A body that is not JSON has no field to name.
+    let (status, answer) = post(&cluster, "/v1/write", r#"{"key": "e/1", "value": "#).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(details(&answer), json!({}), "{answer}");
+
+    // -- D6: decode errors inside a batch op name the op and the field ----------------------
+    let batch = |bad: Value| json!({"ops": [{"op": "write", "key": "bq/1", "value": 1, "actor": "al"}, bad]});
+    let in_op = |field: &str| json!({"field": field, "op_index": 1});
+    check(
+        &cluster,
+        vec![
+            (
+                "wrong type in op 1",
+                "/v1/batch",
+                batch(json!({"op": "write", "key": "bq/2", "value": 1, "actor": "al", "expected_version": "x"})),
+                400,
+                invalid,
+                in_op("ops[1].expected_version"),
+            ),
+            (
+                "unknown field in op 1",
+                "/v1/batch",
+                batch(json!({"op": "forget", "key": "bq/2", "actor": "al", "reason": "r", "bogus": 1})),
+                400,
+                invalid,
+                in_op("ops[1].bogus"),
+            ),
+            (
+                "missing field in op 1",
+                "/v1/batch",
+                batch(json!({"op": "revoke", "key": "bq/2", "actor": "al"})),
+                400,
+                invalid,
+                in_op("ops[1].reason"),
+            ),
+            (
+                "unknown op name",
+                "/v1/batch",
+                batch(json!({"op": "erase", "key": "bq/2"})),
+                400,
+                invalid,
+                in_op("ops[1].op"),
+            ),
+            (
+                "missing op",
+                "/v1/batch",
+                batch(json!({"key": "bq/2", "actor": "al"})),
+                400,
+                invalid,
+                in_op("ops[1].op"),
+            ),
+        ],
+    )
+    .await;
+
+    // -- D4: an oversize body is 413 naming the body, its limit and its size ----------------
+    let oversize = "x".repeat(BODY_BYTES_MAX + 10);
+    let (status, answer) = post(&cluster, "/v1/write", oversize.clone()).await;
+    assert_eq!(status, 413, "{answer}");
+    assert_eq!(answer["error"]["code"], "too_large", "{answer}");
+    assert_eq!(
+        details(&answer),
+        size("body", BODY_BYTES_MAX + 10, BODY_BYTES_MAX),
+        "{answer}"
+    );
+    // Without Content-Length (chunked) the size is what was read before stopping.
+    let chunks: Vec<Result<String, std::io::Error>> = oversize
+        .as_bytes()
+        .chunks(64 << 10)
+        .map(|c| Ok(String::from_utf8(c.to_vec()).unwrap()))
+        .collect();
+    let streamed = reqwest::Body::wrap_stream(futures::stream::iter(chunks));
+    let (status, answer) = post(&cluster, "/v1/write", streamed).await;
+    assert_eq!(status, 413, "{answer}");
+    let got = details(&answer);
+    assert_eq!(
+        (&got["field"], &got["limit"]),
+        (&json!("body"), &json!(BODY_BYTES_MAX)),
+        "{answer}"
+    );
+    let read = got["size"].as_u64().expect("size") as usize;
+    assert!(read > BODY_BYTES_MAX && read <= oversize.len(), "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("lower bound")),
+        "{answer}"
+    );
+
+    // Nothing reached the log.
+    assert_eq!(last_log_index(&cluster).await, before);
+}
