@@ -340,7 +340,7 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
     };
     for id in cluster.ids() {
         let read = raw_client(&cluster.endpoint(id))
-            .read("od/1", tight.clone())
+            .read("od/1", tight)
             .await
             .unwrap_or_else(|e| panic!("bounded read, {TIGHT_MS} ms, at node {id}: {e}"));
         assert_eq!(read.record.revision, revision, "node {id}");

@@ -177,6 +177,7 @@ pub fn to_history(records: &[Record], idx: &Index) -> History<MInput, MOutput> {
                     version: found.version,
                     generation: found.generation,
                     forget_epoch: found.forget_epoch,
+                    fenced: false,
                 });
                 push(
                     r,

@@ -7,8 +7,9 @@
 //! doubly applied mutation visible even without a read in between.
 //!
 //! `based_on_revision` depends on cluster-wide revisions the model does not track; the
-//! model accepts a `stale_write` rejection whenever the key has a fence at all (forgotten,
-//! revoked, or re-created), and the forget checker checks the revisions precisely.
+//! model accepts a `stale_write` rejection whenever the key has a fence at all (it was
+//! forgotten, revoked or re-created at some point: a fence never lifts, SPEC §2), and the
+//! forget checker checks the revisions precisely.
 
 use cairn_client::api::State;
 
@@ -22,6 +23,9 @@ pub struct KeyState {
     pub version: u64,
     pub generation: u64,
     pub forget_epoch: u64,
+    /// Forgotten, revoked or re-created at some point, so a `based_on_revision` write can
+    /// be fenced off. Not part of what a read shows (see [`KeyState::shows`]).
+    pub fenced: bool,
 }
 
 impl KeyState {
@@ -32,16 +36,16 @@ impl KeyState {
             version: 0,
             generation: 1,
             forget_epoch: 0,
+            fenced: false,
         }
     }
 
-    /// Whether a `based_on_revision` write could be fenced off.
-    fn has_fence(&self) -> bool {
-        match self.state {
-            State::Forgotten | State::Revoked => true,
-            State::Active => self.generation > 1,
-            State::Absent => false,
-        }
+    /// Whether a read that returned `seen` (whose `fenced` means nothing) agrees with this.
+    fn shows(&self, seen: &KeyState) -> bool {
+        KeyState {
+            fenced: self.fenced,
+            ..seen.clone()
+        } == *self
     }
 }
 
@@ -109,7 +113,10 @@ fn apply(s: &KeyState, op: &MOp) -> Result<(KeyState, bool), &'static str> {
             match s.state {
                 State::Revoked if !override_revocation => return Err("key_revoked"),
                 State::Forgotten if !clear => return Err("key_forgotten"),
-                State::Forgotten => next.generation += 1,
+                State::Forgotten => {
+                    next.generation += 1;
+                    next.fenced = true;
+                }
                 _ => {}
             }
             next.state = State::Active;
@@ -124,6 +131,7 @@ fn apply(s: &KeyState, op: &MOp) -> Result<(KeyState, bool), &'static str> {
             next.value = None;
             next.version += 1;
             next.forget_epoch = next.version;
+            next.fenced = true;
         }
         MOp::Revoke => match s.state {
             State::Absent => return Err("not_found"),
@@ -132,6 +140,7 @@ fn apply(s: &KeyState, op: &MOp) -> Result<(KeyState, bool), &'static str> {
             State::Active => {
                 next.state = State::Revoked;
                 next.version += 1;
+                next.fenced = true;
             }
         },
         MOp::Reinstate => match s.state {
@@ -162,7 +171,7 @@ impl Model for CairnKey {
         let based = matches!(input.op, MOp::Write { based: true, .. });
         match (&input.op, output) {
             (MOp::Read, Some(MOutput::Read(None))) => (s.state == State::Absent).then(|| s.clone()),
-            (MOp::Read, Some(MOutput::Read(Some(seen)))) => (seen == s).then(|| s.clone()),
+            (MOp::Read, Some(MOutput::Read(Some(seen)))) => s.shows(seen).then(|| s.clone()),
             (MOp::Read, None) => Some(s.clone()),
             (MOp::Read, Some(_)) | (_, Some(MOutput::Read(_))) => None,
             // Unknown outcome: it applies if it can; "rejected" is the search skipping it.
@@ -194,7 +203,7 @@ impl Model for CairnKey {
                 };
                 let explained = match code.as_str() {
                     "version_conflict" => !expected_ok,
-                    "stale_write" => based && expected_ok && s.has_fence(),
+                    "stale_write" => based && expected_ok && s.fenced,
                     other => apply(s, op).err() == Some(other),
                 };
                 explained.then(|| s.clone())
@@ -269,6 +278,7 @@ mod tests {
             version: 3,
             generation: 1,
             forget_epoch: 2,
+            fenced: true,
         };
         assert!(step(&s2, write(8), Some(mutation(&resurrected, false))).is_none());
         assert!(step(
@@ -333,6 +343,33 @@ mod tests {
         )
         .is_none());
         assert!(step(&s, cas, Some(MOutput::Rejected("key_forgotten".into()))).is_some());
+    }
+
+    #[test]
+    fn a_fence_outlives_the_revoke_that_set_it() {
+        let based = MOp::Write {
+            value: 9,
+            expected: None,
+            based: true,
+            clear: false,
+            override_revocation: false,
+        };
+        let stale = || Some(MOutput::Rejected("stale_write".into()));
+        let s1 = step(&KeyState::absent(), write(1), None).unwrap();
+        assert!(
+            step(&s1, based.clone(), stale()).is_none(),
+            "nothing fences yet"
+        );
+        let s2 = step(&s1, MOp::Revoke, None).unwrap();
+        let s3 = step(&s2, MOp::Reinstate, None).unwrap();
+        assert_eq!(s3.state, State::Active);
+        assert!(step(&s3, based.clone(), stale()).is_some(), "reinstated");
+        // What a read shows does not include the fence, and still matches.
+        let seen = KeyState {
+            fenced: false,
+            ..s3.clone()
+        };
+        assert!(step(&s3, MOp::Read, Some(MOutput::Read(Some(seen)))).is_some());
     }
 
     #[test]
