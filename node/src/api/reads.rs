@@ -256,6 +256,8 @@ pub async fn tombstone(
             ApiError::invalid("tombstone id must be 1-128 hex characters").with("field", "id"),
         );
     }
+    // Ids are stored in lowercase; hex is hex in either case.
+    let id = id.to_ascii_lowercase();
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
     let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
     let tombstone = app
