@@ -95,7 +95,7 @@ pub fn role_name(state: ServerState) -> &'static str {
 }
 
 pub fn router(app: SharedApp) -> Router {
-    let body_max = app.config.limits.value_bytes_max + body::ENVELOPE_BYTES_MAX;
+    let body_max = body::body_bytes_max(&app.config.limits);
     Router::new()
         .route("/v1/write", post(mutations::write))
         .route("/v1/forget", post(mutations::forget))
