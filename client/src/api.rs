@@ -306,6 +306,11 @@ pub enum EventKind {
 }
 
 /// One entry of a key's append-only history. Never holds a value, only its hash.
+///
+/// `reason` is the reason the request gave, verbatim (`None` when it gave none). The
+/// extension fields say what the operation acted on and are present only for their kind:
+/// `by` for `superseded`, `anchor` and `observed_hash` for `stale_flagged`; JSON omits them
+/// when absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistoryEvent {
     pub kind: EventKind,
@@ -315,6 +320,15 @@ pub struct HistoryEvent {
     pub reason: Option<String>,
     pub at: u64,
     pub value_hash: Option<String>,
+    /// `superseded`: the key that replaced this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// `stale_flagged`: the anchor that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// `stale_flagged`: the hash observed for the anchor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_hash: Option<String>,
 }
 
 /// Where and how a read was served (SPEC §3).

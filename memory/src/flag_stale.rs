@@ -8,7 +8,8 @@
 //!
 //! A new flag replaces an earlier flag on the same anchor (the latest observation is the
 //! one that matters), which also bounds the list. The flags are cleared by the next write,
-//! so the event's `reason` records the anchor and observed hash for the history.
+//! so the event's `anchor` and `observed_hash` keep them for the history. The request takes
+//! no reason, so the event has none.
 
 use cairn_client::api::{EventKind, StaleFlag};
 
@@ -36,14 +37,12 @@ pub fn apply(
         actor: actor.to_string(),
         flagged_at: ctx.now_ms,
     });
-    let reason = format!("{anchor} changed (observed {observed_hash})");
-    Ok(step::finish(
-        Some(s),
-        next,
-        EventKind::StaleFlagged,
-        actor,
-        Some(&reason),
-    ))
+    let mut change = step::finish(Some(s), next, EventKind::StaleFlagged, actor, None);
+    if let Some(event) = change.event.as_mut() {
+        event.anchor = Some(anchor.to_string());
+        event.observed_hash = Some(observed_hash.to_string());
+    }
+    Ok(change)
 }
 
 #[cfg(test)]
@@ -76,10 +75,11 @@ mod tests {
                     flagged_at: c.now_ms,
                 }]
             );
-            assert_eq!(
-                ch.event.unwrap().reason.as_deref(),
-                Some("path:src/a.rs changed (observed abc)")
-            );
+            let event = ch.event.unwrap();
+            assert_eq!(event.reason, None);
+            assert_eq!(event.anchor.as_deref(), Some("path:src/a.rs"));
+            assert_eq!(event.observed_hash.as_deref(), Some("abc"));
+            assert_eq!(event.by, None);
         }
     }
 

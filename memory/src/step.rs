@@ -50,7 +50,9 @@ fn fresh(key: &str, ctx: &Ctx) -> Slot {
 /// Completes an applied mutation whose new slot is `next` (a [`begin`] draft).
 ///
 /// - Exactly one history event, of `kind`, at `next`'s version and revision. Its
-///   `value_hash` is the current value's, or for a forget the forgotten value's.
+///   `value_hash` is the current value's, or for a forget the forgotten value's; its
+///   `reason` is `reason` verbatim. The kind-specific fields (`by`, `anchor`,
+///   `observed_hash`) are left `None` for the operation to set.
 /// - `new_tombstone` is set for a forget only.
 /// - The anchor diff keeps the index `anchor → key` exact: it is the difference between
 ///   the indexed anchors of `prev` and of `next` (a forgotten slot has none).
@@ -78,6 +80,9 @@ pub(crate) fn finish(
         reason: reason.map(str::to_string),
         at: next.meta.updated_at,
         value_hash,
+        by: None,
+        anchor: None,
+        observed_hash: None,
     };
     let before = indexed_anchors(prev);
     let after = indexed_anchors(Some(&next));

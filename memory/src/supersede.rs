@@ -8,7 +8,8 @@
 //!
 //! The replacing key is not checked here: it may be written later, and one key's apply
 //! never depends on another key's state. `superseded_by` is overwritten by a later
-//! supersede; the event's `reason` names the replacing key so the history keeps it.
+//! supersede; the event's `by` names the replacing key so the history keeps it, and its
+//! `reason` is the one given, verbatim.
 
 use cairn_client::api::EventKind;
 
@@ -29,17 +30,11 @@ pub fn apply(
     let s = step::live(slot, key)?;
     let mut next = step::begin(Some(s), key, ctx);
     next.superseded_by = Some(by.to_string());
-    let reason = match reason {
-        Some(r) => format!("superseded by {by}: {r}"),
-        None => format!("superseded by {by}"),
-    };
-    Ok(step::finish(
-        Some(s),
-        next,
-        EventKind::Superseded,
-        actor,
-        Some(&reason),
-    ))
+    let mut change = step::finish(Some(s), next, EventKind::Superseded, actor, reason);
+    if let Some(event) = change.event.as_mut() {
+        event.by = Some(by.to_string());
+    }
+    Ok(change)
 }
 
 #[cfg(test)]
@@ -64,11 +59,19 @@ mod tests {
             assert_applied(Some(&prev), &ch, EventKind::Superseded, &c);
             assert_eq!((ch.slot.state, &ch.slot.value), (prev.state, &prev.value));
             assert_eq!(ch.slot.superseded_by.as_deref(), Some("k2"));
-            assert_eq!(
-                ch.event.unwrap().reason.as_deref(),
-                Some("superseded by k2: merged")
-            );
+            let event = ch.event.unwrap();
+            assert_eq!(event.reason.as_deref(), Some("merged"));
+            assert_eq!(event.by.as_deref(), Some("k2"));
+            assert_eq!((event.anchor, event.observed_hash), (None, None));
         }
+    }
+
+    #[test]
+    fn without_a_reason_the_event_has_none() {
+        let ch = apply(Some(&active()), KEY, "k2", "editor", None, &ctx(20)).unwrap();
+        let event = ch.event.unwrap();
+        assert_eq!(event.reason, None);
+        assert_eq!(event.by.as_deref(), Some("k2"));
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! 7. Batches: a failing op applies nothing, and names its index.
 //! 8. Bad input changes nothing.
 //! 9. `based_on_revision` fences for ever: a lifted revoke still refuses older data.
+//! 10. History events carry the given reason verbatim; what an operation acted on has its
+//!     own fields.
 
 mod support;
 
@@ -1570,4 +1572,102 @@ async fn a_lifted_revoke_still_fences_data_older_than_it() {
         based(write(key, "v3"), recreated),
     )
     .await;
+}
+
+// -- 10. History events carry the given reason verbatim (SPEC §2) ------------------------------
+
+/// The events of `key` as node `id` holds them once it applied `revision` (an `any` read
+/// of `POST /v1/history`), raw JSON.
+async fn history_json(cluster: &Cluster, id: u64, key: &str, revision: u64) -> Vec<Value> {
+    let body = json!({"key": key, "consistency": "any", "min_revision": revision});
+    let (status, answer) = post_raw(cluster, id, "/v1/history", &body.to_string()).await;
+    assert_eq!(status, 200, "history {key}: {answer}");
+    answer["events"].as_array().expect("events").clone()
+}
+
+/// A supersede's event has the given reason, verbatim (none when none is given), and names
+/// the replacing key in `by`; a stale flag's event has no reason (the request takes none)
+/// and names the anchor and observed hash. (An audit found both writing generated text
+/// into `reason`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn history_reasons_are_verbatim_and_the_details_have_their_own_fields() {
+    let cluster = Cluster::start(3).await;
+    let (leader, followers) = roles(&cluster).await;
+    let key = "t60/history/reasons";
+    applied(
+        &cluster,
+        leader,
+        "write",
+        json!({"key": key, "value": "v1", "actor": "w"}),
+    )
+    .await;
+    applied(
+        &cluster,
+        followers[0],
+        "supersede",
+        json!({"key": key, "by": "t60/history/merged", "actor": "editor", "reason": "merged"}),
+    )
+    .await;
+    applied(
+        &cluster,
+        followers[1],
+        "supersede",
+        json!({"key": key, "by": "t60/history/other", "actor": "editor"}),
+    )
+    .await;
+    let last = applied(
+        &cluster,
+        leader,
+        "flag-stale",
+        json!({"key": key, "actor": "ci", "anchor": "path:src/a.rs", "observed_hash": "abc"}),
+    )
+    .await;
+
+    let events = history_json(&cluster, leader, key, last).await;
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["written", "superseded", "superseded", "stale_flagged"],
+        "{events:?}"
+    );
+    let (written, with_reason, without_reason, flagged) =
+        (&events[0], &events[1], &events[2], &events[3]);
+    for absent in ["by", "anchor", "observed_hash"] {
+        assert!(written.get(absent).is_none(), "{written}");
+    }
+
+    assert_eq!(with_reason["reason"], "merged", "{with_reason}");
+    assert_eq!(with_reason["by"], "t60/history/merged", "{with_reason}");
+    assert!(with_reason.get("anchor").is_none(), "{with_reason}");
+
+    assert!(without_reason["reason"].is_null(), "{without_reason}");
+    assert_eq!(
+        without_reason["by"], "t60/history/other",
+        "{without_reason}"
+    );
+
+    assert!(flagged["reason"].is_null(), "{flagged}");
+    assert_eq!(flagged["anchor"], "path:src/a.rs", "{flagged}");
+    assert_eq!(flagged["observed_hash"], "abc", "{flagged}");
+    assert!(flagged.get("by").is_none(), "{flagged}");
+
+    // Every replica stored the same events, and the typed client reads them back.
+    for id in followers {
+        assert_eq!(history_json(&cluster, id, key, last).await, events);
+    }
+    let typed = cluster
+        .client()
+        .history(key, linearizable())
+        .await
+        .expect("history")
+        .events;
+    assert_eq!(typed[1].by.as_deref(), Some("t60/history/merged"));
+    assert_eq!(typed[1].reason.as_deref(), Some("merged"));
+    assert_eq!(
+        (
+            typed[3].anchor.as_deref(),
+            typed[3].observed_hash.as_deref()
+        ),
+        (Some("path:src/a.rs"), Some("abc"))
+    );
 }

@@ -20,9 +20,10 @@ use serde_json::{json, Value};
 
 use cairn_client::api::{
     BatchRequest, BatchResult, ClusterStatus, Consistency, FlagStaleRequest, ForgetRequest,
-    HistoryResponse, InitRequest, ListRequest, ListResponse, MembershipResponse, MutationResult,
-    NodeSpec, ProbeResponse, ReadOptions, ReadResponse, RecallRequest, RecallResponse,
-    ReinstateRequest, RevokeRequest, State, SupersedeRequest, Tombstone, WatchEvent, WriteRequest,
+    HistoryEvent, HistoryResponse, InitRequest, ListRequest, ListResponse, MembershipResponse,
+    MutationResult, NodeSpec, ProbeResponse, ReadOptions, ReadResponse, RecallRequest,
+    RecallResponse, ReinstateRequest, RevokeRequest, State, SupersedeRequest, Tombstone,
+    WatchEvent, WriteRequest,
 };
 use cairn_client::client::RETRIES_MAX_DEFAULT;
 use cairn_client::{Client, ClientError, Session};
@@ -952,6 +953,7 @@ fn print_history(h: &HistoryResponse) {
             e.at.to_string(),
             e.value_hash.as_deref().map(short_hash).unwrap_or_default(),
             e.reason.clone().unwrap_or_default(),
+            event_detail(e),
         ]
     });
     print_table(
@@ -963,9 +965,20 @@ fn print_history(h: &HistoryResponse) {
             "AT",
             "VALUE_HASH",
             "REASON",
+            "DETAIL",
         ],
         rows.collect(),
     );
+}
+
+/// What a `superseded` or `stale_flagged` event records besides its reason.
+fn event_detail(e: &HistoryEvent) -> String {
+    match (&e.by, &e.anchor, &e.observed_hash) {
+        (Some(by), _, _) => format!("by {by}"),
+        (None, Some(anchor), Some(hash)) => format!("{anchor} observed {}", short_hash(hash)),
+        (None, Some(anchor), None) => anchor.clone(),
+        _ => String::new(),
+    }
 }
 
 /// Enough of a sha256 to tell values apart by eye; `--json` has the whole hash.

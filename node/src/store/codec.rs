@@ -24,11 +24,18 @@ pub const FORMAT: u8 = 3;
 /// format 4 refuses a format-4 slot instead of misreading it.
 pub const SLOT_FORMAT: u8 = 4;
 
+/// Format of a stored history event (`history` family, and so the history records of a
+/// snapshot). 4: the event gained `by`, `anchor` and `observed_hash`. Only the event's
+/// layout changed, so everything else stays at [`FORMAT`], and an event written at format 3
+/// is still read (`store/state.rs` decodes the old layout, the new fields absent). A build
+/// that predates format 4 refuses a format-4 event instead of misreading it.
+pub const HISTORY_FORMAT: u8 = 4;
+
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("empty record: no format byte")]
     Empty,
-    #[error("unknown format byte {0} (this build reads format {FORMAT}, slots {SLOT_FORMAT} and {FORMAT})")]
+    #[error("unknown format byte {0} (this build reads format {FORMAT}, and slots at {SLOT_FORMAT} and history at {HISTORY_FORMAT} too)")]
     UnknownFormat(u8),
     #[error("bincode: {0}")]
     Bincode(#[from] bincode::Error),
@@ -46,7 +53,7 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
 }
 
 /// [`encode`] with another format byte, for a record type whose layout moved on alone
-/// ([`SLOT_FORMAT`]).
+/// ([`SLOT_FORMAT`], [`HISTORY_FORMAT`]).
 pub fn encode_at<T: Serialize>(format: u8, value: &T) -> Vec<u8> {
     let size = bincode::serialized_size(value).expect("in-memory value always has a size");
     let mut out = Vec::with_capacity(1 + size as usize);

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cairn_client::api::{HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
+use cairn_client::api::{EventKind, HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
 use cairn_memory::{Decision, DedupRecord, Effect, OpError, Slot, SlotSource};
 use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 use serde::{Deserialize, Serialize};
@@ -133,9 +133,7 @@ impl StateEngine {
     /// The key's history, oldest first (bounded by `limit`).
     pub fn history(&self, key: &str, limit: usize) -> Result<Vec<HistoryEvent>, StoreError> {
         let prefix = pair_key(key, &[]);
-        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| {
-            decode_in(cf::HISTORY, v)
-        })
+        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| decode_event(v))
     }
 
     /// Slots whose key starts with `prefix` and sorts after `after`, in key order.
@@ -237,8 +235,8 @@ impl StateEngine {
     /// sha256 over every key and value of the state families except `sm_meta` (applied id,
     /// membership, clock: they legitimately differ between replicas caught up to different
     /// points), in order: two replicas that applied the same log have the same digest.
-    /// Slots are hashed in the current format, so a slot still stored at format 3 hashes
-    /// like the same slot written by this build.
+    /// Slots and history events are hashed in the current format, so a record still
+    /// stored at format 3 hashes like the same record written by this build.
     pub fn digest(&self) -> Result<String, StoreError> {
         let snapshot = self.engine.state_db().snapshot();
         let mut hasher = Sha256::new();
@@ -252,6 +250,9 @@ impl StateEngine {
                 if family == cf::SLOTS && v.first() != Some(&codec::SLOT_FORMAT) {
                     let slot = self.decode_slot(&v, std::str::from_utf8(&k).unwrap_or(""))?;
                     v = encode_slot(&slot).into_boxed_slice();
+                }
+                if family == cf::HISTORY && v.first() != Some(&codec::HISTORY_FORMAT) {
+                    v = encode_event(&decode_event(&v)?).into_boxed_slice();
                 }
                 hasher.update((k.len() as u64).to_be_bytes());
                 hasher.update(&k);
@@ -398,6 +399,91 @@ macro_rules! mirror {
 mirror!(StoredResult <-> MutationResult {
     key, state, version, generation, forget_epoch, revision, replayed, already, tombstone,
 });
+
+/// How a [`HistoryEvent`] is stored, at [`codec::HISTORY_FORMAT`]. The API type's JSON
+/// form omits an absent `by`/`anchor`/`observed_hash` (`skip_serializing_if`), which
+/// bincode cannot read back (see [`StoredDedup`]); this mirror keeps every field
+/// positional.
+#[derive(Serialize, Deserialize)]
+struct StoredEvent {
+    kind: EventKind,
+    version: u64,
+    revision: u64,
+    actor: String,
+    reason: Option<String>,
+    at: u64,
+    value_hash: Option<String>,
+    by: Option<String>,
+    anchor: Option<String>,
+    observed_hash: Option<String>,
+}
+
+mirror!(StoredEvent <-> HistoryEvent {
+    kind, version, revision, actor, reason, at, value_hash, by, anchor, observed_hash,
+});
+
+/// The layout of a [`HistoryEvent`] stored at codec format 3: the fields it had before
+/// format 4 added `by`, `anchor` and `observed_hash`, in the same order.
+#[derive(Serialize, Deserialize)]
+struct EventV3 {
+    kind: EventKind,
+    version: u64,
+    revision: u64,
+    actor: String,
+    reason: Option<String>,
+    at: u64,
+    value_hash: Option<String>,
+}
+
+impl From<EventV3> for HistoryEvent {
+    /// A format-3 event keeps its `reason` as written then (a supersede's or a stale
+    /// flag's names the key or anchor in its text); the format-4 fields are absent.
+    fn from(old: EventV3) -> HistoryEvent {
+        let EventV3 {
+            kind,
+            version,
+            revision,
+            actor,
+            reason,
+            at,
+            value_hash,
+        } = old;
+        HistoryEvent {
+            kind,
+            version,
+            revision,
+            actor,
+            reason,
+            at,
+            value_hash,
+            by: None,
+            anchor: None,
+            observed_hash: None,
+        }
+    }
+}
+
+/// Encodes a history event for the `history` family.
+fn encode_event(event: &HistoryEvent) -> Vec<u8> {
+    codec::encode_at(codec::HISTORY_FORMAT, &StoredEvent::from(event.clone()))
+}
+
+/// Decodes a history event stored at [`codec::HISTORY_FORMAT`] or at format 3.
+fn decode_event(bytes: &[u8]) -> Result<HistoryEvent, StoreError> {
+    let codec_err = |source| StoreError::Codec {
+        cf: cf::HISTORY,
+        source,
+    };
+    Ok(match codec::split_format(bytes).map_err(codec_err)? {
+        (codec::HISTORY_FORMAT, body) => codec::decode_body::<StoredEvent>(body)
+            .map_err(codec_err)?
+            .into(),
+        (codec::FORMAT, body) => codec::decode_body::<EventV3>(body)
+            .map_err(codec_err)?
+            .into(),
+        (other, _) => return Err(codec_err(codec::CodecError::UnknownFormat(other))),
+    })
+}
 
 impl StateEngine {
     /// Decodes a slot read back (from RocksDB or the slot cache) and checks it.
@@ -569,7 +655,7 @@ impl<'a> StateTxn<'a> {
             Effect::AppendEvent { key, event } => {
                 let k = pair_key(&key, &u64_key(event.version));
                 self.batch
-                    .put_cf(self.cf(cf::HISTORY), k, codec::encode(&event));
+                    .put_cf(self.cf(cf::HISTORY), k, encode_event(&event));
             }
             Effect::PutTombstone(t) => {
                 self.batch
@@ -698,7 +784,7 @@ impl<'a> StateTxn<'a> {
 mod tests {
     use super::*;
     use crate::store::engine::EngineOptions;
-    use cairn_memory::{reinstate, revoke, write, Change, Ctx};
+    use cairn_memory::{reinstate, revoke, supersede, write, Change, Ctx};
 
     fn ctx(revision: u64) -> Ctx {
         Ctx {
@@ -797,6 +883,87 @@ mod tests {
         let other = commit(&state, write::apply(None, "g", &w("1"), &ctx(60)).unwrap());
         store_as_format_3(&state, &other);
         assert_eq!(state.slot("g").unwrap().unwrap().fence_revision, 0);
+    }
+
+    #[test]
+    fn a_format_3_history_event_still_decodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
+        let w = write::Write {
+            value: "1",
+            actor: "a",
+            source: None,
+            anchors: &[],
+            tags: &[],
+            clear_tombstone: false,
+            override_revocation: false,
+            reason: Some("first"),
+        };
+        let s = commit(&state, write::apply(None, "h", &w, &ctx(70)).unwrap());
+        let superseding = supersede::apply(Some(&s), "h", "h2", "a", None, &ctx(71)).unwrap();
+        commit(&state, superseding);
+        let events = state.history("h", 10).unwrap();
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[1].by.as_deref(), Some("h2"));
+        assert_eq!(events[1].reason, None);
+        let digest = state.digest().unwrap();
+
+        // The write's event as a build before format 4 stored it.
+        let old = &events[0];
+        let bytes = codec::encode(&EventV3 {
+            kind: old.kind,
+            version: old.version,
+            revision: old.revision,
+            actor: old.actor.clone(),
+            reason: old.reason.clone(),
+            at: old.at,
+            value_hash: old.value_hash.clone(),
+        });
+        assert_eq!(bytes[0], 3);
+        let engine = state.engine();
+        let k = pair_key("h", &u64_key(old.version));
+        let stored = engine
+            .state_db()
+            .get_cf(engine.cf(cf::HISTORY), &k)
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored[0], codec::HISTORY_FORMAT);
+        engine
+            .state_db()
+            .put_cf(engine.cf(cf::HISTORY), &k, &bytes)
+            .unwrap();
+
+        assert_eq!(state.history("h", 10).unwrap(), events);
+        assert_eq!(state.digest().unwrap(), digest, "same event, same digest");
+
+        // A format-3 record's extension fields are absent.
+        let superseded_v3 = codec::encode(&EventV3 {
+            kind: EventKind::Superseded,
+            version: 2,
+            revision: 71,
+            actor: "a".into(),
+            reason: Some("superseded by h2".into()),
+            at: 5,
+            value_hash: None,
+        });
+        let event = decode_event(&superseded_v3).unwrap();
+        assert_eq!(event.reason.as_deref(), Some("superseded by h2"));
+        assert_eq!(
+            (event.by, event.anchor, event.observed_hash),
+            (None, None, None)
+        );
+
+        let err = decode_event(&[9, 0, 0]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Codec {
+                    source: codec::CodecError::UnknownFormat(9),
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -104,6 +104,9 @@ fn event(kind: EventKind, version: u64, value: Option<i64>) -> HistoryEvent {
         reason: None,
         at: 0,
         value_hash: value.map(value_hash_of_int),
+        by: None,
+        anchor: None,
+        observed_hash: None,
     }
 }
 
