@@ -252,7 +252,7 @@ impl StateEngine {
                     v = encode_slot(&slot).into_boxed_slice();
                 }
                 if family == cf::HISTORY && v.first() != Some(&codec::HISTORY_FORMAT) {
-                    v = encode_event(&decode_event(&v)?).into_boxed_slice();
+                    v = encode_event(decode_event(&v)?).into_boxed_slice();
                 }
                 hasher.update((k.len() as u64).to_be_bytes());
                 hasher.update(&k);
@@ -464,8 +464,9 @@ impl From<EventV3> for HistoryEvent {
 }
 
 /// Encodes a history event for the `history` family.
-fn encode_event(event: &HistoryEvent) -> Vec<u8> {
-    codec::encode_at(codec::HISTORY_FORMAT, &StoredEvent::from(event.clone()))
+/// Takes the event by value: the apply path owns it, and converting moves its strings.
+fn encode_event(event: HistoryEvent) -> Vec<u8> {
+    codec::encode_at(codec::HISTORY_FORMAT, &StoredEvent::from(event))
 }
 
 /// Decodes a history event stored at [`codec::HISTORY_FORMAT`] or at format 3.
@@ -655,7 +656,7 @@ impl<'a> StateTxn<'a> {
             Effect::AppendEvent { key, event } => {
                 let k = pair_key(&key, &u64_key(event.version));
                 self.batch
-                    .put_cf(self.cf(cf::HISTORY), k, encode_event(&event));
+                    .put_cf(self.cf(cf::HISTORY), k, encode_event(event));
             }
             Effect::PutTombstone(t) => {
                 self.batch
