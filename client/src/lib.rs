@@ -1,4 +1,4 @@
-//! cairn client: the wire types, the async client library and the `cairn` CLI.
+//! cairn client: the async client library and the `cairn` CLI.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cairn_client::ClientError> {
@@ -20,9 +20,9 @@
 //!
 //! # Layout
 //!
-//! - [`api`]: the JSON wire types of SPEC §5/§6, shared with the node.
-//! - [`requests`]: constructors for the request types, and the [`Mutation`] /
-//!   [`ReadQuery`] traits that route every mutation and read through one generic path.
+//! - [`api`]: the JSON wire types of SPEC §5/§6 (the `cairn-api` crate, re-exported).
+//! - [`requests`]: the [`Mutation`] / [`ReadQuery`] traits that route every mutation
+//!   and read through one generic path.
 //! - [`client`]: [`Client`] and [`ClientBuilder`]: leader discovery, bounded jittered
 //!   retries, automatic `request_id`s and `OutcomeUnknown`, read routing by consistency,
 //!   session-checked reads, cluster administration.
@@ -35,7 +35,9 @@
 //!   session and watch logic is unit-tested without a cluster.
 //! - `src/bin/cairn.rs`: the `cairn` CLI on top of [`Client`].
 
-pub mod api;
+/// The wire types, re-exported so a client user needs one dependency.
+pub use cairn_api as api;
+
 pub mod client;
 pub mod error;
 pub mod requests;

@@ -11,7 +11,7 @@
 
 use std::cmp::Reverse;
 
-use cairn_client::api::State;
+use cairn_api::State;
 
 use crate::types::Slot;
 

@@ -2,7 +2,7 @@
 //! including the idempotent ones: a client that states what it expects is told when the
 //! key is not in that state, even if the operation would have been a no-op.
 
-use cairn_client::api::{ErrorCode, EventKind, HistoryEvent};
+use cairn_api::{ErrorCode, EventKind, HistoryEvent};
 use serde_json::json;
 
 use crate::types::{Conditions, OpError, Slot};
@@ -62,7 +62,7 @@ mod tests {
     use crate::step::fixtures::*;
     use crate::types::{Change, Ctx};
     use crate::{flag_stale, forget, reinstate, revoke, write};
-    use cairn_client::api::State;
+    use cairn_api::State;
 
     fn expect(v: u64) -> Conditions {
         Conditions {

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_client::api::{ErrorCode, MutationResult, WatchEvent};
+use cairn_api::{ErrorCode, MutationResult, WatchEvent};
 use serde_json::json;
 
 use crate::types::{
@@ -264,7 +264,7 @@ fn effects(changes: &[Change]) -> Vec<Effect> {
 mod tests {
     use super::*;
     use crate::types::Conditions;
-    use cairn_client::api::{EventKind, State};
+    use cairn_api::{EventKind, State};
     use std::convert::Infallible;
 
     /// Applied state in maps; effects are applied the way the store applies them.
@@ -419,7 +419,7 @@ mod tests {
         );
     }
 
-    fn slot_event(effects: &[Effect]) -> cairn_client::api::HistoryEvent {
+    fn slot_event(effects: &[Effect]) -> cairn_api::HistoryEvent {
         match &effects[0] {
             Effect::AppendEvent { event, .. } => event.clone(),
             other => panic!("first effect is {other:?}"),

@@ -11,7 +11,7 @@
 //! so the event's `anchor` and `observed_hash` keep them for the history. The request takes
 //! no reason, so the event has none.
 
-use cairn_client::api::{EventKind, StaleFlag};
+use cairn_api::{EventKind, StaleFlag};
 
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
@@ -49,7 +49,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::step::fixtures::*;
-    use cairn_client::api::{ErrorCode, State};
+    use cairn_api::{ErrorCode, State};
 
     #[test]
     fn absent_is_not_found() {

@@ -12,7 +12,7 @@
 //! forgot), `value_revision` (so `probe` can tell when the value's bytes left the log) and
 //! `superseded_by` (a pointer about the key, not its value).
 
-use cairn_client::api::{EventKind, State, Tombstone};
+use cairn_api::{EventKind, State, Tombstone};
 
 use crate::hash::tombstone_id;
 use crate::step;

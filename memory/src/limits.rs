@@ -27,7 +27,7 @@
 //! ever compares it, and hashing every write cost the leader ~5% of its CPU (session 3
 //! profile) when it went through `serde_json::Value` and canonical JSON text.
 
-use cairn_client::api::{
+use cairn_api::{
     BatchOp, BatchRequest, ErrorCode, FlagStaleRequest, ForgetRequest, ReinstateRequest,
     RevokeRequest, SupersedeRequest, WriteRequest,
 };

@@ -7,7 +7,7 @@
 //! | revoked | → active, revocation cleared, event `reinstated` |
 //! | forgotten | 409 `key_forgotten` |
 
-use cairn_client::api::{EventKind, State};
+use cairn_api::{EventKind, State};
 
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
@@ -43,7 +43,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::step::fixtures::*;
-    use cairn_client::api::ErrorCode;
+    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

@@ -13,7 +13,7 @@
 //! When several markers apply they are combined in the order revoked, stale, superseded,
 //! and the body is the revoked sentence if revoked, else the value.
 
-use cairn_client::api::{RecallNote, Record, State};
+use cairn_api::{RecallNote, Record, State};
 use serde_json::Value;
 
 use crate::types::Slot;

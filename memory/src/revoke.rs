@@ -7,7 +7,7 @@
 //! | revoked | idempotent: `already: true`, the first revocation stands, no event |
 //! | forgotten | 409 `key_forgotten` |
 
-use cairn_client::api::{EventKind, Revocation, State};
+use cairn_api::{EventKind, Revocation, State};
 
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
@@ -51,7 +51,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::step::fixtures::*;
-    use cairn_client::api::ErrorCode;
+    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

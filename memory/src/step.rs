@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use cairn_client::api::{ErrorCode, EventKind, HistoryEvent, Meta, MutationResult, State};
+use cairn_api::{ErrorCode, EventKind, HistoryEvent, Meta, MutationResult, State};
 use serde_json::json;
 
 use crate::types::{Change, Ctx, OpError, Slot};

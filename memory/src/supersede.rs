@@ -11,7 +11,7 @@
 //! supersede; the event's `by` names the replacing key so the history keeps it, and its
 //! `reason` is the one given, verbatim.
 
-use cairn_client::api::EventKind;
+use cairn_api::EventKind;
 
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
@@ -41,7 +41,7 @@ pub fn apply(
 mod tests {
     use super::*;
     use crate::step::fixtures::*;
-    use cairn_client::api::ErrorCode;
+    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

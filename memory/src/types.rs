@@ -1,7 +1,7 @@
 //! Types of the key model. Everything here is persisted with bincode, so no
 //! `skip_serializing_if`, no `serde_json::Value` (values travel as canonical JSON text).
 
-use cairn_client::api::{
+use cairn_api::{
     ErrorCode, HistoryEvent, Meta, MutationResult, Revocation, StaleFlag, State, Tombstone,
 };
 use serde::{Deserialize, Serialize};
@@ -266,7 +266,7 @@ pub enum Effect {
         record: DedupRecord,
     },
     /// A change feed record for `GET /v1/watch`.
-    Watch(cairn_client::api::WatchEvent),
+    Watch(cairn_api::WatchEvent),
 }
 
 /// Read access to the applied state, as seen by the executor. The store implements this

@@ -21,7 +21,7 @@
 //!   `override_revocation` does not, and keeps the revoke's: data older than the revoke
 //!   stays fenced (SPEC §2 `based_on_revision`).
 
-use cairn_client::api::{ErrorCode, EventKind, Meta, State};
+use cairn_api::{ErrorCode, EventKind, Meta, State};
 use serde_json::json;
 
 use crate::hash::value_hash;
@@ -132,7 +132,7 @@ mod tests {
     #[test]
     fn active_is_overwritten_and_stale_flags_cleared_superseded_kept() {
         let mut prev = active();
-        prev.stale.push(cairn_client::api::StaleFlag {
+        prev.stale.push(cairn_api::StaleFlag {
             anchor: "path:a".into(),
             observed_hash: "h".into(),
             actor: "x".into(),

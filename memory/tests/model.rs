@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 
-use cairn_client::api::{ErrorCode, HistoryEvent, State, Tombstone, WatchEvent};
+use cairn_api::{ErrorCode, HistoryEvent, State, Tombstone, WatchEvent};
 use cairn_memory::execute::execute;
 use cairn_memory::{
     Command, CommandResponse, Conditions, Ctx, DedupRecord, Effect, Mutation, Op, Slot, SlotSource,

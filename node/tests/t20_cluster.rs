@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_client::api::{InitRequest, NodeSpec, WriteRequest};
+use cairn_api::{InitRequest, NodeSpec, WriteRequest};
 use cairn_client::ClientError;
 use serde_json::json;
 use support::{

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use cairn_client::api::WriteRequest;
+use cairn_api::WriteRequest;
 use cairn_client::Client;
 use serde_json::json;
 use support::load::{self, Load};

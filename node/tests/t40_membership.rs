@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_client::api::{ClusterStatus, WriteRequest};
+use cairn_api::{ClusterStatus, WriteRequest};
 use cairn_client::{Client, ClientError};
 use serde_json::json;
 use support::load::{self, Load};

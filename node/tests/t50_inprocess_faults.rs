@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cairn_client::api::{EventKind, ForgetRequest, WriteRequest};
+use cairn_api::{EventKind, ForgetRequest, WriteRequest};
 use cairn_config::{Limits, RaftConfig};
 use cairn_memory::{limits, Command, CommandResponse};
 use cairn_node::consensus::config::openraft_config;

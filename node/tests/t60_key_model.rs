@@ -20,7 +20,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cairn_client::api::{
+use cairn_api::{
     BatchOp, BatchRequest, ClusterStatus, EventKind, ForgetRequest, HistoryEvent, ListRequest,
     ProbeResponse, RecallRequest, Record, ReinstateRequest, RevokeRequest, State, Tombstone,
     WriteRequest,

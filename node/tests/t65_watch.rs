@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_client::api::{EventKind, ForgetRequest, WatchEvent, WriteRequest};
+use cairn_api::{EventKind, ForgetRequest, WatchEvent, WriteRequest};
 use cairn_client::{Client, WatchStream};
 use futures::StreamExt;
 use serde_json::json;

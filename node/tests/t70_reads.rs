@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_client::api::{
+use cairn_api::{
     BatchOp, BatchRequest, Consistency, EventKind, ForgetRequest, ReadOptions, ReadResponse, State,
     WriteRequest,
 };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use cairn_client::api::{
+use cairn_api::{
     BatchOp, BatchRequest, Consistency, ForgetRequest, InitRequest, NodeSpec, ReadOptions,
     RevokeRequest, WriteRequest,
 };

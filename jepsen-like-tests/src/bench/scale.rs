@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
-use cairn_client::api::{Consistency, ReadOptions};
+use cairn_api::{Consistency, ReadOptions};
 use serde::{Deserialize, Serialize};
 
 use super::cairn::{node_layout, Cluster, Node};

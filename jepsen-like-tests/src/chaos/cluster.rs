@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use cairn_client::api::{ClusterStatus, CompactResponse, InitRequest, NodeSpec};
+use cairn_api::{ClusterStatus, CompactResponse, InitRequest, NodeSpec};
 use cairn_client::Client;
 
 use super::supervisor::{client_addr, endpoint, peer_addr, Supervisor};

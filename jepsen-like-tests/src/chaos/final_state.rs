@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::time::{Duration, Instant};
 
-use cairn_client::api::{Consistency, HistoryEvent, ListRequest, ReadOptions};
+use cairn_api::{Consistency, HistoryEvent, ListRequest, ReadOptions};
 use cairn_client::Client;
 use futures::{stream, StreamExt};
 use serde::Serialize;
@@ -104,7 +104,7 @@ pub async fn resolve_indeterminate(rec: &Recorder, client: &Client) -> (usize, u
     (resent, resent.saturating_sub(left))
 }
 
-async fn listing(client: &Client) -> Result<Vec<cairn_client::api::Record>, String> {
+async fn listing(client: &Client) -> Result<Vec<cairn_api::Record>, String> {
     let mut items = Vec::new();
     let mut after = None;
     for _ in 0..PAGES_MAX {
@@ -278,7 +278,6 @@ async fn local_tombstone(
     if !status.is_success() {
         return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
     }
-    let t: cairn_client::api::Tombstone =
-        serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    let t: cairn_api::Tombstone = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
     Ok((t.key, t.version))
 }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
-use cairn_client::api::{Consistency, State};
+use cairn_api::{Consistency, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 

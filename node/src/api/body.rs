@@ -9,7 +9,7 @@
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_LENGTH;
-use cairn_client::api::{
+use cairn_api::{
     ErrorCode, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest, SupersedeRequest,
     WriteRequest,
 };
@@ -270,7 +270,7 @@ fn query_error_path(rejection: &axum::extract::rejection::QueryRejection) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_client::api::{BatchRequest, ListRequest, ReadRequest};
+    use cairn_api::{BatchRequest, ListRequest, ReadRequest};
     use serde_json::json;
 
     /// The details of the error decoding `body` as `T`.
@@ -378,7 +378,7 @@ mod tests {
     async fn query_details(uri: &str) -> Value {
         let request = Request::builder().uri(uri).body(()).unwrap();
         let (mut parts, ()) = request.into_parts();
-        type Query = StrictQuery<cairn_client::api::ReadOptions>;
+        type Query = StrictQuery<cairn_api::ReadOptions>;
         let decoded =
             <Query as axum::extract::FromRequestParts<()>>::from_request_parts(&mut parts, &())
                 .await;

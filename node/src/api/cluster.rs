@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cairn_client::api::{
+use cairn_api::{
     ClusterStatus, CompactResponse, ErrorCode, InitRequest, MembershipResponse, NodeSpec,
     RemoveRequest,
 };

@@ -3,7 +3,7 @@
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cairn_client::api::{ErrorBody, ErrorCode, ErrorDetail};
+use cairn_api::{ErrorBody, ErrorCode, ErrorDetail};
 use cairn_memory::OpError;
 use serde_json::{json, Map, Value};
 

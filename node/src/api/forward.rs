@@ -3,7 +3,7 @@
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use cairn_client::api::ErrorCode;
+use cairn_api::ErrorCode;
 
 use super::error::ApiError;
 use super::App;

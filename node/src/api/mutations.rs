@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cairn_client::api::{
+use cairn_api::{
     BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
     SupersedeRequest, WriteRequest,
 };
@@ -189,7 +189,7 @@ fn rejected_input(app: &SharedApp, e: OpError) -> ApiError {
 
 enum Submitted {
     Applied {
-        results: Vec<cairn_client::api::MutationResult>,
+        results: Vec<cairn_api::MutationResult>,
         revision: u64,
         replayed: bool,
     },

@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cairn_client::api::{
+use cairn_api::{
     Consistency, ErrorCode, HistoryRequest, HistoryResponse, ListRequest, ListResponse,
     ProbeRequest, ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallNote, RecallRequest,
     RecallResponse, Served, State as KeyState,

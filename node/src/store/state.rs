@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use cairn_client::api::{EventKind, HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
+use cairn_api::{EventKind, HistoryEvent, MutationResult, State, Tombstone, WatchEvent};
 use cairn_memory::{Decision, DedupRecord, Effect, OpError, Slot, SlotSource};
 use rocksdb::{Direction, IteratorMode, ReadOptions, WriteBatch};
 use serde::{Deserialize, Serialize};
@@ -535,10 +535,10 @@ struct SlotV3 {
     value: Option<String>,
     value_hash: Option<String>,
     value_revision: u64,
-    meta: cairn_client::api::Meta,
+    meta: cairn_api::Meta,
     tombstone: Option<Tombstone>,
-    revocation: Option<cairn_client::api::Revocation>,
-    stale: Vec<cairn_client::api::StaleFlag>,
+    revocation: Option<cairn_api::Revocation>,
+    stale: Vec<cairn_api::StaleFlag>,
     superseded_by: Option<String>,
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_client::api::{ReadOptions, State, WriteRequest};
+use cairn_api::{ReadOptions, State, WriteRequest};
 use cairn_client::{Client, ClientError};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;

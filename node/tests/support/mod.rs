@@ -39,7 +39,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use cairn_client::api::{ClusterStatus, InitRequest, NodeSpec};
+use cairn_api::{ClusterStatus, InitRequest, NodeSpec};
 use cairn_client::{Client, ClientError};
 use tempfile::TempDir;
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -773,18 +773,18 @@ pub async fn run_node_to_exit(
 }
 
 /// Read options: `any` after the node applied `min_revision` (a per-node read).
-pub fn any_at(min_revision: u64) -> cairn_client::api::ReadOptions {
-    cairn_client::api::ReadOptions {
-        consistency: Some(cairn_client::api::Consistency::Any),
+pub fn any_at(min_revision: u64) -> cairn_api::ReadOptions {
+    cairn_api::ReadOptions {
+        consistency: Some(cairn_api::Consistency::Any),
         max_staleness_ms: None,
         min_revision: Some(min_revision),
     }
 }
 
 /// Read options: linearizable (served by the leader).
-pub fn linearizable() -> cairn_client::api::ReadOptions {
-    cairn_client::api::ReadOptions {
-        consistency: Some(cairn_client::api::Consistency::Linearizable),
-        ..cairn_client::api::ReadOptions::default()
+pub fn linearizable() -> cairn_api::ReadOptions {
+    cairn_api::ReadOptions {
+        consistency: Some(cairn_api::Consistency::Linearizable),
+        ..cairn_api::ReadOptions::default()
     }
 }

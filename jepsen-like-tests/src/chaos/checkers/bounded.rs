@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 
 use super::index::Index;
 use super::{Inputs, Verdict};

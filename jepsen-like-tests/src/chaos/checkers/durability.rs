@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_client::api::{EventKind, HistoryEvent};
+use cairn_api::{EventKind, HistoryEvent};
 
 use super::index::Index;
 use super::{Inputs, Verdict};

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_client::api::{Consistency, EventKind, State};
+use cairn_api::{Consistency, EventKind, State};
 
 use super::index::Index;
 use super::{Inputs, Verdict};

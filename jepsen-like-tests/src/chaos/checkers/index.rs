@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use cairn_client::api::State;
+use cairn_api::State;
 
 use crate::chaos::clock::Micros;
 use crate::chaos::history::{Input, MutOut, Record};

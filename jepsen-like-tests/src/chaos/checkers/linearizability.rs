@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 
 use super::index::Index;
 use super::model::{CairnKey, KeyState, MInput, MOp, MOutput};

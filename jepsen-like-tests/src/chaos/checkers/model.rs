@@ -11,7 +11,7 @@
 //! forgotten, revoked or re-created at some point: a fence never lifts, SPEC §2), and the
 //! forget checker checks the revisions precisely.
 
-use cairn_client::api::State;
+use cairn_api::State;
 
 use crate::check::models::Model;
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use cairn_client::api::{Consistency, EventKind, HistoryEvent, State};
+use cairn_api::{Consistency, EventKind, HistoryEvent, State};
 
 use super::{run_all, Inputs, Verdict};
 use crate::chaos::final_state::FinalState;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use cairn_client::api::{BatchOp, BatchRequest, WriteRequest};
+use cairn_api::{BatchOp, BatchRequest, WriteRequest};
 use rand::seq::SliceRandom;
 use serde_json::json;
 

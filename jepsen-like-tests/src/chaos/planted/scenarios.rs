@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 use cairn_client::new_request_id;
 
 use crate::chaos::harness::Harness;

@@ -5,7 +5,7 @@
 //!   transport) is `info`, since the mutation may have reached a node.
 //! - Reads: a record or a 404 is `ok`; every error is `fail` (a read has no effect).
 
-use cairn_client::api::{
+use cairn_api::{
     BatchOp, BatchRequest, ForgetRequest, MutationResult, ReadOptions, ReadResponse,
     ReinstateRequest, RevokeRequest, WriteRequest,
 };

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 use cairn_client::new_request_id;
 use rand::Rng;
 

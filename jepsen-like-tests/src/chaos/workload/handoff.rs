@@ -3,7 +3,7 @@
 //! node with consistency `any`. B must never see the forgotten value, however far behind
 //! that node is (the token's `min_revision` and marks make the client wait or retry).
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 use cairn_client::{new_request_id, Session};
 
 use super::exec;

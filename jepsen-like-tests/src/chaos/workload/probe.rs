@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 use cairn_client::new_request_id;
 
 use super::{client_for, exec};

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use cairn_client::api::Consistency;
+use cairn_api::Consistency;
 use cairn_client::{new_request_id, Client, Session};
 use rand::rngs::StdRng;
 use rand::Rng;

@@ -1,0 +1,323 @@
+//! Mutation requests and their results (SPEC §5): `write`, `forget`, `revoke`, `reinstate`,
+//! `flag-stale`, `supersede` and `batch`. Constructors take only the required fields; set
+//! the optional ones on the returned struct.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{State, Tombstone};
+
+/// `POST /v1/write`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WriteRequest {
+    pub key: String,
+    pub value: Value,
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchors: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub clear_tombstone: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub override_revocation: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/forget`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetRequest {
+    pub key: String,
+    pub actor: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/revoke`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevokeRequest {
+    pub key: String,
+    pub actor: String,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/reinstate`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReinstateRequest {
+    pub key: String,
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/flag-stale`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlagStaleRequest {
+    pub key: String,
+    pub actor: String,
+    pub anchor: String,
+    pub observed_hash: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// `POST /v1/supersede`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupersedeRequest {
+    pub key: String,
+    pub by: String,
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_version: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub based_on_revision: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// One operation of a `POST /v1/batch`, tagged by `op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum BatchOp {
+    Write(WriteRequest),
+    Forget(ForgetRequest),
+    Revoke(RevokeRequest),
+    Reinstate(ReinstateRequest),
+    FlagStale(FlagStaleRequest),
+    Supersede(SupersedeRequest),
+}
+
+impl BatchOp {
+    pub fn key(&self) -> &str {
+        match self {
+            BatchOp::Write(r) => &r.key,
+            BatchOp::Forget(r) => &r.key,
+            BatchOp::Revoke(r) => &r.key,
+            BatchOp::Reinstate(r) => &r.key,
+            BatchOp::FlagStale(r) => &r.key,
+            BatchOp::Supersede(r) => &r.key,
+        }
+    }
+
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            BatchOp::Write(r) => r.request_id.as_deref(),
+            BatchOp::Forget(r) => r.request_id.as_deref(),
+            BatchOp::Revoke(r) => r.request_id.as_deref(),
+            BatchOp::Reinstate(r) => r.request_id.as_deref(),
+            BatchOp::FlagStale(r) => r.request_id.as_deref(),
+            BatchOp::Supersede(r) => r.request_id.as_deref(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            BatchOp::Write(_) => "write",
+            BatchOp::Forget(_) => "forget",
+            BatchOp::Revoke(_) => "revoke",
+            BatchOp::Reinstate(_) => "reinstate",
+            BatchOp::FlagStale(_) => "flag_stale",
+            BatchOp::Supersede(_) => "supersede",
+        }
+    }
+}
+
+/// `POST /v1/batch`: all operations are applied in one Raft entry, or none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    pub ops: Vec<BatchOp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// Result of one applied mutation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MutationResult {
+    pub key: String,
+    pub state: State,
+    pub version: u64,
+    pub generation: u64,
+    pub forget_epoch: u64,
+    pub revision: u64,
+    pub replayed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub already: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<Tombstone>,
+}
+
+/// Result of `POST /v1/batch`: one result per operation, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult {
+    pub results: Vec<MutationResult>,
+    pub revision: u64,
+    pub replayed: bool,
+}
+
+impl WriteRequest {
+    pub fn new(key: impl Into<String>, value: Value, actor: impl Into<String>) -> Self {
+        WriteRequest {
+            key: key.into(),
+            value,
+            actor: actor.into(),
+            source: None,
+            anchors: None,
+            tags: None,
+            expected_version: None,
+            based_on_revision: None,
+            clear_tombstone: false,
+            override_revocation: false,
+            reason: None,
+            request_id: None,
+        }
+    }
+}
+
+impl ForgetRequest {
+    pub fn new(
+        key: impl Into<String>,
+        actor: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ForgetRequest {
+            key: key.into(),
+            actor: actor.into(),
+            reason: reason.into(),
+            expected_version: None,
+            based_on_revision: None,
+            request_id: None,
+        }
+    }
+}
+
+impl RevokeRequest {
+    pub fn new(
+        key: impl Into<String>,
+        actor: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        RevokeRequest {
+            key: key.into(),
+            actor: actor.into(),
+            reason: reason.into(),
+            expected_version: None,
+            based_on_revision: None,
+            request_id: None,
+        }
+    }
+}
+
+impl ReinstateRequest {
+    pub fn new(key: impl Into<String>, actor: impl Into<String>) -> Self {
+        ReinstateRequest {
+            key: key.into(),
+            actor: actor.into(),
+            reason: None,
+            expected_version: None,
+            based_on_revision: None,
+            request_id: None,
+        }
+    }
+}
+
+impl FlagStaleRequest {
+    pub fn new(
+        key: impl Into<String>,
+        actor: impl Into<String>,
+        anchor: impl Into<String>,
+        observed_hash: impl Into<String>,
+    ) -> Self {
+        FlagStaleRequest {
+            key: key.into(),
+            actor: actor.into(),
+            anchor: anchor.into(),
+            observed_hash: observed_hash.into(),
+            expected_version: None,
+            based_on_revision: None,
+            request_id: None,
+        }
+    }
+}
+
+impl SupersedeRequest {
+    pub fn new(key: impl Into<String>, by: impl Into<String>, actor: impl Into<String>) -> Self {
+        SupersedeRequest {
+            key: key.into(),
+            by: by.into(),
+            actor: actor.into(),
+            reason: None,
+            expected_version: None,
+            based_on_revision: None,
+            request_id: None,
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let typo = r#"{"key":"k","value":1,"actor":"a","expected_vesion":3}"#;
+        let err = serde_json::from_str::<WriteRequest>(typo).unwrap_err();
+        assert!(err.to_string().contains("expected_vesion"), "{err}");
+    }
+
+    #[test]
+    fn batch_ops_are_tagged_and_strict() {
+        let ok = r#"{"ops":[{"op":"write","key":"k","value":"v","actor":"a"},
+                           {"op":"forget","key":"k","actor":"a","reason":"r"}]}"#;
+        let batch: BatchRequest = serde_json::from_str(ok).unwrap();
+        assert_eq!(batch.ops.len(), 2);
+        assert_eq!(batch.ops[1].name(), "forget");
+        let typo =
+            r#"{"ops":[{"op":"forget","key":"k","actor":"a","reason":"r","expected_vesion":1}]}"#;
+        assert!(serde_json::from_str::<BatchRequest>(typo).is_err());
+        let unknown_op = r#"{"ops":[{"op":"erase","key":"k"}]}"#;
+        assert!(serde_json::from_str::<BatchRequest>(unknown_op).is_err());
+    }
+}

@@ -1,0 +1,121 @@
+//! What a key holds and has been through, as reads return it: the record, its tombstone,
+//! revocation, stale flags, metadata and history events, and where a read was served.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{Consistency, State};
+
+/// The durable record of a forget. Kept forever; readable by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tombstone {
+    pub id: String,
+    pub key: String,
+    pub actor: String,
+    pub reason: String,
+    /// sha256 of the canonical JSON of the forgotten value; `null` for a pre-emptive forget.
+    pub value_hash: Option<String>,
+    pub forgotten_at: u64,
+    pub version: u64,
+    pub generation: u64,
+    pub revision: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revocation {
+    pub actor: String,
+    pub reason: String,
+    pub revoked_at: u64,
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleFlag {
+    pub anchor: String,
+    pub observed_hash: String,
+    pub actor: String,
+    pub flagged_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Meta {
+    pub actor: String,
+    pub source: Option<String>,
+    pub anchors: Vec<String>,
+    pub tags: Vec<String>,
+    /// Leader-stamped unix milliseconds.
+    pub updated_at: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Written,
+    Forgotten,
+    TombstoneCleared,
+    Revoked,
+    Reinstated,
+    StaleFlagged,
+    Superseded,
+}
+
+/// One entry of a key's append-only history. Never holds a value, only its hash.
+///
+/// `reason` is the reason the request gave, verbatim (`None` when it gave none). The
+/// extension fields say what the operation acted on and are present only for their kind:
+/// `by` for `superseded`, `anchor` and `observed_hash` for `stale_flagged`; JSON omits them
+/// when absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEvent {
+    pub kind: EventKind,
+    pub version: u64,
+    pub revision: u64,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub at: u64,
+    pub value_hash: Option<String>,
+    /// `superseded`: the key that replaced this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// `stale_flagged`: the anchor that changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anchor: Option<String>,
+    /// `stale_flagged`: the hash observed for the anchor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_hash: Option<String>,
+}
+
+/// Where and how a read was served (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    pub node_id: u64,
+    pub role: String,
+    pub consistency: Consistency,
+    pub applied_index: u64,
+    pub leader_commit_index: u64,
+    pub ms_since_leader_contact: u64,
+}
+
+/// A key's current record as returned by reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub key: String,
+    pub state: State,
+    pub version: u64,
+    pub generation: u64,
+    pub forget_epoch: u64,
+    pub revision: u64,
+    pub create_revision: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+    pub meta: Meta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tombstone: Option<Tombstone>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revocation: Option<Revocation>,
+    #[serde(default)]
+    pub stale: Vec<StaleFlag>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
+    pub rendered: String,
+}
