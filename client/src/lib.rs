@@ -1,4 +1,5 @@
-//! cairn client: the async client library and the `cairn` CLI.
+//! cairn client: the async client library of a cairn cluster. The `cairn` CLI on top of it
+//! is its own crate, `cairn-cli` (`cli/`), so a library user does not link clap.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cairn_client::ClientError> {
@@ -33,7 +34,6 @@
 //!   failures, with the CLI exit code of each class.
 //! - `fake_node` (tests only): a scripted HTTP stand-in for a node, so retry, discovery,
 //!   session and watch logic is unit-tested without a cluster.
-//! - `src/bin/cairn.rs`: the `cairn` CLI on top of [`Client`].
 
 /// The wire types, re-exported so a client user needs one dependency.
 pub use cairn_api as api;
