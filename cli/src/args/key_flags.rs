@@ -1,0 +1,187 @@
+//! The flags of the key commands (everything but `cairn cluster`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use cairn_client::api::State;
+
+use super::parse_state;
+use crate::help::{FORGET_HELP, READ_HELP, RECALL_HELP, REVOKE_HELP, WATCH_HELP, WRITE_HELP};
+
+/// The commands on keys, run by [`crate::keys`].
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Write a value (VALUE is JSON if it parses, else a string).
+    #[command(after_help = WRITE_HELP)]
+    Write(WriteArgs),
+    /// Forget a key: drop its value, keep a durable tombstone.
+    #[command(after_help = FORGET_HELP)]
+    Forget(ReasonArgs),
+    /// Revoke a wrong belief: keep it, with its reason, as a warning.
+    #[command(after_help = REVOKE_HELP)]
+    Revoke(ReasonArgs),
+    /// Reinstate a revoked key.
+    Reinstate(OptionalReasonArgs),
+    /// Flag a key as stale because an anchor changed.
+    FlagStale(FlagStaleArgs),
+    /// Record that KEY was replaced by another key.
+    Supersede(SupersedeArgs),
+    /// Apply a JSON BatchRequest ({"ops": [...]}) from FILE or - (stdin), all or nothing.
+    Batch(BatchArgs),
+    /// Read a key (the rendered note first).
+    #[command(after_help = READ_HELP)]
+    Read(KeyArgs),
+    /// Show whether a key's value and retention records are present.
+    Probe(KeyArgs),
+    /// Show a key's events, oldest first.
+    History(KeyArgs),
+    /// Show a tombstone by id.
+    Tombstone(TombstoneArgs),
+    /// List keys under a prefix.
+    List(ListArgs),
+    /// Recall notes whose anchors match the cues.
+    #[command(after_help = RECALL_HELP)]
+    Recall(RecallArgs),
+    /// Stream changes as they are applied.
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
+}
+
+/// Flags every mutation takes.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Who makes the change.
+    #[arg(long, env = "CAIRN_ACTOR", default_value = "cli")]
+    pub actor: String,
+    /// Apply only if the key is at this version (0: only if absent).
+    #[arg(long)]
+    pub expected_version: Option<u64>,
+    /// Reject if the key was forgotten, revoked or re-created after this revision.
+    #[arg(long)]
+    pub based_on_revision: Option<u64>,
+    /// Idempotency id; reuse it to retry after an unknown outcome [default: random].
+    #[arg(long)]
+    pub request_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    pub key: String,
+    /// JSON if it parses (42, true, {"a":1}, '"quoted"'), else taken as a string.
+    pub value: String,
+    #[command(flatten)]
+    pub common: Common,
+    /// Where the value came from.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Anchor kind:value (path, symbol, tag, topic, url); repeatable.
+    #[arg(long = "anchor")]
+    pub anchors: Vec<String>,
+    /// Tag; repeatable.
+    #[arg(long = "tag")]
+    pub tags: Vec<String>,
+    /// Re-create a forgotten key (starts a new generation).
+    #[arg(long)]
+    pub clear_tombstone: bool,
+    /// Overwrite a revoked key.
+    #[arg(long)]
+    pub override_revocation: bool,
+    /// Why (recorded in the history; expected with --clear-tombstone/--override-revocation).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReasonArgs {
+    pub key: String,
+    /// Why (required, kept with the tombstone or revocation).
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct OptionalReasonArgs {
+    pub key: String,
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct FlagStaleArgs {
+    pub key: String,
+    /// The anchor that changed (kind:value).
+    #[arg(long)]
+    pub anchor: String,
+    /// Hash of the anchor's content as observed now.
+    #[arg(long)]
+    pub observed_hash: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct SupersedeArgs {
+    pub key: String,
+    /// The key that replaces KEY.
+    #[arg(long)]
+    pub by: String,
+    #[arg(long)]
+    pub reason: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// JSON file, or - for stdin.
+    pub file: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    pub key: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TombstoneArgs {
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(default_value = "")]
+    pub prefix: String,
+    /// Only keys in this state (absent, active, revoked, forgotten); repeatable.
+    #[arg(long = "state", value_parser = parse_state)]
+    pub states: Vec<State>,
+    #[arg(long)]
+    pub limit: Option<u32>,
+    /// Continue after this key (the `next_after` of the previous page).
+    #[arg(long)]
+    pub after: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// Cues kind:value.
+    #[arg(required = true)]
+    pub cues: Vec<String>,
+    #[arg(long)]
+    pub prefix: Option<String>,
+    #[arg(long)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// First revision to deliver (inclusive) [default: the next one].
+    #[arg(long)]
+    pub from_revision: Option<u64>,
+}

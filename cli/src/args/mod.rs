@@ -1,0 +1,216 @@
+//! The command line (clap derive): global flags, the command tree, the flags of `cairn
+//! cluster` and the parsers of flag values. The key commands' flags are in [`key_flags`].
+//! What a command does with its flags is in [`crate::keys`] and [`crate::cluster`].
+
+mod key_flags;
+
+use std::path::PathBuf;
+use std::sync::LazyLock;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+
+use cairn_client::api::{Consistency, NodeSpec, State};
+use cairn_client::client::RETRIES_MAX_DEFAULT;
+
+pub use key_flags::*;
+
+use crate::cluster::local_nodes;
+use crate::help::{CLUSTER_HELP, MAIN_HELP};
+
+/// `--endpoints` by default: the client endpoints of the local nodes of `scripts/cluster up`.
+static DEFAULT_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
+    let endpoints: Vec<String> = local_nodes()
+        .iter()
+        .map(|node| format!("http://{}", node.client_addr))
+        .collect();
+    endpoints.join(",")
+});
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = "Client of a cairn replicated memory cluster",
+    after_help = MAIN_HELP
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct Global {
+    /// Node client endpoints, comma separated.
+    #[arg(
+        long,
+        global = true,
+        env = "CAIRN_ENDPOINTS",
+        value_delimiter = ',',
+        default_value = DEFAULT_ENDPOINTS.as_str()
+    )]
+    pub endpoints: Vec<String>,
+    /// Print response JSON (one document per line) instead of human output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Read consistency: linearizable (default), bounded or any.
+    #[arg(long, global = true, value_parser = parse_consistency)]
+    pub consistency: Option<Consistency>,
+    /// Staleness bound of `bounded` reads.
+    #[arg(long, global = true)]
+    pub max_staleness_ms: Option<u64>,
+    /// Session token file: read before the command, written after it.
+    #[arg(long, global = true, env = "CAIRN_SESSION_FILE")]
+    pub session_file: Option<PathBuf>,
+    /// Deadline of one request attempt.
+    #[arg(long, global = true, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Retries of a failed call (unreachable node, no leader, …).
+    #[arg(long, global = true, default_value_t = RETRIES_MAX_DEFAULT)]
+    pub retries: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    // The key commands, listed before `cluster` in `--help`.
+    #[command(flatten)]
+    Key(KeyCommand),
+    /// Operate the cluster.
+    #[command(subcommand, after_help = CLUSTER_HELP)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ClusterCommand {
+    /// Status of every endpoint, as a table.
+    Status,
+    /// Initialize the cluster [default: the 3 local nodes].
+    Init {
+        /// ID=CLIENT_ADDR,PEER_ADDR; repeatable.
+        #[arg(long = "node", value_parser = parse_node_spec)]
+        nodes: Vec<NodeSpec>,
+    },
+    /// Add a node (as a learner, promoted once caught up).
+    Join(JoinArgs),
+    /// Remove a node.
+    Remove {
+        #[arg(long)]
+        id: u64,
+    },
+    /// Snapshot, purge the log and compact storage on each node [default: every endpoint].
+    Compact { endpoints: Vec<String> },
+    /// Prometheus metrics of one node [default: the first endpoint].
+    Metrics { endpoint: Option<String> },
+}
+
+#[derive(Debug, Args)]
+pub struct JoinArgs {
+    #[arg(long)]
+    pub id: u64,
+    #[arg(long)]
+    pub client_addr: String,
+    #[arg(long)]
+    pub peer_addr: String,
+}
+
+/// A repeatable flag given no times is absent from the request.
+pub fn non_empty<T>(items: Vec<T>) -> Option<Vec<T>> {
+    (!items.is_empty()).then_some(items)
+}
+
+fn parse_consistency(raw: &str) -> Result<Consistency, String> {
+    serde_json::from_value(Value::String(raw.to_string()))
+        .map_err(|_| "expected linearizable, bounded or any".to_string())
+}
+
+fn parse_state(raw: &str) -> Result<State, String> {
+    serde_json::from_value(Value::String(raw.to_string()))
+        .map_err(|_| "expected absent, active, revoked or forgotten".to_string())
+}
+
+/// `ID=CLIENT_ADDR,PEER_ADDR`
+fn parse_node_spec(raw: &str) -> Result<NodeSpec, String> {
+    let usage = || format!("{raw:?}: expected ID=CLIENT_ADDR,PEER_ADDR");
+    let (id, addrs) = raw.split_once('=').ok_or_else(usage)?;
+    let (client_addr, peer_addr) = addrs.split_once(',').ok_or_else(usage)?;
+    let id = id.trim().parse().map_err(|_| usage())?;
+    if client_addr.trim().is_empty() || peer_addr.trim().is_empty() {
+        return Err(usage());
+    }
+    Ok(NodeSpec {
+        id,
+        client_addr: client_addr.trim().to_string(),
+        peer_addr: peer_addr.trim().to_string(),
+    })
+}
+
+/// `cairn ARGS…` parsed, for the tests of every module.
+#[cfg(test)]
+pub fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("cairn").chain(args.iter().copied()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_to_the_three_local_endpoints() {
+        let cli = parse(&["read", "k"]).unwrap();
+        if std::env::var_os("CAIRN_ENDPOINTS").is_none() {
+            assert_eq!(cli.global.endpoints.len(), 3);
+            assert_eq!(cli.global.endpoints[0], "http://127.0.0.1:7401");
+        }
+        assert!(!cli.global.json);
+        let cli = parse(&["read", "k", "--endpoints", "a:1,b:2", "--json"]).unwrap();
+        assert_eq!(cli.global.endpoints, vec!["a:1", "b:2"]);
+        assert!(cli.global.json);
+    }
+
+    #[test]
+    fn global_flags_work_after_the_subcommand() {
+        let cli = parse(&[
+            "read",
+            "k",
+            "--consistency",
+            "bounded",
+            "--max-staleness-ms",
+            "500",
+        ])
+        .unwrap();
+        assert_eq!(cli.global.consistency, Some(Consistency::Bounded));
+        assert_eq!(cli.global.max_staleness_ms, Some(500));
+        assert!(parse(&["read", "k", "--consistency", "eventual"]).is_err());
+    }
+
+    #[test]
+    fn cluster_init_node_specs() {
+        assert_eq!(
+            parse_node_spec("4=10.0.0.4:7401, 10.0.0.4:7501").unwrap(),
+            NodeSpec {
+                id: 4,
+                client_addr: "10.0.0.4:7401".into(),
+                peer_addr: "10.0.0.4:7501".into()
+            }
+        );
+        for bad in ["4", "x=a,b", "4=a", "4=,b"] {
+            assert!(parse_node_spec(bad).is_err(), "{bad}");
+        }
+        let cli = parse(&["cluster", "init"]).unwrap();
+        let Command::Cluster(ClusterCommand::Init { nodes }) = cli.command else {
+            panic!()
+        };
+        assert!(nodes.is_empty());
+        assert!(parse(&["cluster", "join", "--id", "4", "--client-addr", "a:1"]).is_err());
+    }
+}

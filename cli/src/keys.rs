@@ -1,0 +1,301 @@
+//! The key commands: mutations, reads, batch and watch. Each builds its request from the
+//! flags, calls the client and prints the answer (human form in [`crate::render`]).
+
+use std::io::Read;
+use std::path::Path;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use cairn_client::api::{
+    BatchRequest, FlagStaleRequest, ForgetRequest, ListRequest, ReadOptions, RecallRequest,
+    ReinstateRequest, RevokeRequest, SupersedeRequest, WriteRequest,
+};
+use cairn_client::ClientError;
+
+use crate::args::{
+    non_empty, Common, FlagStaleArgs, KeyCommand, ListArgs, OptionalReasonArgs, ReasonArgs,
+    RecallArgs, SupersedeArgs, WatchArgs, WriteArgs,
+};
+use crate::render::{
+    print_batch, print_history, print_list, print_mutation, print_probe, print_read, print_recall,
+    print_tombstone, print_watch_event,
+};
+use crate::{io_error, Ctx, Result};
+
+pub async fn run(ctx: &Ctx, command: KeyCommand) -> Result<()> {
+    let client = &ctx.client;
+    // Reads take the consistency flags through the client defaults.
+    let defaults = ReadOptions::default();
+    match command {
+        KeyCommand::Write(a) => ctx.emit(&client.write(a.request()).await?, print_mutation),
+        KeyCommand::Forget(a) => ctx.emit(&client.forget(a.forget()).await?, print_mutation),
+        KeyCommand::Revoke(a) => ctx.emit(&client.revoke(a.revoke()).await?, print_mutation),
+        KeyCommand::Reinstate(a) => {
+            ctx.emit(&client.reinstate(a.reinstate()).await?, print_mutation)
+        }
+        KeyCommand::FlagStale(a) => {
+            ctx.emit(&client.flag_stale(a.request()).await?, print_mutation)
+        }
+        KeyCommand::Supersede(a) => ctx.emit(&client.supersede(a.request()).await?, print_mutation),
+        KeyCommand::Batch(a) => ctx.emit(&client.batch(read_batch(&a.file)?).await?, print_batch),
+        KeyCommand::Read(a) => ctx.emit(&client.read(&a.key, defaults).await?, print_read),
+        KeyCommand::Probe(a) => ctx.emit(&client.probe(&a.key, defaults).await?, print_probe),
+        KeyCommand::History(a) => ctx.emit(&client.history(&a.key, defaults).await?, print_history),
+        KeyCommand::Tombstone(a) => ctx.emit(
+            &client.tombstone(&a.id, ReadOptions::default()).await?,
+            print_tombstone,
+        ),
+        KeyCommand::List(a) => ctx.emit(&client.list(a.request()).await?, print_list),
+        KeyCommand::Recall(a) => ctx.emit(&client.recall(a.request()).await?, print_recall),
+        KeyCommand::Watch(a) => watch(ctx, a).await,
+    }
+}
+
+/// Prints events until the stream ends (Ctrl-C, or an error after bounded reconnects).
+async fn watch(ctx: &Ctx, args: WatchArgs) -> Result<()> {
+    let mut events = ctx
+        .client
+        .watch(args.prefix.as_deref(), args.from_revision)
+        .await?;
+    while let Some(event) = events.next().await {
+        ctx.emit(&event?, print_watch_event)?;
+    }
+    Ok(())
+}
+
+fn read_batch(file: &Path) -> Result<BatchRequest> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| io_error("stdin", e))?;
+        text
+    } else {
+        std::fs::read_to_string(file).map_err(|e| io_error(file.display(), e))?
+    };
+    serde_json::from_str(&text).map_err(|e| ClientError::InvalidInput {
+        message: format!("batch {}: {e}", file.display()),
+    })
+}
+
+// -- flags → requests ---------------------------------------------------------------------
+
+/// Mutation requests that carry the [`Common`] conditions.
+trait Conditioned {
+    fn set_conditions(&mut self, common: Common);
+}
+
+macro_rules! conditioned {
+    ($($request:ty),*) => {$(
+        impl Conditioned for $request {
+            fn set_conditions(&mut self, common: Common) {
+                self.actor = common.actor;
+                self.expected_version = common.expected_version;
+                self.based_on_revision = common.based_on_revision;
+                self.request_id = common.request_id;
+            }
+        }
+    )*};
+}
+
+conditioned!(
+    WriteRequest,
+    ForgetRequest,
+    RevokeRequest,
+    ReinstateRequest,
+    FlagStaleRequest,
+    SupersedeRequest
+);
+
+impl Common {
+    fn apply<R: Conditioned>(self, mut request: R) -> R {
+        request.set_conditions(self);
+        request
+    }
+}
+
+impl WriteArgs {
+    fn request(self) -> WriteRequest {
+        let mut request = WriteRequest::new(self.key, parse_value(&self.value), "");
+        request.source = self.source;
+        request.anchors = non_empty(self.anchors);
+        request.tags = non_empty(self.tags);
+        request.clear_tombstone = self.clear_tombstone;
+        request.override_revocation = self.override_revocation;
+        request.reason = self.reason;
+        self.common.apply(request)
+    }
+}
+
+impl ReasonArgs {
+    fn forget(self) -> ForgetRequest {
+        self.common
+            .apply(ForgetRequest::new(self.key, "", self.reason))
+    }
+
+    fn revoke(self) -> RevokeRequest {
+        self.common
+            .apply(RevokeRequest::new(self.key, "", self.reason))
+    }
+}
+
+impl OptionalReasonArgs {
+    fn reinstate(self) -> ReinstateRequest {
+        let mut request = ReinstateRequest::new(self.key, "");
+        request.reason = self.reason;
+        self.common.apply(request)
+    }
+}
+
+impl FlagStaleArgs {
+    fn request(self) -> FlagStaleRequest {
+        let request = FlagStaleRequest::new(self.key, "", self.anchor, self.observed_hash);
+        self.common.apply(request)
+    }
+}
+
+impl SupersedeArgs {
+    fn request(self) -> SupersedeRequest {
+        let mut request = SupersedeRequest::new(self.key, self.by, "");
+        request.reason = self.reason;
+        self.common.apply(request)
+    }
+}
+
+impl ListArgs {
+    fn request(self) -> ListRequest {
+        let mut request = ListRequest::new(self.prefix);
+        request.states = non_empty(self.states);
+        request.limit = self.limit;
+        request.after = self.after;
+        request
+    }
+}
+
+impl RecallArgs {
+    fn request(self) -> RecallRequest {
+        let mut request = RecallRequest::new(self.cues);
+        request.prefix = self.prefix;
+        request.limit = self.limit;
+        request
+    }
+}
+
+/// VALUE as JSON when it parses (`42`, `true`, `{"a":1}`, `"quoted"`), else the raw string.
+fn parse_value(raw: &str) -> Value {
+    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use cairn_client::api::State;
+
+    use super::*;
+    use crate::args::{parse, Command};
+
+    fn key_command(args: &[&str]) -> KeyCommand {
+        match parse(args).unwrap().command {
+            Command::Key(command) => command,
+            Command::Cluster(command) => panic!("{command:?}"),
+        }
+    }
+
+    #[test]
+    fn write_flags_build_the_request() {
+        let command = key_command(&[
+            "write",
+            "k",
+            "{\"a\":1}",
+            "--actor",
+            "agent",
+            "--anchor",
+            "path:src/",
+            "--anchor",
+            "tag:x",
+            "--tag",
+            "t",
+            "--expected-version",
+            "0",
+            "--clear-tombstone",
+            "--request-id",
+            "r1",
+        ]);
+        let KeyCommand::Write(args) = command else {
+            panic!()
+        };
+        let request = args.request();
+        assert_eq!(request.value, json!({"a": 1}));
+        assert_eq!(request.actor, "agent");
+        assert_eq!(
+            request.anchors,
+            Some(vec!["path:src/".into(), "tag:x".into()])
+        );
+        assert_eq!(request.tags, Some(vec!["t".into()]));
+        assert_eq!(request.expected_version, Some(0));
+        assert!(request.clear_tombstone && !request.override_revocation);
+        assert_eq!(request.request_id.as_deref(), Some("r1"));
+    }
+
+    #[test]
+    fn values_are_json_when_they_parse() {
+        assert_eq!(parse_value("42"), json!(42));
+        assert_eq!(parse_value("\"42\""), json!("42"));
+        assert_eq!(parse_value("hello world"), json!("hello world"));
+        assert_eq!(parse_value("[1,"), json!("[1,"));
+    }
+
+    #[test]
+    fn forget_and_revoke_require_a_reason() {
+        assert!(parse(&["forget", "k"]).is_err());
+        assert!(parse(&["revoke", "k"]).is_err());
+        let command = key_command(&["forget", "k", "--reason", "wrong", "--actor", "a"]);
+        let KeyCommand::Forget(args) = command else {
+            panic!()
+        };
+        let request = args.forget();
+        assert_eq!(
+            (request.reason.as_str(), request.actor.as_str()),
+            ("wrong", "a")
+        );
+        assert!(parse(&["reinstate", "k"]).is_ok());
+    }
+
+    #[test]
+    fn list_and_recall_arguments() {
+        let command = key_command(&[
+            "list", "p/", "--state", "revoked", "--state", "active", "--limit", "5",
+        ]);
+        let KeyCommand::List(args) = command else {
+            panic!()
+        };
+        let request = args.request();
+        assert_eq!(request.states, Some(vec![State::Revoked, State::Active]));
+        assert_eq!((request.prefix.as_str(), request.limit), ("p/", Some(5)));
+        assert!(parse(&["list", "--state", "gone"]).is_err());
+        assert!(parse(&["recall"]).is_err(), "at least one cue");
+        assert!(parse(&["recall", "path:a", "topic:b", "--prefix", "p"]).is_ok());
+    }
+
+    #[test]
+    fn batch_files_are_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("batch.json");
+        std::fs::write(
+            &path,
+            r#"{"ops":[{"op":"forget","key":"k","actor":"a","reason":"r"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(read_batch(&path).unwrap().ops.len(), 1);
+        std::fs::write(&path, r#"{"ops":[{"op":"erase","key":"k"}]}"#).unwrap();
+        assert_eq!(read_batch(&path).unwrap_err().exit_code(), 2);
+        assert_eq!(
+            read_batch(&dir.path().join("missing"))
+                .unwrap_err()
+                .exit_code(),
+            1
+        );
+    }
+}
