@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use cairn_client::api::{ClusterStatus, InitRequest, NodeSpec};
 use cairn_client::ClientError;
+use cairn_config::{CLIENT_PORT_BASE, DEFAULT_HOST, PEER_PORT_BASE};
 
 use crate::args::{non_empty, ClusterCommand};
 use crate::output::{print_table, say, to_json};
@@ -14,10 +15,6 @@ use crate::{Ctx, Result};
 
 /// `cluster init` without `--node`: the local nodes of `scripts/cluster up`.
 const LOCAL_NODES: u64 = 3;
-/// SPEC §6 default ports: node i serves clients on 7400+i and peers on 7500+i.
-const CLIENT_PORT_BASE: u64 = 7400;
-const PEER_PORT_BASE: u64 = 7500;
-const LOCAL_HOST: &str = "127.0.0.1";
 
 pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
     let client = &ctx.client;
@@ -45,13 +42,15 @@ pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
     }
 }
 
-/// The nodes of `scripts/cluster up`, each with its default addresses.
+/// The nodes of `scripts/cluster up`, each at the default addresses of its id (the node's
+/// own defaults, from `cairn-config`).
 pub fn local_nodes() -> Vec<NodeSpec> {
+    let addr = |base: u16, id: u64| format!("{DEFAULT_HOST}:{}", u64::from(base) + id);
     (1..=LOCAL_NODES)
-        .map(|i| NodeSpec {
-            id: i,
-            client_addr: format!("{LOCAL_HOST}:{}", CLIENT_PORT_BASE + i),
-            peer_addr: format!("{LOCAL_HOST}:{}", PEER_PORT_BASE + i),
+        .map(|id| NodeSpec {
+            id,
+            client_addr: addr(CLIENT_PORT_BASE, id),
+            peer_addr: addr(PEER_PORT_BASE, id),
         })
         .collect()
 }

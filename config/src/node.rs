@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::{check_at_most, check_less, check_positive, ConfigError};
 use crate::{BatchingConfig, Limits, RaftConfig, ReadsConfig};
 
+/// The host of the default addresses below (SPEC §6).
+pub const DEFAULT_HOST: &str = "127.0.0.1";
 /// Node `i` serves clients on `127.0.0.1:(CLIENT_PORT_BASE + i)` by default (SPEC §6).
 pub const CLIENT_PORT_BASE: u16 = 7400;
 /// Node `i` talks to its peers on `127.0.0.1:(PEER_PORT_BASE + i)` by default (SPEC §6).
@@ -271,7 +273,7 @@ fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, Confi
             format!("no default for id {id} (port {base}+{id} > 65535); set it explicitly"),
         ));
     }
-    Ok(format!("127.0.0.1:{port}"))
+    Ok(format!("{DEFAULT_HOST}:{port}"))
 }
 
 fn parse_addr(field: &'static str, addr: &str) -> Result<SocketAddr, ConfigError> {
