@@ -20,7 +20,8 @@
 //! - [`checkers`]: the five checkers and the cairn key model.
 //! - [`report`], [`plot`]: `results.json`, the console summary, the PNGs.
 //! - [`planted`]: the planted-bug self-test.
-//! - [`store`]: run directories and the machine-wide run lock; [`sha256`]: value hashes.
+//! - [`store`]: run directories and the machine-wide run lock; [`sha256`]: value hashes
+//!   (the `sha2` crate).
 
 pub mod checkers;
 pub mod cli;
