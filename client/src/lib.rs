@@ -26,7 +26,8 @@
 //!   and read through one generic path.
 //! - [`client`]: [`Client`] and [`ClientBuilder`]: leader discovery, bounded jittered
 //!   retries, automatic `request_id`s and `OutcomeUnknown`, read routing by consistency,
-//!   session-checked reads, cluster administration.
+//!   session-checked reads, cluster administration; one submodule per job (`builder`,
+//!   `routing`, `retry`, `transport`, `mutations`, `reads`, `admin`).
 //! - [`session`]: [`Session`], the per-agent record of what was seen (SPEC §3 "Forget
 //!   epochs on every read"), and its token format.
 //! - [`watch`]: `GET /v1/watch` as a resumable [`WatchStream`] (SSE parsing).

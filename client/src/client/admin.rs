@@ -1,0 +1,102 @@
+//! Cluster administration: per-node status, metrics, health and compaction (one attempt
+//! at the node named), and membership changes (retried only when they cannot have reached
+//! the node: they are not deduplicated).
+
+use std::time::Duration;
+
+use reqwest::Method;
+
+use super::retry::Mode;
+use super::routing::{normalize_endpoint, Route};
+use super::transport::{encode, read_body, read_json, Call};
+use super::{Client, Result};
+use crate::api::{
+    ClusterStatus, CompactResponse, InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
+};
+use crate::error::ClientError;
+
+/// Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
+const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl Client {
+    /// `GET /cluster/status` of one node (one attempt).
+    pub async fn status(&self, endpoint: &str) -> Result<ClusterStatus> {
+        let endpoint = normalize_endpoint(endpoint)?;
+        self.status_at(&endpoint, self.timeouts.request).await
+    }
+
+    /// `POST /cluster/init`, sent to the next endpoint (any member can initialize).
+    pub async fn init(&self, request: InitRequest) -> Result<MembershipResponse> {
+        self.admin(Route::Spread, "init", encode(&request)?).await
+    }
+
+    /// `POST /cluster/join` at the leader: the node joins as a learner, then is promoted.
+    pub async fn join(&self, node: NodeSpec) -> Result<MembershipResponse> {
+        self.admin(Route::Leader, "join", encode(&node)?).await
+    }
+
+    /// `POST /cluster/remove` at the leader.
+    pub async fn remove(&self, id: u64) -> Result<MembershipResponse> {
+        self.admin(Route::Leader, "remove", encode(&RemoveRequest { id })?)
+            .await
+    }
+
+    /// `POST /cluster/compact` on one node: snapshot, purge its log, compact its store.
+    pub async fn compact(&self, endpoint: &str) -> Result<CompactResponse> {
+        let endpoint = normalize_endpoint(endpoint)?;
+        let call = Call {
+            method: Method::POST,
+            route: Route::At(&endpoint),
+            path: &["cluster", "compact"],
+            query: Vec::new(),
+            body: None,
+            mode: Mode::Once,
+            timeout: Some(COMPACT_TIMEOUT),
+        };
+        self.call(&call, read_json).await
+    }
+
+    /// `GET /metrics` of one node (Prometheus text).
+    pub async fn metrics(&self, endpoint: &str) -> Result<String> {
+        let endpoint = normalize_endpoint(endpoint)?;
+        let body = self.get_once(&endpoint, &["metrics"]).await?;
+        String::from_utf8(body).map_err(|e| ClientError::decode("metrics", e))
+    }
+
+    /// `GET /healthz` of one node: `Ok` once it serves its ports.
+    pub async fn healthz(&self, endpoint: &str) -> Result<()> {
+        let endpoint = normalize_endpoint(endpoint)?;
+        self.get_once(&endpoint, &["healthz"]).await.map(drop)
+    }
+
+    async fn admin(
+        &self,
+        route: Route<'_>,
+        operation: &str,
+        body: Vec<u8>,
+    ) -> Result<MembershipResponse> {
+        let call = Call {
+            method: Method::POST,
+            route,
+            path: &["cluster", operation],
+            query: Vec::new(),
+            body: Some(body),
+            mode: Mode::Admin,
+            timeout: Some(self.timeouts.request),
+        };
+        self.call(&call, read_json).await
+    }
+
+    async fn get_once(&self, endpoint: &str, path: &[&str]) -> Result<Vec<u8>> {
+        let call = Call {
+            method: Method::GET,
+            route: Route::At(endpoint),
+            path,
+            query: Vec::new(),
+            body: None,
+            mode: Mode::Once,
+            timeout: Some(self.timeouts.request),
+        };
+        self.call(&call, read_body).await
+    }
+}

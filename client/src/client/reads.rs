@@ -1,0 +1,288 @@
+//! Reads, with the session rules of SPEC §3: linearizable reads at the leader, `bounded`
+//! and `any` reads spread over the endpoints, every answer checked against the session;
+//! tombstones and watches.
+
+use reqwest::Method;
+
+use super::retry::Mode;
+use super::routing::{read_route, Route};
+use super::transport::{chunk_stream, encode, read_json, Call};
+use super::{lock, Client, Result};
+use crate::api::{
+    Consistency, HistoryRequest, HistoryResponse, ListRequest, ListResponse, ProbeRequest,
+    ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallRequest, RecallResponse,
+    Tombstone,
+};
+use crate::error::ClientError;
+use crate::requests::ReadQuery;
+use crate::watch::{self, ChunkStream, WatchStream};
+
+/// Linearizable re-reads after a stale answer, before giving up with `SessionRegression`.
+pub const SESSION_RETRIES_MAX: u32 = 2;
+
+impl Client {
+    /// Reads `key`. Options left `None` take the client defaults. 404 `not_found` for a
+    /// key that was never written.
+    pub async fn read(&self, key: &str, options: ReadOptions) -> Result<ReadResponse> {
+        self.session_read(ReadRequest::new(key, options), Some(key))
+            .await
+    }
+
+    /// Lists keys under a prefix; the request's read options default to the client's.
+    pub async fn list(&self, request: ListRequest) -> Result<ListResponse> {
+        self.session_read(request, None).await
+    }
+
+    /// Notes whose anchors match the cues; the request's read options default to the
+    /// client's.
+    pub async fn recall(&self, request: RecallRequest) -> Result<RecallResponse> {
+        self.session_read(request, None).await
+    }
+
+    /// Value record vs retention record of `key` on the node that serves the read (pin the
+    /// client to a node to probe that replica).
+    pub async fn probe(&self, key: &str, options: ReadOptions) -> Result<ProbeResponse> {
+        self.session_read(ProbeRequest::new(key, options), Some(key))
+            .await
+    }
+
+    /// The key's events, oldest first.
+    pub async fn history(&self, key: &str, options: ReadOptions) -> Result<HistoryResponse> {
+        self.session_read(HistoryRequest::new(key, options), Some(key))
+            .await
+    }
+
+    /// A tombstone by id; tombstones are kept forever. The read options (defaulting to the
+    /// client's) go as query parameters; `bounded`/`any` reads spread over the nodes.
+    pub async fn tombstone(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
+        let options = self.effective(options);
+        let mut query = Vec::new();
+        if let Some(consistency) = options.consistency {
+            query.push(("consistency", consistency.as_str().to_string()));
+        }
+        if let Some(ms) = options.max_staleness_ms {
+            query.push(("max_staleness_ms", ms.to_string()));
+        }
+        if let Some(revision) = options.min_revision {
+            query.push(("min_revision", revision.to_string()));
+        }
+        let call = Call {
+            method: Method::GET,
+            route: read_route(options.consistency),
+            path: &["v1", "tombstones", id],
+            query,
+            body: None,
+            mode: Mode::Read,
+            timeout: Some(self.timeouts.request),
+        };
+        self.call(&call, read_json).await
+    }
+
+    /// Changes under `prefix` from `from_revision` (inclusive) on, in revision order.
+    /// Without `from_revision` the watch starts after the leader's applied index, so even
+    /// the first reconnect leaves no gap. See [`crate::watch`] for resumption.
+    pub async fn watch(
+        &self,
+        prefix: Option<&str>,
+        from_revision: Option<u64>,
+    ) -> Result<WatchStream> {
+        let from_revision = match from_revision {
+            Some(revision) => revision,
+            None => self.leader_status().await?.applied_index + 1,
+        };
+        watch::open(self.clone(), prefix.map(str::to_string), from_revision).await
+    }
+
+    pub(crate) async fn open_watch(
+        &self,
+        prefix: Option<&str>,
+        from_revision: u64,
+    ) -> Result<ChunkStream> {
+        let mut query = vec![("from_revision", from_revision.to_string())];
+        query.extend(prefix.map(|p| ("prefix", p.to_string())));
+        let call = Call {
+            method: Method::GET,
+            route: Route::Leader,
+            path: &["v1", "watch"],
+            query,
+            body: None,
+            mode: Mode::Read,
+            timeout: None,
+        };
+        self.call(&call, |response| {
+            futures::future::ready(Ok(chunk_stream(response)))
+        })
+        .await
+    }
+
+    /// A consistency-carrying read with the session rules of SPEC §3: send the session
+    /// revision as `min_revision`, check the answer against the session, and on a stale
+    /// answer (or a node that cannot serve that fresh) re-read linearizably at the leader.
+    async fn session_read<Q: ReadQuery>(
+        &self,
+        mut request: Q,
+        absent_key: Option<&str>,
+    ) -> Result<Q::Output> {
+        let mut options = self.effective(request.options());
+        let mut retries = 0;
+        loop {
+            options.min_revision = options.min_revision.max(self.session_revision());
+            request.set_options(options);
+            let stale = match self.query(&request, options.consistency).await {
+                Ok(answer) => match self.check(&answer) {
+                    Ok(()) => {
+                        self.observe(&answer);
+                        return Ok(answer);
+                    }
+                    Err(regression) => regression,
+                },
+                Err(err) => self.stale_or_fail(err, absent_key)?,
+            };
+            if retries >= SESSION_RETRIES_MAX {
+                return Err(stale);
+            }
+            retries += 1;
+            options = ReadOptions {
+                consistency: Some(Consistency::Linearizable),
+                max_staleness_ms: None,
+                min_revision: options.min_revision,
+            };
+        }
+    }
+
+    /// `Ok(err)` when a failed read should be retried at the leader under the session
+    /// rules; `Err(err)` when it is the answer.
+    fn stale_or_fail(
+        &self,
+        err: ClientError,
+        absent_key: Option<&str>,
+    ) -> std::result::Result<ClientError, ClientError> {
+        let Some(session) = &self.session else {
+            return Err(err);
+        };
+        match (&err, absent_key) {
+            (ClientError::NotFound { .. }, Some(key)) => lock(session)
+                .check_absent(key)
+                .map_or_else(Ok, |()| Err(err)),
+            (ClientError::StaleRead { .. }, _) => Ok(err),
+            _ => Err(err),
+        }
+    }
+
+    async fn query<Q: ReadQuery>(
+        &self,
+        request: &Q,
+        consistency: Option<Consistency>,
+    ) -> Result<Q::Output> {
+        let call = Call {
+            method: Method::POST,
+            route: read_route(consistency),
+            path: &["v1", Q::PATH],
+            query: Vec::new(),
+            body: Some(encode(request)?),
+            mode: Mode::Read,
+            timeout: Some(self.timeouts.request),
+        };
+        self.call(&call, read_json).await
+    }
+
+    fn effective(&self, options: ReadOptions) -> ReadOptions {
+        ReadOptions {
+            consistency: options.consistency.or(self.defaults.consistency),
+            max_staleness_ms: options.max_staleness_ms.or(self.defaults.max_staleness_ms),
+            min_revision: options.min_revision,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::test_support::*;
+    use crate::fake_node::{FakeNode, Reply};
+    use crate::session::{KeyMark, Session};
+
+    #[tokio::test]
+    async fn stale_session_reads_are_retried_linearizably() {
+        let node = FakeNode::start(|_, i| match i {
+            0 => ok(read_answer(2, 10)),
+            _ => ok(read_answer(3, 10)),
+        })
+        .await;
+        let mut session = Session::new();
+        let known = KeyMark {
+            generation: 1,
+            forget_epoch: 0,
+            version: 3,
+            revision: 9,
+        };
+        session.observe_key("k", known);
+        let client = pinned(&node).with_session(session);
+        let options = ReadOptions {
+            consistency: Some(Consistency::Any),
+            ..ReadOptions::default()
+        };
+        let read = client.read("k", options).await.unwrap();
+        assert_eq!(read.record.version, 3);
+        let seen = node.seen();
+        assert_eq!(body(&seen[0])["consistency"], "any");
+        assert_eq!(body(&seen[0])["min_revision"], 9);
+        assert_eq!(body(&seen[1])["consistency"], "linearizable");
+        assert_eq!(body(&seen[1])["min_revision"], 9);
+    }
+
+    #[tokio::test]
+    async fn persistent_regressions_fail_after_bounded_retries() {
+        let node = FakeNode::start(|_, _| ok(read_answer(1, 10))).await;
+        let mut session = Session::new();
+        session.observe_key(
+            "k",
+            KeyMark {
+                generation: 1,
+                forget_epoch: 1,
+                version: 2,
+                revision: 8,
+            },
+        );
+        let client = pinned(&node).with_session(session);
+        let err = client.read("k", ReadOptions::default()).await.unwrap_err();
+        assert!(
+            matches!(err, ClientError::SessionRegression { .. }),
+            "{err:?}"
+        );
+        assert_eq!(node.seen().len(), SESSION_RETRIES_MAX as usize + 1);
+    }
+
+    #[tokio::test]
+    async fn not_found_for_a_key_the_session_saw_is_retried() {
+        let node = FakeNode::start(|_, i| match i {
+            0 => Reply::Json(
+                404,
+                r#"{"error":{"code":"not_found","message":"absent"}}"#.into(),
+            ),
+            _ => ok(read_answer(3, 10)),
+        })
+        .await;
+        let mut session = Session::new();
+        let mark = KeyMark {
+            generation: 1,
+            forget_epoch: 0,
+            version: 3,
+            revision: 3,
+        };
+        session.observe_key("k", mark);
+        let client = pinned(&node).with_session(session);
+        assert!(client.read("k", ReadOptions::default()).await.is_ok());
+        // Without a session a 404 is the answer.
+        let node = FakeNode::start(|_, _| {
+            Reply::Json(
+                404,
+                r#"{"error":{"code":"not_found","message":"absent"}}"#.into(),
+            )
+        })
+        .await;
+        let err = pinned(&node).read("k", ReadOptions::default()).await;
+        assert!(matches!(err, Err(ClientError::NotFound { .. })));
+        assert_eq!(node.seen().len(), 1);
+    }
+}

@@ -1,0 +1,222 @@
+//! Where a call goes: the endpoints and the cached leader ([`Nodes`]), the [`Route`] of a
+//! call, leader discovery through `GET /cluster/status`, endpoint normalization.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::{Method, Url};
+
+use super::retry::Mode;
+use super::transport::{read_json, Call};
+use super::{lock, Client, Result};
+use crate::api::{ClusterStatus, Consistency};
+use crate::error::ClientError;
+
+/// The endpoints of a client and what it learned about them.
+#[derive(Debug)]
+pub(super) struct Nodes {
+    pub(super) endpoints: Vec<String>,
+    leader: Mutex<Option<String>>,
+    cursor: AtomicUsize,
+    /// Every call goes to `endpoints[0]`; no discovery.
+    pinned: bool,
+}
+
+impl Nodes {
+    pub(super) fn new(endpoints: Vec<String>, pinned: bool) -> Self {
+        Nodes {
+            endpoints,
+            leader: Mutex::new(None),
+            cursor: AtomicUsize::new(0),
+            pinned,
+        }
+    }
+
+    pub(super) fn next_endpoint(&self) -> String {
+        let i = self.cursor.fetch_add(1, Ordering::Relaxed);
+        self.endpoints[i % self.endpoints.len()].clone()
+    }
+
+    pub(super) fn cached_leader(&self) -> Option<String> {
+        lock(&self.leader).clone()
+    }
+
+    pub(super) fn set_leader(&self, base: &str) {
+        *lock(&self.leader) = Some(base.to_string());
+    }
+
+    /// Drops the cached leader if it is still `base` (a concurrent call may have found a
+    /// newer one already).
+    pub(super) fn forget_leader(&self, base: &str) {
+        let mut leader = lock(&self.leader);
+        if leader.as_deref() == Some(base) {
+            *leader = None;
+        }
+    }
+}
+
+/// Where a call goes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Route<'a> {
+    Leader,
+    /// Round-robin over the endpoints.
+    Spread,
+    At(&'a str),
+}
+
+impl Client {
+    /// One status request, straight to `endpoint`: leader discovery runs inside
+    /// [`Client::call`], so this must not go through it.
+    pub(super) async fn status_at(
+        &self,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<ClusterStatus> {
+        let call = Call {
+            method: Method::GET,
+            route: Route::At(endpoint),
+            path: &["cluster", "status"],
+            query: Vec::new(),
+            body: None,
+            mode: Mode::Once,
+            timeout: Some(timeout),
+        };
+        read_json(self.attempt(endpoint, &call).await?).await
+    }
+
+    pub(super) async fn leader_status(&self) -> Result<ClusterStatus> {
+        let leader = self.base_for(Route::Leader).await;
+        self.status_at(&leader, self.timeouts.request).await
+    }
+
+    /// One pass over the endpoints asking each for the leader; caches and returns the
+    /// first leader endpoint reported.
+    pub(super) async fn discover_leader(&self) -> Option<String> {
+        for _ in 0..self.nodes.endpoints.len() {
+            let endpoint = self.nodes.next_endpoint();
+            let Ok(status) = self.status_at(&endpoint, self.timeouts.discovery).await else {
+                continue;
+            };
+            if let Some(leader) = leader_endpoint(&status, &endpoint) {
+                self.nodes.set_leader(&leader);
+                return Some(leader);
+            }
+        }
+        None
+    }
+
+    /// The endpoint a call on `route` goes to now.
+    pub(super) async fn base_for(&self, route: Route<'_>) -> String {
+        match route {
+            Route::At(endpoint) => endpoint.to_string(),
+            _ if self.nodes.pinned => self.nodes.endpoints[0].clone(),
+            Route::Spread => self.nodes.next_endpoint(),
+            Route::Leader => match self.nodes.cached_leader() {
+                Some(leader) => leader,
+                // No leader known: any node will forward, or say `no_leader` (retried).
+                None => match self.discover_leader().await {
+                    Some(leader) => leader,
+                    None => self.nodes.next_endpoint(),
+                },
+            },
+        }
+    }
+}
+
+/// Where a read goes: linearizable reads to the leader, the others to any node.
+pub(super) fn read_route(consistency: Option<Consistency>) -> Route<'static> {
+    match consistency {
+        Some(Consistency::Bounded | Consistency::Any) => Route::Spread,
+        Some(Consistency::Linearizable) | None => Route::Leader,
+    }
+}
+
+/// The endpoint of the leader `status` names: the asked endpoint itself when it is the
+/// leader (its advertised address may be a bind address), else the leader's `client_addr`.
+fn leader_endpoint(status: &ClusterStatus, asked: &str) -> Option<String> {
+    let leader_id = status.leader_id?;
+    if leader_id == status.node_id {
+        return Some(asked.to_string());
+    }
+    let node = status.nodes.iter().find(|n| n.id == leader_id)?;
+    normalize_endpoint(&node.client_addr).ok()
+}
+
+/// `host:port` or `http://host:port[/]` → `http://host:port`.
+pub(crate) fn normalize_endpoint(endpoint: &str) -> Result<String> {
+    let endpoint = endpoint.trim();
+    let with_scheme = if endpoint.contains("://") {
+        endpoint.to_string()
+    } else {
+        format!("http://{endpoint}")
+    };
+    let url = Url::parse(&with_scheme)
+        .map_err(|e| ClientError::invalid_input(format!("endpoint {endpoint:?}: {e}")))?;
+    if url.scheme() != "http" {
+        return Err(ClientError::invalid_input(format!(
+            "endpoint {endpoint:?}: only http:// is supported (this build has no TLS)"
+        )));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(ClientError::invalid_input(format!(
+            "endpoint {endpoint:?}: no host"
+        )));
+    }
+    Ok(with_scheme.trim_end_matches('/').to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::client::test_support::*;
+    use crate::client::transport::endpoint_url;
+    use crate::fake_node::FakeNode;
+
+    #[test]
+    fn endpoints_are_normalized() {
+        assert_eq!(
+            normalize_endpoint("127.0.0.1:7401").unwrap(),
+            "http://127.0.0.1:7401"
+        );
+        assert_eq!(normalize_endpoint(" http://h:1/ ").unwrap(), "http://h:1");
+        assert!(normalize_endpoint("https://h:1").is_err());
+        assert!(normalize_endpoint("").is_err());
+        assert!(Client::new(Vec::new()).is_err());
+        let url = endpoint_url("http://h:1", &["v1", "tombstones", "a/b c"], &[]).unwrap();
+        assert_eq!(url.as_str(), "http://h:1/v1/tombstones/a%2Fb%20c");
+    }
+
+    #[tokio::test]
+    async fn mutations_go_to_the_discovered_leader() {
+        let leader = FakeNode::start(|_, _| ok(mutation_result(1, 5))).await;
+        let leader_addr = leader.addr.clone();
+        let follower = FakeNode::start(move |_, _| {
+            ok(
+                json!({"node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
+                      "last_log_index": 5, "commit_index": 5, "applied_index": 5,
+                      "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
+                      "nodes": [{"id": 1, "client_addr": "127.0.0.1:1", "peer_addr": "x:1"},
+                                {"id": 2, "client_addr": leader_addr, "peer_addr": "x:2"}],
+                      "snapshot_index": 0, "log_purged_through": 0}),
+            )
+        })
+        .await;
+        let client = fast(vec![follower.addr.clone()]).build().unwrap();
+        client.write(write_request()).await.unwrap();
+        assert_eq!(client.leader().await.unwrap(), leader.addr);
+        let asked: Vec<(String, String)> = follower
+            .seen()
+            .into_iter()
+            .map(|s| (s.method, s.path))
+            .collect();
+        assert_eq!(asked, vec![("GET".into(), "/cluster/status".into())]);
+        let written = &leader.seen()[0];
+        assert_eq!(
+            (written.method.as_str(), written.path.as_str()),
+            ("POST", "/v1/write")
+        );
+    }
+}
