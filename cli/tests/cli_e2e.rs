@@ -52,7 +52,7 @@ fn node_bin() -> PathBuf {
     let bin = Path::new(CLI).with_file_name("cairn-node");
     assert!(
         bin.exists(),
-        "{} is missing: run `cargo build -p cairn-node` first (scripts/test builds the \
+        "{} is missing: run `cargo build --workspace` first (scripts/test builds the \
          whole workspace before testing)",
         bin.display()
     );
