@@ -1,0 +1,197 @@
+//! The measured points: the schedule (every workload × client count, plus the large-value
+//! writes of `--scale`), each point once per system with the order alternating, and one
+//! point from leader lookup to its row.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use super::procs::Procs;
+use super::report::Row;
+use super::run::{Clusters, Plan};
+use super::usage::{cpu_snap, cpu_usage, deltas, CAIRN_COUNTERS, ETCD_COUNTERS};
+use super::workload::{self, PointSpec, Workload};
+use super::{cairn, etcd, sysinfo, BenchArgs, DriverArg, System, OP_TIMEOUT, POINT_GAP};
+
+/// (workload, clients, value bytes), in run order.
+fn schedule(args: &BenchArgs, plan: &Plan) -> Vec<(Workload, usize, usize)> {
+    let mut schedule = Vec::new();
+    for &w in &plan.workloads {
+        for &c in &args.clients {
+            schedule.push((w, c, args.value_bytes));
+        }
+    }
+    if args.scale && plan.workloads.contains(&Workload::Write) {
+        for vb in [4096usize, 65536] {
+            for c in [16usize, 64] {
+                schedule.push((Workload::Write, c, vb));
+            }
+        }
+    }
+    schedule
+}
+
+/// Runs the whole schedule on every planned system and returns a row per point.
+pub(super) async fn run_all(
+    args: &BenchArgs,
+    plan: &Plan,
+    procs: &Arc<Procs>,
+    clusters: &Clusters,
+) -> Result<Vec<Row>> {
+    let driver = match args.cairn_driver {
+        DriverArg::Raw => cairn::DriverKind::Raw,
+        DriverArg::Client => cairn::DriverKind::Client,
+    };
+    let ctx = Ctx {
+        procs,
+        cairn: clusters.cairn.as_ref(),
+        etcd: clusters.etcd.as_ref(),
+        driver,
+    };
+    let schedule = schedule(args, plan);
+    let total = schedule.len() * plan.systems.len();
+    let mut rows = Vec::new();
+    let mut done = 0;
+    let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let _spinners = args.keep_cpus_busy.then(|| {
+        println!("bench: --keep-cpus-busy: {nproc} SCHED_IDLE spinning threads during the points");
+        sysinfo::Spinners::start(nproc, Duration::from_secs(24 * 3600))
+    });
+    for (p, &(workload, clients, value_bytes)) in schedule.iter().enumerate() {
+        let mut order = plan.systems.clone();
+        if p % 2 == 1 {
+            order.reverse();
+        }
+        for system in order {
+            done += 1;
+            let spec = PointSpec {
+                workload,
+                clients,
+                value_bytes,
+                keys: args.keys,
+                warmup: plan.warmup,
+                measure: plan.measure,
+                op_timeout: OP_TIMEOUT,
+            };
+            let row = ctx.point(system, spec, p as u64).await?;
+            print_row(&row, done, total);
+            rows.push(row);
+            tokio::time::sleep(POINT_GAP).await;
+        }
+    }
+    Ok(rows)
+}
+
+fn print_row(row: &Row, done: usize, total: usize) {
+    println!(
+        "[{done:>2}/{total}] {:<5} {:<17} c={:<3} {:>6}B {:>8.0} ops/s  p50 {:>7.2} ms  p99 {:>7.2} ms  p99.9 {:>7.2} ms  err {} rej {}  cpu: server {:.2} loadgen {:.2} other {:.2}",
+        row.system, row.workload, row.clients, row.value_bytes, row.ops_per_s, row.p50_ms, row.p99_ms, row.p999_ms,
+        row.errors, row.rejected, row.cpu.server_cores, row.cpu.loadgen_cores, row.cpu.other_cores
+    );
+}
+
+struct Ctx<'a> {
+    procs: &'a Arc<Procs>,
+    cairn: Option<&'a cairn::Cluster>,
+    etcd: Option<&'a etcd::Cluster>,
+    driver: cairn::DriverKind,
+}
+
+enum LeaderRef {
+    Cairn(cairn::Node),
+    Etcd(usize),
+}
+
+impl Ctx<'_> {
+    /// One point: workers at the current leader, counters and CPU before and after the
+    /// closed-loop run (warm-up, then the timed window), the row.
+    async fn point(&self, system: System, spec: PointSpec, seed: u64) -> Result<Row> {
+        let (workers, leader) = self.workers(system, spec).await?;
+        let metrics_before = self.leader_metrics(&leader).await;
+        let before = cpu_snap(self.procs);
+        let result =
+            workload::run_point(spec, workers, seed.wrapping_mul(7919) + spec.clients as u64)
+                .await?;
+        let after = cpu_snap(self.procs);
+        let metrics_after = self.leader_metrics(&leader).await;
+        let counters = match leader {
+            LeaderRef::Cairn(_) => CAIRN_COUNTERS,
+            LeaderRef::Etcd(_) => ETCD_COUNTERS,
+        };
+        Ok(Row::new(
+            system.name(),
+            spec,
+            &result,
+            cpu_usage(system.name(), &before, &after),
+            deltas(counters, &metrics_before, &metrics_after),
+            note(system, spec.workload),
+        ))
+    }
+
+    /// One worker per client, aimed at the leader found now.
+    async fn workers(
+        &self,
+        system: System,
+        spec: PointSpec,
+    ) -> Result<(Vec<workload::Worker>, LeaderRef)> {
+        match system {
+            System::Cairn => {
+                let c = self.cairn.context("cairn not started")?;
+                let leader = c.leader().await?;
+                let workers = (0..spec.clients)
+                    .map(|i| {
+                        c.worker(self.driver, spec.workload, i, &leader)
+                            .map(workload::Worker::Cairn)
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((workers, LeaderRef::Cairn(leader)))
+            }
+            System::Etcd => {
+                let e = self.etcd.context("etcd not started")?;
+                let leader = e.leader().await?;
+                let workers = (0..spec.clients)
+                    .map(|i| {
+                        workload::Worker::Etcd(e.worker(spec.workload, i, spec.clients, leader))
+                    })
+                    .collect();
+                Ok((workers, LeaderRef::Etcd(leader)))
+            }
+        }
+    }
+
+    /// The leader's Prometheus metrics; empty when they cannot be read.
+    async fn leader_metrics(&self, leader: &LeaderRef) -> std::collections::BTreeMap<String, f64> {
+        match leader {
+            LeaderRef::Cairn(node) => self
+                .cairn
+                .expect("cairn")
+                .metrics(node)
+                .await
+                .unwrap_or_default(),
+            LeaderRef::Etcd(i) => self
+                .etcd
+                .expect("etcd")
+                .metrics(*i)
+                .await
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// What a row's numbers mean where the two systems differ.
+fn note(system: System, workload: Workload) -> &'static str {
+    match (system, workload) {
+        (System::Etcd, Workload::ReadBounded) => {
+            "etcd serializable reads on all members: NO staleness bound"
+        }
+        (System::Cairn, Workload::ReadBounded) => {
+            "cairn bounded reads (max_staleness_ms 1000) on all nodes"
+        }
+        (System::Cairn, Workload::Mixed) => {
+            "70% linearizable read, 20% write, 5% forget, 5% revoke"
+        }
+        (System::Etcd, Workload::Mixed) => "70% linearizable get, 20% put, 10% delete",
+        _ => "",
+    }
+}

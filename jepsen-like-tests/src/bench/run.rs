@@ -1,0 +1,285 @@
+//! One benchmark run, phase by phase: plan, work dir and watchdog ([`run`]), then
+//! [`measure`]: copy the inputs, probe the machine (`probes`), start the clusters,
+//! preload (`preload`), run the points (`points`), record resources (`usage`), stop the
+//! clusters, the scale part, the final fdatasync probe and the outputs (`output`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use super::output::{self, binary_info, unix_now, Measured};
+use super::probes::{probe_end, probe_start};
+use super::procs::{self, Procs, Teardown};
+use super::scale::{self, ScaleResults};
+use super::workload::Workload;
+use super::{cairn, etcd, points, preload, usage};
+use super::{BenchArgs, System, CAIRN_PORTS, ETCD_PORTS, OP_TIMEOUT, SCALE_PORTS};
+
+pub(super) struct Plan {
+    pub mode: &'static str,
+    pub workloads: Vec<Workload>,
+    pub systems: Vec<System>,
+    pub warmup: Duration,
+    pub measure: Duration,
+}
+
+fn plan(args: &BenchArgs) -> Result<Plan> {
+    let workloads = match &args.workloads {
+        None => Workload::ALL.to_vec(),
+        Some(names) => names
+            .iter()
+            .map(|n| Workload::parse(n).with_context(|| format!("unknown workload {n}")))
+            .collect::<Result<_>>()?,
+    };
+    let systems = args
+        .systems
+        .iter()
+        .map(|s| match s.as_str() {
+            "cairn" => Ok(System::Cairn),
+            "etcd" => Ok(System::Etcd),
+            other => bail!("unknown system {other}"),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    if systems.is_empty() || args.clients.is_empty() || args.clients.contains(&0) {
+        bail!("need at least one system and client counts >= 1");
+    }
+    let (measure, warmup) = if args.quick { (2.0, 0.5) } else { (12.0, 2.0) };
+    Ok(Plan {
+        mode: if args.quick { "quick" } else { "full" },
+        workloads,
+        systems,
+        warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(warmup)),
+        measure: Duration::from_secs_f64(args.point_secs.unwrap_or(measure)),
+    })
+}
+
+pub(super) async fn run(args: BenchArgs) -> Result<()> {
+    let plan = plan(&args)?;
+    let run_started = Instant::now();
+    let procs = Procs::new()?;
+    let _teardown = Teardown(procs.clone());
+    procs::install_signal_handler(procs.clone())?;
+    procs::start_watchdog(procs.clone(), time_limit(&args, &plan));
+    let work = create_work_dir(&args, &procs)?;
+    println!("bench: mode {}, work dir {}", plan.mode, work.display());
+    let result = measure(&args, &plan, &procs, &work, run_started).await;
+    if result.is_err() {
+        // Keep data dirs and logs of a failed run for diagnosis.
+        procs.remove_on_teardown(None);
+        eprintln!(
+            "bench: run failed; logs and data kept in {}",
+            work.display()
+        );
+    }
+    result
+}
+
+/// `--time-limit-secs`, or twice the points' planned time plus slack (and the scale part).
+fn time_limit(args: &BenchArgs, plan: &Plan) -> Duration {
+    let points = plan.workloads.len() * args.clients.len() * plan.systems.len();
+    let per_point = plan.warmup + plan.measure + Duration::from_secs(2);
+    let default_limit =
+        240 + per_point.as_secs() * points as u64 * 2 + if args.scale { 2400 } else { 0 };
+    Duration::from_secs(args.time_limit_secs.unwrap_or(default_limit))
+}
+
+/// Always a fresh directory of our own (inside --work-dir if given), so removing it at the
+/// end can never touch anything this run did not create.
+fn create_work_dir(args: &BenchArgs, procs: &Arc<Procs>) -> Result<PathBuf> {
+    let work = args
+        .work_dir
+        .clone()
+        .unwrap_or_else(std::env::temp_dir)
+        .join(format!("cairn-bench-{}-{}", std::process::id(), unix_now()));
+    std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
+    let work = work.canonicalize()?;
+    if !args.keep_work_dir {
+        procs.remove_on_teardown(Some(work.clone()));
+    }
+    Ok(work)
+}
+
+/// Everything after the work dir exists: probes, clusters, points, report.
+async fn measure(
+    args: &BenchArgs,
+    plan: &Plan,
+    procs: &Arc<Procs>,
+    work: &Path,
+    run_started: Instant,
+) -> Result<()> {
+    let inputs = copy_inputs(args, work)?;
+    let start = probe_start(args, work).await?;
+    let clusters = start_clusters(args, plan, procs, &inputs, work).await?;
+    let preload = preload::run(args, clusters.cairn.as_ref(), clusters.etcd.as_ref()).await?;
+    let rows = points::run_all(args, plan, procs, &clusters).await?;
+    let resources = usage::resources(procs, clusters.cairn.as_ref(), clusters.etcd.as_ref());
+    let etcd_version = clusters.etcd_version();
+    stop_clusters(procs).await?;
+    let scale = run_scale(args, procs, &inputs, work).await?;
+    let (fdatasync_end, fdatasync_busy_end) = probe_end(args, work).await?;
+    let measured = Measured {
+        machine: start.machine,
+        etcd_version,
+        node_bin_info: inputs.node_bin_info,
+        fdatasync_start: start.fdatasync,
+        fdatasync_busy_start: start.fdatasync_busy,
+        fdatasync_append_start: start.fdatasync_append,
+        fdatasync_end,
+        fdatasync_busy_end,
+        loadgen: start.loadgen,
+        preload,
+        rows,
+        resources,
+        scale,
+    };
+    let results = output::results(args, plan, run_started, measured);
+    output::write_outputs(args, &results, true)
+}
+
+/// The run's own copies of what it runs, so a rebuild cannot swap them mid-run.
+struct Inputs {
+    node_bin: PathBuf,
+    /// Which build of the node was measured (see [`binary_info`]).
+    node_bin_info: String,
+    cairn_config: Option<PathBuf>,
+    etcd_bin: PathBuf,
+}
+
+fn copy_inputs(args: &BenchArgs, work: &Path) -> Result<Inputs> {
+    let node_bin = work.join("cairn-node");
+    // Copied too, so the run keeps using the file it started with.
+    let cairn_config = match &args.cairn_config {
+        Some(c) => {
+            let copy = work.join("cairn-node.toml");
+            std::fs::copy(c, &copy).with_context(|| format!("copying {}", c.display()))?;
+            Some(copy)
+        }
+        None => None,
+    };
+    let node_bin_src = args.node_bin.as_deref().context("--node-bin is required")?;
+    std::fs::copy(node_bin_src, &node_bin)
+        .with_context(|| format!("copying {}", node_bin_src.display()))?;
+    Ok(Inputs {
+        node_bin,
+        node_bin_info: binary_info(node_bin_src),
+        cairn_config,
+        etcd_bin: which(&args.etcd_bin)?,
+    })
+}
+
+fn which(bin: &Path) -> Result<PathBuf> {
+    if bin.components().count() > 1 {
+        return Ok(bin.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(bin))
+        .find(|p| p.is_file())
+        .with_context(|| {
+            format!(
+                "{} not found in PATH (Debian: apt-get install etcd-server)",
+                bin.display()
+            )
+        })
+}
+
+/// The comparison clusters; a system left out of `--systems` is `None`.
+pub(super) struct Clusters {
+    pub cairn: Option<cairn::Cluster>,
+    pub etcd: Option<etcd::Cluster>,
+}
+
+impl Clusters {
+    fn etcd_version(&self) -> String {
+        self.etcd
+            .as_ref()
+            .map(|e| e.version.clone())
+            .unwrap_or_default()
+    }
+}
+
+async fn start_clusters(
+    args: &BenchArgs,
+    plan: &Plan,
+    procs: &Arc<Procs>,
+    inputs: &Inputs,
+    work: &Path,
+) -> Result<Clusters> {
+    let has = |s| plan.systems.contains(&s);
+    let cairn = if has(System::Cairn) {
+        println!("bench: starting 3 cairn nodes (127.0.0.1:7601-7603, peers 7701-7703)");
+        Some(
+            cairn::Cluster::start(
+                procs.clone(),
+                &inputs.node_bin,
+                work,
+                "cairn",
+                3,
+                CAIRN_PORTS,
+                OP_TIMEOUT,
+                inputs.cairn_config.as_deref(),
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let etcd = if has(System::Etcd) {
+        println!("bench: starting 3 etcd members (127.0.0.1:7611-7613, peers 7711-7713)");
+        Some(
+            etcd::Cluster::start(
+                procs.clone(),
+                &inputs.etcd_bin,
+                work,
+                3,
+                ETCD_PORTS,
+                args.etcd_conns,
+                OP_TIMEOUT,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    Ok(Clusters { cairn, etcd })
+}
+
+/// The comparison clusters are done: stop them before the scale part and the final
+/// fdatasync probe so those run on a quiet machine.
+async fn stop_clusters(procs: &Arc<Procs>) -> Result<()> {
+    for (name, _) in procs.pids("cairn-").into_iter().chain(procs.pids("etcd-")) {
+        procs.stop(&name, Duration::from_secs(10)).await?;
+    }
+    Ok(())
+}
+
+async fn run_scale(
+    args: &BenchArgs,
+    procs: &Arc<Procs>,
+    inputs: &Inputs,
+    work: &Path,
+) -> Result<Option<ScaleResults>> {
+    if !args.scale {
+        return Ok(None);
+    }
+    let levels = args.scale_keys.clone().unwrap_or_else(|| {
+        if args.quick {
+            vec![10_000, 100_000]
+        } else {
+            vec![10_000, 100_000, 1_000_000]
+        }
+    });
+    let scale = scale::run(
+        procs.clone(),
+        &inputs.node_bin,
+        work,
+        SCALE_PORTS,
+        &levels,
+        OP_TIMEOUT,
+        inputs.cairn_config.as_deref(),
+    )
+    .await?;
+    Ok(Some(scale))
+}

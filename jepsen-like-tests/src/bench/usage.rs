@@ -1,0 +1,140 @@
+//! What a point or a run cost, seen from outside: CPU seconds of the machine, of the load
+//! generator and of every child process; deltas of the servers' own counters; RSS and
+//! data dir size per process at the end of the points.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::procs::Procs;
+use super::report::{CpuUsage, ResourceRow};
+use super::{cairn, etcd, sysinfo};
+
+/// CPU seconds used so far: the machine, this process, every child by name.
+pub(super) struct CpuSnap {
+    at: Instant,
+    machine: f64,
+    me: f64,
+    children: BTreeMap<String, f64>,
+}
+
+pub(super) fn cpu_snap(procs: &Procs) -> CpuSnap {
+    CpuSnap {
+        at: Instant::now(),
+        machine: sysinfo::machine_busy_s(),
+        me: sysinfo::self_cpu_s(),
+        children: procs
+            .pids("")
+            .into_iter()
+            .filter_map(|(n, pid)| Some((n, sysinfo::process_cpu_s(pid)?)))
+            .collect(),
+    }
+}
+
+pub(super) fn cpu_usage(system: &str, a: &CpuSnap, b: &CpuSnap) -> CpuUsage {
+    let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+    let mut by_process = BTreeMap::new();
+    let (mut server, mut idle_system) = (0.0, 0.0);
+    for (name, after) in &b.children {
+        let used = after - a.children.get(name).copied().unwrap_or(*after);
+        if name.starts_with(system) {
+            server += used;
+            by_process.insert(name.clone(), used / wall);
+        } else {
+            idle_system += used;
+        }
+    }
+    let loadgen = b.me - a.me;
+    let machine = b.machine - a.machine;
+    CpuUsage {
+        server_cores: server / wall,
+        server_by_process: by_process,
+        loadgen_cores: loadgen / wall,
+        idle_system_cores: idle_system / wall,
+        other_cores: ((machine - server - loadgen - idle_system) / wall).max(0.0),
+    }
+}
+
+/// Counters worth a delta per point, by system.
+pub(super) const CAIRN_COUNTERS: &[&str] = &[
+    "cairn_mutations_ok_total",
+    "cairn_mutations_rejected_total",
+    "cairn_mutations_forwarded_total",
+    "cairn_reads_linearizable_total",
+    "cairn_reads_bounded_total",
+    "cairn_reads_stale_refused_total",
+    "cairn_read_index_rounds",
+    "cairn_mutation_latency_us_sum",
+    "cairn_last_log_index",
+];
+pub(super) const ETCD_COUNTERS: &[&str] = &[
+    "etcd_disk_wal_fsync_duration_seconds_count",
+    "etcd_disk_wal_fsync_duration_seconds_sum",
+    "etcd_disk_backend_commit_duration_seconds_count",
+    "etcd_server_proposals_committed_total",
+    "etcd_network_peer_sent_bytes_total",
+];
+
+pub(super) fn deltas(
+    names: &[&str],
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    let sum = |m: &BTreeMap<String, f64>, n: &str| -> Option<f64> {
+        let v: Vec<f64> = m
+            .iter()
+            .filter(|(k, _)| *k == n || k.starts_with(&format!("{n}{{")))
+            .map(|(_, v)| *v)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum())
+    };
+    names
+        .iter()
+        .filter_map(|n| {
+            Some((
+                n.to_string(),
+                sum(after, n)? - sum(before, n).unwrap_or(0.0),
+            ))
+        })
+        .collect()
+}
+
+/// RSS and data dir size of every node and member, cairn first.
+pub(super) fn resources(
+    procs: &Arc<Procs>,
+    cairn: Option<&cairn::Cluster>,
+    etcd: Option<&etcd::Cluster>,
+) -> Vec<ResourceRow> {
+    let mut resources = Vec::new();
+    if let Some(c) = cairn {
+        for n in &c.nodes {
+            resources.push(resource_row(
+                "cairn",
+                &n.name,
+                procs.pid(&n.name),
+                &n.data_dir,
+            ));
+        }
+    }
+    if let Some(e) = etcd {
+        for m in &e.members {
+            resources.push(resource_row(
+                "etcd",
+                &m.name,
+                procs.pid(&m.name),
+                &m.data_dir,
+            ));
+        }
+    }
+    resources
+}
+
+fn resource_row(system: &str, name: &str, pid: Option<u32>, data_dir: &Path) -> ResourceRow {
+    ResourceRow {
+        system: system.into(),
+        process: name.into(),
+        rss_mib: pid.and_then(sysinfo::rss_mib).unwrap_or(0.0),
+        data_dir_mib: sysinfo::disk_usage_bytes(data_dir) as f64 / (1 << 20) as f64,
+    }
+}
