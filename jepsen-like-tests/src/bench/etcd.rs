@@ -39,6 +39,7 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Starts `n` members, waits for a leader, connects and proves a write commits.
     pub async fn start(
         procs: Arc<Procs>,
         bin: &Path,
@@ -56,79 +57,12 @@ impl Cluster {
                 data_dir: work.join(format!("etcd-{i}")),
             })
             .collect();
-        let initial_cluster = members
-            .iter()
-            .map(|m| format!("{}={}", m.name, m.peer_url))
-            .collect::<Vec<_>>()
-            .join(",");
-        let logs = work.join("logs");
-        std::fs::create_dir_all(&logs)?;
-        for m in &members {
-            for url in [&m.client_url, &m.peer_url] {
-                procs::ensure_port_free(url.rsplit(':').next().unwrap_or("0").parse()?)?;
-            }
-            std::fs::create_dir_all(&m.data_dir)?;
-            let mut cmd = Command::new(bin);
-            cmd.arg("--name")
-                .arg(&m.name)
-                .arg("--data-dir")
-                .arg(&m.data_dir)
-                .arg("--listen-client-urls")
-                .arg(&m.client_url)
-                .arg("--advertise-client-urls")
-                .arg(&m.client_url)
-                .arg("--listen-peer-urls")
-                .arg(&m.peer_url)
-                .arg("--initial-advertise-peer-urls")
-                .arg(&m.peer_url)
-                .arg("--initial-cluster")
-                .arg(&initial_cluster)
-                .arg("--initial-cluster-token")
-                .arg("cairn-bench")
-                .arg("--initial-cluster-state")
-                .arg("new")
-                // etcd's 2 GiB default backend quota fills up during a --scale run (64 KiB
-                // writes, no compaction by default) and then refuses every write with
-                // "database space exceeded"; 8 GiB is etcd's documented maximum.
-                .arg("--quota-backend-bytes")
-                .arg(QUOTA_BACKEND_BYTES.to_string())
-                .arg("--logger")
-                .arg("zap")
-                .arg("--log-outputs")
-                .arg("stderr");
-            procs.spawn(&m.name, cmd, &logs.join(format!("{}.log", m.name)))?;
-        }
-        let started = Instant::now();
+        spawn_members(&procs, bin, work, &members)?;
         let options = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(2))
             .with_timeout(op_timeout);
-        let version = loop {
-            for m in &members {
-                procs.check_alive(&m.name)?;
-            }
-            match status_all(&members).await {
-                Ok((leader, version)) if leader != 0 => break version,
-                _ if started.elapsed() > READY_WAIT => {
-                    bail!(
-                        "etcd not ready after {READY_WAIT:?}; etcd-1 log tail:\n{}",
-                        procs.log_tail("etcd-1", 30)
-                    )
-                }
-                _ => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        };
-        let mut conns = Vec::new();
-        for m in &members {
-            let mut per = Vec::new();
-            for _ in 0..conns_per_member.max(1) {
-                per.push(
-                    etcd_client::Client::connect([m.client_url.as_str()], Some(options.clone()))
-                        .await
-                        .with_context(|| format!("connecting to {}", m.client_url))?,
-                );
-            }
-            conns.push(per);
-        }
+        let version = wait_for_leader(&procs, &members).await?;
+        let conns = connect(&members, conns_per_member, &options).await?;
         let cluster = Cluster {
             members,
             conns,
@@ -234,6 +168,99 @@ impl Cluster {
             serializable: workload == Workload::ReadBounded,
         }
     }
+}
+
+/// Starts every member's process (ports checked free first), logs in `work/logs`.
+fn spawn_members(procs: &Procs, bin: &Path, work: &Path, members: &[Member]) -> Result<()> {
+    let initial_cluster = members
+        .iter()
+        .map(|m| format!("{}={}", m.name, m.peer_url))
+        .collect::<Vec<_>>()
+        .join(",");
+    let logs = work.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    for m in members {
+        for url in [&m.client_url, &m.peer_url] {
+            procs::ensure_port_free(url.rsplit(':').next().unwrap_or("0").parse()?)?;
+        }
+        std::fs::create_dir_all(&m.data_dir)?;
+        let cmd = member_command(bin, m, &initial_cluster);
+        procs.spawn(&m.name, cmd, &logs.join(format!("{}.log", m.name)))?;
+    }
+    Ok(())
+}
+
+fn member_command(bin: &Path, m: &Member, initial_cluster: &str) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--name")
+        .arg(&m.name)
+        .arg("--data-dir")
+        .arg(&m.data_dir)
+        .arg("--listen-client-urls")
+        .arg(&m.client_url)
+        .arg("--advertise-client-urls")
+        .arg(&m.client_url)
+        .arg("--listen-peer-urls")
+        .arg(&m.peer_url)
+        .arg("--initial-advertise-peer-urls")
+        .arg(&m.peer_url)
+        .arg("--initial-cluster")
+        .arg(initial_cluster)
+        .arg("--initial-cluster-token")
+        .arg("cairn-bench")
+        .arg("--initial-cluster-state")
+        .arg("new")
+        // etcd's 2 GiB default backend quota fills up during a --scale run (64 KiB
+        // writes, no compaction by default) and then refuses every write with
+        // "database space exceeded"; 8 GiB is etcd's documented maximum.
+        .arg("--quota-backend-bytes")
+        .arg(QUOTA_BACKEND_BYTES.to_string())
+        .arg("--logger")
+        .arg("zap")
+        .arg("--log-outputs")
+        .arg("stderr");
+    cmd
+}
+
+/// Waits until the members agree on a leader; returns etcd's version.
+async fn wait_for_leader(procs: &Procs, members: &[Member]) -> Result<String> {
+    let started = Instant::now();
+    loop {
+        for m in members {
+            procs.check_alive(&m.name)?;
+        }
+        match status_all(members).await {
+            Ok((leader, version)) if leader != 0 => return Ok(version),
+            _ if started.elapsed() > READY_WAIT => {
+                bail!(
+                    "etcd not ready after {READY_WAIT:?}; etcd-1 log tail:\n{}",
+                    procs.log_tail("etcd-1", 30)
+                )
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// `conns_per_member` (at least one) gRPC connections to every member.
+async fn connect(
+    members: &[Member],
+    conns_per_member: usize,
+    options: &ConnectOptions,
+) -> Result<Vec<Vec<etcd_client::Client>>> {
+    let mut conns = Vec::new();
+    for m in members {
+        let mut per = Vec::new();
+        for _ in 0..conns_per_member.max(1) {
+            per.push(
+                etcd_client::Client::connect([m.client_url.as_str()], Some(options.clone()))
+                    .await
+                    .with_context(|| format!("connecting to {}", m.client_url))?,
+            );
+        }
+        conns.push(per);
+    }
+    Ok(conns)
 }
 
 /// (leader member id, version) as reported by the first member that answers.

@@ -36,39 +36,7 @@ pub async fn ceiling(secs: f64) -> Result<LoadgenCheck> {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let stub = std::thread::Builder::new()
         .name("bench-stub".into())
-        .spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(anyhow!("stub runtime: {e}")));
-                    return;
-                }
-            };
-            runtime.block_on(async move {
-                let listener = match TcpListener::bind("127.0.0.1:0").await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(anyhow!("stub bind: {e}")));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(listener.local_addr().map(|a| (a, tid)).map_err(Into::into));
-                let accept = async {
-                    while let Ok((stream, _)) = listener.accept().await {
-                        tokio::spawn(serve(stream));
-                    }
-                };
-                tokio::select! {
-                    _ = accept => {}
-                    _ = stop_rx => {}
-                }
-            });
-        })?;
+        .spawn(move || run_stub(ready_tx, stop_rx))?;
     let (addr, tid) = ready_rx.recv().map_err(|_| anyhow!("stub thread died"))??;
     let url = format!("http://{addr}");
     let workers = (0..CLIENTS)
@@ -107,6 +75,45 @@ pub async fn ceiling(secs: f64) -> Result<LoadgenCheck> {
         client_cpu_us_per_req: per_req,
         client_req_per_core_s: 1e6 / per_req.max(1e-9),
     })
+}
+
+/// The stub server's thread: its own single-threaded runtime, so its CPU is its thread's.
+/// Reports (address, thread id) or why it could not start on `ready`; serves until `stop`.
+fn run_stub(
+    ready_tx: mpsc::Sender<Result<(std::net::SocketAddr, libc::pid_t)>>,
+    stop_rx: tokio::sync::oneshot::Receiver<()>,
+) {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ready_tx.send(Err(anyhow!("stub runtime: {e}")));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        let listener = match TcpListener::bind("127.0.0.1:0").await {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready_tx.send(Err(anyhow!("stub bind: {e}")));
+                return;
+            }
+        };
+        let _ = ready_tx.send(listener.local_addr().map(|a| (a, tid)).map_err(Into::into));
+        let accept = async {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve(stream));
+            }
+        };
+        tokio::select! {
+            _ = accept => {}
+            _ = stop_rx => {}
+        }
+    });
 }
 
 /// Minimal keep-alive HTTP/1.1: read headers and a Content-Length body, answer 200.

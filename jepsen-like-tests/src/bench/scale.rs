@@ -112,67 +112,94 @@ pub async fn run(
         if target <= loaded {
             continue;
         }
-        let t = Instant::now();
-        let rate = cluster
-            .load(loaded..target, VALUE_BYTES, BATCH_OPS, LOAD_CONCURRENCY)
-            .await?;
-        let load_s = t.elapsed().as_secs_f64();
+        let level = level(
+            &cluster,
+            &procs,
+            work,
+            ports,
+            loaded,
+            target,
+            &mut join_possible,
+        )
+        .await?;
         loaded = target;
-        println!("scale: {target} keys loaded ({load_s:.1} s for this step, {rate:.0} keys/s)");
-        wait_converged(&cluster, &cluster.nodes).await?;
-        let nodes = cluster
-            .nodes
-            .iter()
-            .map(|n| NodeResources {
-                node: n.name.clone(),
-                rss_mib: procs.pid(&n.name).and_then(sysinfo::rss_mib).unwrap_or(0.0),
-                data_dir_mib: sysinfo::disk_usage_bytes(&n.data_dir) as f64 / (1 << 20) as f64,
-            })
-            .collect();
-        let last_key = key_name(target - 1);
-        let (restart, restart_error) = match restart_follower(&cluster, &procs, &last_key).await {
-            Ok(r) => {
-                println!(
-                    "scale: restart of {}: stop {:.2} s, healthz {:.2} s, caught up {:.2} s",
-                    r.node, r.stop_s, r.healthz_s, r.caught_up_s
-                );
-                (Some(r), None)
-            }
-            Err(e) => {
-                println!("scale: restart failed: {e:#}");
-                (None, Some(format!("{e:#}")))
-            }
-        };
-        let (join, join_error) = if join_possible {
-            match join_fourth(&cluster, &procs, work, ports, &last_key).await {
-                Ok(j) => {
-                    println!("scale: node 4 joined after compaction: join call {:.2} s, caught up {:.2} s", j.join_call_s, j.caught_up_s);
-                    (Some(j), None)
-                }
-                Err(e) => {
-                    println!("scale: join failed: {e:#}");
-                    join_possible = false;
-                    (None, Some(format!("{e:#}")))
-                }
-            }
-        } else {
-            (None, Some("skipped: an earlier join/remove failed".into()))
-        };
-        out.levels.push(Level {
-            keys: target,
-            load_s,
-            load_keys_per_s: rate,
-            nodes,
-            restart,
-            restart_error,
-            join,
-            join_error,
-        });
+        out.levels.push(level);
     }
     for (name, _) in procs.pids("scale-") {
         procs.stop(&name, STOP_GRACE).await?;
     }
     Ok(out)
+}
+
+/// One level: load keys `loaded..target`, wait for convergence, record RSS and disk, then
+/// restart a follower and join a fourth node (once a join failed, later levels skip it).
+async fn level(
+    cluster: &Cluster,
+    procs: &Arc<Procs>,
+    work: &Path,
+    ports: (u16, u16),
+    loaded: u64,
+    target: u64,
+    join_possible: &mut bool,
+) -> Result<Level> {
+    let t = Instant::now();
+    let rate = cluster
+        .load(loaded..target, VALUE_BYTES, BATCH_OPS, LOAD_CONCURRENCY)
+        .await?;
+    let load_s = t.elapsed().as_secs_f64();
+    println!("scale: {target} keys loaded ({load_s:.1} s for this step, {rate:.0} keys/s)");
+    wait_converged(cluster, &cluster.nodes).await?;
+    let nodes = cluster
+        .nodes
+        .iter()
+        .map(|n| NodeResources {
+            node: n.name.clone(),
+            rss_mib: procs.pid(&n.name).and_then(sysinfo::rss_mib).unwrap_or(0.0),
+            data_dir_mib: sysinfo::disk_usage_bytes(&n.data_dir) as f64 / (1 << 20) as f64,
+        })
+        .collect();
+    let last_key = key_name(target - 1);
+    let (restart, restart_error) = match restart_follower(cluster, procs, &last_key).await {
+        Ok(r) => {
+            println!(
+                "scale: restart of {}: stop {:.2} s, healthz {:.2} s, caught up {:.2} s",
+                r.node, r.stop_s, r.healthz_s, r.caught_up_s
+            );
+            (Some(r), None)
+        }
+        Err(e) => {
+            println!("scale: restart failed: {e:#}");
+            (None, Some(format!("{e:#}")))
+        }
+    };
+    let (join, join_error) = if *join_possible {
+        match join_fourth(cluster, procs, work, ports, &last_key).await {
+            Ok(j) => {
+                println!(
+                    "scale: node 4 joined after compaction: join call {:.2} s, caught up {:.2} s",
+                    j.join_call_s, j.caught_up_s
+                );
+                (Some(j), None)
+            }
+            Err(e) => {
+                println!("scale: join failed: {e:#}");
+                *join_possible = false;
+                (None, Some(format!("{e:#}")))
+            }
+        }
+    } else {
+        (None, Some("skipped: an earlier join/remove failed".into()))
+    };
+    Ok(Level {
+        keys: target,
+        load_s,
+        load_keys_per_s: rate,
+        nodes,
+        restart,
+        restart_error,
+        join,
+        join_error,
+    })
 }
 
 /// Waits until every node in `nodes` has applied the leader's commit index.

@@ -179,81 +179,129 @@ fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
 }
 
-/// Runs one point with `workers` (one per client). Bounded by
+/// Runs one point with `workers` (one per client): each client warms up, then is measured
+/// until the window ends; their results are merged. Bounded by
 /// `warmup + measure + op_timeout` plus a small margin.
 pub async fn run_point(spec: PointSpec, workers: Vec<Worker>, seed: u64) -> Result<PointResult> {
     let started = Instant::now();
     let warm_end = started + spec.warmup;
-    let end = warm_end + spec.measure;
-    let mut tasks = Vec::with_capacity(workers.len());
-    for (i, mut worker) in workers.into_iter().enumerate() {
-        tasks.push(tokio::spawn(async move {
-            let mut rng =
-                StdRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            let mut value = value_template(&mut rng, spec.value_bytes);
-            let mut counter = (i as u64) << 40;
-            let mut r = TaskResult {
-                hist: new_hist(),
-                served_in_window: 0,
-                rejected: 0,
-                errors: 0,
-                samples: BTreeMap::new(),
-            };
-            while Instant::now() < end {
-                let op = spec.workload.next_op(&mut rng, spec.keys);
-                if op.kind == OpKind::Write {
-                    counter += 1;
-                    stamp(&mut value, counter);
-                }
-                let t0 = Instant::now();
-                let outcome =
-                    match tokio::time::timeout(spec.op_timeout, worker.exec(op, &value)).await {
-                        Ok(o) => o,
-                        Err(_) => Outcome::Error(format!("timeout after {:?}", spec.op_timeout)),
-                    };
-                let t1 = Instant::now();
-                let measured = t0 >= warm_end;
-                let (served, failed) = match &outcome {
-                    Outcome::Ok => (true, None),
-                    Outcome::Rejected(code) => {
-                        if measured {
-                            r.rejected += 1;
-                            note(&mut r.samples, format!("rejected: {code}"));
-                        }
-                        (true, None)
-                    }
-                    Outcome::Error(msg) => (false, Some(msg.clone())),
-                };
-                if served {
-                    if measured {
-                        r.hist
-                            .saturating_record(t1.duration_since(t0).as_micros() as u64);
-                    }
-                    if t1 >= warm_end && t1 <= end {
-                        r.served_in_window += 1;
-                    }
-                }
-                if let Some(msg) = failed {
-                    if measured {
-                        r.errors += 1;
-                        note(&mut r.samples, msg);
-                    }
-                    tokio::time::sleep(ERROR_PAUSE).await;
-                }
-            }
-            r
-        }));
-    }
+    let window = Window {
+        warm_end,
+        end: warm_end + spec.measure,
+    };
+    let tasks = workers
+        .into_iter()
+        .enumerate()
+        .map(|(i, worker)| tokio::spawn(client(spec, worker, seed, i, window)))
+        .collect();
     let hard_limit = spec.warmup + spec.measure + spec.op_timeout + Duration::from_secs(5);
+    let results = join_within(tasks, hard_limit).await?;
+    merge(spec, results)
+}
+
+/// The warm-up ends at `warm_end`; the measured window runs from there to `end`.
+#[derive(Clone, Copy)]
+struct Window {
+    warm_end: Instant,
+    end: Instant,
+}
+
+/// One closed-loop client: issues operations until the window ends, recording those that
+/// started after the warm-up.
+async fn client(
+    spec: PointSpec,
+    mut worker: Worker,
+    seed: u64,
+    i: usize,
+    window: Window,
+) -> TaskResult {
+    let mut rng = StdRng::seed_from_u64(seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut value = value_template(&mut rng, spec.value_bytes);
+    let mut counter = (i as u64) << 40;
+    let mut r = TaskResult {
+        hist: new_hist(),
+        served_in_window: 0,
+        rejected: 0,
+        errors: 0,
+        samples: BTreeMap::new(),
+    };
+    while Instant::now() < window.end {
+        let op = spec.workload.next_op(&mut rng, spec.keys);
+        if op.kind == OpKind::Write {
+            counter += 1;
+            stamp(&mut value, counter);
+        }
+        let t0 = Instant::now();
+        let outcome = match tokio::time::timeout(spec.op_timeout, worker.exec(op, &value)).await {
+            Ok(o) => o,
+            Err(_) => Outcome::Error(format!("timeout after {:?}", spec.op_timeout)),
+        };
+        let t1 = Instant::now();
+        if r.record(&outcome, t0, t1, window) {
+            tokio::time::sleep(ERROR_PAUSE).await;
+        }
+    }
+    r
+}
+
+impl TaskResult {
+    /// Records one operation that ran from `t0` to `t1`; returns whether it failed.
+    fn record(&mut self, outcome: &Outcome, t0: Instant, t1: Instant, window: Window) -> bool {
+        let measured = t0 >= window.warm_end;
+        let (served, failed) = match outcome {
+            Outcome::Ok => (true, None),
+            Outcome::Rejected(code) => {
+                if measured {
+                    self.rejected += 1;
+                    note(&mut self.samples, format!("rejected: {code}"));
+                }
+                (true, None)
+            }
+            Outcome::Error(msg) => (false, Some(msg.clone())),
+        };
+        if served {
+            if measured {
+                self.hist
+                    .saturating_record(t1.duration_since(t0).as_micros() as u64);
+            }
+            if t1 >= window.warm_end && t1 <= window.end {
+                self.served_in_window += 1;
+            }
+        }
+        match failed {
+            Some(msg) => {
+                if measured {
+                    self.errors += 1;
+                    note(&mut self.samples, msg);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Waits for every client, aborting them all when `hard_limit` passes first.
+async fn join_within(
+    tasks: Vec<tokio::task::JoinHandle<TaskResult>>,
+    hard_limit: Duration,
+) -> Result<Vec<std::result::Result<TaskResult, tokio::task::JoinError>>> {
     let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
     let joined = tokio::time::timeout(hard_limit, futures::future::join_all(tasks)).await;
-    let results = match joined {
-        Ok(r) => r,
+    match joined {
+        Ok(r) => Ok(r),
         Err(_) => {
             aborts.iter().for_each(|a| a.abort());
-            return Err(anyhow!("point did not finish within {hard_limit:?}"));
+            Err(anyhow!("point did not finish within {hard_limit:?}"))
         }
-    };
+    }
+}
+
+/// Merges the clients' histograms, counters and error samples into the point's result.
+fn merge(
+    spec: PointSpec,
+    results: Vec<std::result::Result<TaskResult, tokio::task::JoinError>>,
+) -> Result<PointResult> {
     let mut total = PointResult {
         hist: new_hist(),
         served_in_window: 0,

@@ -21,7 +21,7 @@ use futures::{stream, StreamExt};
 use serde::Serialize;
 
 use super::cluster::Cluster;
-use super::history::{Input, Outcome, Probe, Recorder};
+use super::history::{Input, Outcome, Probe, Record, Recorder};
 use super::supervisor::endpoint;
 use super::workload::{client_for, exec, probe, HARNESS_PROCESS};
 
@@ -146,7 +146,19 @@ pub async fn collect(
         .iter()
         .map(|id| (*id, all.pinned(&endpoint(*id)).expect("valid endpoint")))
         .collect();
-    for (id, client) in &pinned {
+    collect_listings(&pinned, &mut fs).await;
+    let records = rec.records();
+    for (key, leader, per_node) in collect_histories(&all, &pinned, keys_of(&records)).await {
+        fs.histories.insert(key.clone(), leader);
+        fs.node_histories.insert(key, per_node);
+    }
+    fs.tombstones = collect_tombstones(&members, acknowledged_tombstones(&records)).await;
+    fs
+}
+
+/// Every node's full listing: its digest, and key → (state, version).
+async fn collect_listings(pinned: &BTreeMap<u64, Client>, fs: &mut FinalState) {
+    for (id, client) in pinned {
         match listing(client).await {
             Ok(items) => {
                 let text: Vec<String> = items
@@ -167,8 +179,11 @@ pub async fn collect(
             }
         }
     }
-    let records = rec.records();
-    let keys: BTreeSet<String> = records
+}
+
+/// Every key any recorded operation touched.
+fn keys_of(records: &[Record]) -> BTreeSet<String> {
+    records
         .iter()
         .flat_map(|r| {
             r.input
@@ -177,7 +192,19 @@ pub async fn collect(
                 .filter_map(|p| p.key().map(str::to_string))
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .collect()
+}
+
+/// A key's history from the leader, and the digest of every node's own history of it.
+type KeyHistories = (String, Result<Vec<HistoryEvent>, String>, PerNode<u64>);
+
+/// Per key: the leader's linearizable history and each node's own (`any`) history digest;
+/// keys not reached within [`PHASE_TIMEOUT`] are marked not collected.
+async fn collect_histories(
+    all: &Client,
+    pinned: &BTreeMap<u64, Client>,
+    keys: BTreeSet<String>,
+) -> Vec<KeyHistories> {
     let linearizable = ReadOptions {
         consistency: Some(Consistency::Linearizable),
         ..ReadOptions::default()
@@ -187,42 +214,39 @@ pub async fn collect(
         ..ReadOptions::default()
     };
     let deadline = Instant::now() + PHASE_TIMEOUT;
-    let fetched: Vec<_> = stream::iter(keys.iter().cloned())
-        .map(|key| {
-            let (all, pinned) = (&all, &pinned);
-            async move {
-                if Instant::now() > deadline {
-                    let per_node = pinned
-                        .keys()
-                        .map(|id| (*id, Err(NOT_COLLECTED.to_string())))
-                        .collect();
-                    return (key, Err(NOT_COLLECTED.to_string()), per_node);
-                }
-                let leader = all
-                    .history(&key, linearizable)
-                    .await
-                    .map(|h| h.events)
-                    .map_err(|e| e.to_string());
-                let mut per_node = BTreeMap::new();
-                for (id, client) in pinned {
-                    let h = client.history(&key, any).await;
-                    per_node.insert(
-                        *id,
-                        h.map(|h| digest(&serde_json::to_string(&h.events).unwrap_or_default()))
-                            .map_err(|e| e.to_string()),
-                    );
-                }
-                (key, leader, per_node)
+    stream::iter(keys)
+        .map(|key| async move {
+            if Instant::now() > deadline {
+                let per_node = pinned
+                    .keys()
+                    .map(|id| (*id, Err(NOT_COLLECTED.to_string())))
+                    .collect();
+                return (key, Err(NOT_COLLECTED.to_string()), per_node);
             }
+            let leader = all
+                .history(&key, linearizable)
+                .await
+                .map(|h| h.events)
+                .map_err(|e| e.to_string());
+            let mut per_node = BTreeMap::new();
+            for (id, client) in pinned {
+                let h = client.history(&key, any).await;
+                per_node.insert(
+                    *id,
+                    h.map(|h| digest(&serde_json::to_string(&h.events).unwrap_or_default()))
+                        .map_err(|e| e.to_string()),
+                );
+            }
+            (key, leader, per_node)
         })
         .buffer_unordered(PARALLEL)
         .collect()
-        .await;
-    for (key, leader, per_node) in fetched {
-        fs.histories.insert(key.clone(), leader);
-        fs.node_histories.insert(key, per_node);
-    }
-    let ids: BTreeSet<String> = records
+        .await
+}
+
+/// The tombstone ids of every acknowledged forget.
+fn acknowledged_tombstones(records: &[Record]) -> BTreeSet<String> {
+    records
         .iter()
         .filter(|r| r.outcome == Outcome::Ok)
         .flat_map(|r| {
@@ -234,7 +258,15 @@ pub async fn collect(
                 .filter_map(|(_, m)| m.tombstone_id.clone())
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .collect()
+}
+
+/// Per tombstone id, each member's own copy; ids not reached within [`PHASE_TIMEOUT`] are
+/// marked not collected.
+async fn collect_tombstones(
+    members: &[u64],
+    ids: BTreeSet<String>,
+) -> BTreeMap<String, PerNode<(String, u64)>> {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(5))
@@ -243,7 +275,7 @@ pub async fn collect(
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let looked_up: Vec<_> = stream::iter(ids)
         .map(|id| {
-            let (http, members) = (&http, &members);
+            let http = &http;
             async move {
                 let mut per_node = BTreeMap::new();
                 for node in members {
@@ -260,8 +292,7 @@ pub async fn collect(
         .buffer_unordered(PARALLEL)
         .collect()
         .await;
-    fs.tombstones = looked_up.into_iter().collect();
-    fs
+    looked_up.into_iter().collect()
 }
 
 /// `GET /v1/tombstones/{id}?consistency=any` on one node: its own copy (the client

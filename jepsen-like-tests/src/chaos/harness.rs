@@ -140,6 +140,30 @@ impl Harness {
         )
     }
 
+    /// Kills every node, removes the iptables chain and checks that nothing is left;
+    /// returns what was.
+    fn teardown_verified(&self) -> Vec<String> {
+        self.supervisor.kill_all();
+        self.net.teardown();
+        let mut cleanup_errors = Vec::new();
+        if let Err(e) = net::verify_gone() {
+            cleanup_errors.push(format!("{e:#}"));
+        }
+        if let Err(e) = self.supervisor.verify_gone() {
+            cleanup_errors.push(format!("{e:#}"));
+        }
+        self.ctrl_c.abort();
+        cleanup_errors
+    }
+
+    fn search_budget(&self) -> crate::check::Budget {
+        crate::check::Budget {
+            max_time: Duration::from_millis(self.opts.search_budget_ms),
+            max_memory: 1 << 30,
+            ..crate::check::Budget::default()
+        }
+    }
+
     /// Heals, collects the final state, tears down (verified), checks and reports.
     pub async fn finish(self, nemesis: &mut Nemesis) -> Result<RunReport> {
         if let Err(e) = nemesis.heal_all().await {
@@ -155,24 +179,10 @@ impl Harness {
         let mut exits = self.supervisor.unexpected_exits();
         exits.extend(self.supervisor.panics());
         // Teardown before the (CPU-heavy) checks, verified.
-        self.supervisor.kill_all();
-        self.net.teardown();
-        let mut cleanup_errors = Vec::new();
-        if let Err(e) = net::verify_gone() {
-            cleanup_errors.push(format!("{e:#}"));
-        }
-        if let Err(e) = self.supervisor.verify_gone() {
-            cleanup_errors.push(format!("{e:#}"));
-        }
-        self.ctrl_c.abort();
+        let cleanup_errors = self.teardown_verified();
         self.rec.flush();
         let records = self.rec.records();
         let (nemesis_intervals, probes) = (self.rec.nemesis(), self.rec.probes());
-        let budget = crate::check::Budget {
-            max_time: Duration::from_millis(self.opts.search_budget_ms),
-            max_memory: 1 << 30,
-            ..crate::check::Budget::default()
-        };
         eprintln!(
             "chaos: +{:.1}s checking {} operations",
             self.started.elapsed().as_secs_f64(),
@@ -188,7 +198,7 @@ impl Harness {
                 nemesis_errors: &nemesis.errors,
                 unexpected_exits: &exits,
                 liveness_bound_us: bound.as_micros() as u64,
-                search_budget: budget,
+                search_budget: self.search_budget(),
             };
             // The search is CPU-bound; the runtime has nothing else to do meanwhile.
             tokio::task::block_in_place(|| checkers::run_all(&inputs))

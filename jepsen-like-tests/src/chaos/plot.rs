@@ -164,12 +164,9 @@ fn latency(path: &Path, records: &[Record], nemesis: &[NemesisInterval], t_max: 
     root.present().map_err(err)
 }
 
-fn throughput(
-    path: &Path,
-    records: &[Record],
-    nemesis: &[NemesisInterval],
-    t_max: f64,
-) -> Result<()> {
+/// Operations per one-second bucket: (ok, fail, resent or still indeterminate), each
+/// counted at its completion, the last at its invocation.
+fn per_second(records: &[Record], t_max: f64) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     let buckets = t_max as usize + 1;
     let mut ok = vec![0u32; buckets];
     let mut fail = vec![0u32; buckets];
@@ -185,6 +182,16 @@ fn throughput(
             *b += 1;
         }
     }
+    (ok, fail, info)
+}
+
+fn throughput(
+    path: &Path,
+    records: &[Record],
+    nemesis: &[NemesisInterval],
+    t_max: f64,
+) -> Result<()> {
+    let (ok, fail, info) = per_second(records, t_max);
     let y_hi = ok
         .iter()
         .chain(&fail)

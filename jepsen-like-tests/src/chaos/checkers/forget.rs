@@ -21,7 +21,7 @@ use cairn_api::{Consistency, EventKind, State};
 use super::index::Index;
 use super::{Inputs, Verdict};
 use crate::chaos::clock::Micros;
-use crate::chaos::history::{Input, ReadOut, Record};
+use crate::chaos::history::{Input, Mark, ReadOut, Record};
 
 pub fn check(inputs: &Inputs, idx: &Index) -> Verdict {
     let mut v = Verdict::new("forget-invariants");
@@ -57,7 +57,6 @@ fn reads_after_forgets(records: &[Record], idx: &Index, v: &mut Verdict) {
         else {
             continue;
         };
-        let (version, has_value) = value_visible(found);
         // An absent key comes back without `served`, so what was asked decides: a bounded
         // read may legitimately not see a key created and forgotten within its staleness
         // bound (the bounded checker judges it); only a linearizable one must.
@@ -67,53 +66,88 @@ fn reads_after_forgets(records: &[Record], idx: &Index, v: &mut Verdict) {
         };
         if linearizably {
             linearizable += 1;
-            let forgot = idx.max_forget_before(key, r.invoke);
-            if forgot > 0 && version < forgot {
-                v.violation(format!(
-                    "key {key:?}: linearizable read (op {}) returned version {version} ({}) \
-                     after a forget at version {forgot} was acknowledged",
-                    r.id,
-                    found
-                        .as_ref()
-                        .map_or("absent".into(), |f| format!("{:?}", f.state)),
-                ));
-            }
+            not_below_acknowledged_forget(r, key, found, idx, v);
         }
         if let (true, Some(mark)) = (with_session, known) {
             session += 1;
-            let got = found.as_ref().map(ReadOut::mark);
-            let behind = match got {
-                None => true,
-                Some(g) => {
-                    g.version < mark.version
-                        || g.forget_epoch < mark.forget_epoch
-                        || g.generation < mark.generation
-                }
-            };
-            if behind {
-                v.violation(format!(
-                    "key {key:?}: session read (op {}) returned {got:?}, below the session's \
-                     mark {mark:?}",
-                    r.id
-                ));
-            }
+            not_below_session_mark(r, key, found, mark, v);
         }
         if let Some(forget_version) = handoff_forget_version {
             handoff += 1;
-            if has_value && version < *forget_version || found.is_none() {
-                v.violation(format!(
-                    "key {key:?}: after a session handoff (op {}) the importing client read \
-                     version {version} (value visible: {has_value}), below the forget at \
-                     version {forget_version}",
-                    r.id
-                ));
-            }
+            not_below_handed_off_forget(r, key, found, *forget_version, v);
         }
     }
     v.checked += linearizable + session + handoff;
     v.note(format!(
         "{linearizable} linearizable, {session} session and {handoff} handoff reads checked"
     ));
+}
+
+/// A linearizable read never returns the key below a forget acknowledged before it began.
+fn not_below_acknowledged_forget(
+    r: &Record,
+    key: &str,
+    found: &Option<ReadOut>,
+    idx: &Index,
+    v: &mut Verdict,
+) {
+    let (version, _) = value_visible(found);
+    let forgot = idx.max_forget_before(key, r.invoke);
+    if forgot > 0 && version < forgot {
+        v.violation(format!(
+            "key {key:?}: linearizable read (op {}) returned version {version} ({}) \
+             after a forget at version {forgot} was acknowledged",
+            r.id,
+            found
+                .as_ref()
+                .map_or("absent".into(), |f| format!("{:?}", f.state)),
+        ));
+    }
+}
+
+/// A session read never goes below the session's mark for the key.
+fn not_below_session_mark(
+    r: &Record,
+    key: &str,
+    found: &Option<ReadOut>,
+    mark: &Mark,
+    v: &mut Verdict,
+) {
+    let got = found.as_ref().map(ReadOut::mark);
+    let behind = match got {
+        None => true,
+        Some(g) => {
+            g.version < mark.version
+                || g.forget_epoch < mark.forget_epoch
+                || g.generation < mark.generation
+        }
+    };
+    if behind {
+        v.violation(format!(
+            "key {key:?}: session read (op {}) returned {got:?}, below the session's \
+             mark {mark:?}",
+            r.id
+        ));
+    }
+}
+
+/// A handed-off session never sees the value below the forget it imported.
+fn not_below_handed_off_forget(
+    r: &Record,
+    key: &str,
+    found: &Option<ReadOut>,
+    forget_version: u64,
+    v: &mut Verdict,
+) {
+    let (version, has_value) = value_visible(found);
+    if has_value && version < forget_version || found.is_none() {
+        v.violation(format!(
+            "key {key:?}: after a session handoff (op {}) the importing client read \
+             version {version} (value visible: {has_value}), below the forget at \
+             version {forget_version}",
+            r.id
+        ));
+    }
 }
 
 fn writes_through_tombstones(inputs: &Inputs, idx: &Index, v: &mut Verdict) {
@@ -242,6 +276,23 @@ fn tombstones(inputs: &Inputs, idx: &Index, v: &mut Verdict) {
 /// maximum up to each.
 type Maxima = (Vec<Micros>, Vec<(u64, u64)>);
 
+/// Per epoch: its reads (completion, version, forget epoch) sorted by completion, with the
+/// running maximum up to each.
+fn running_maxima(by_epoch: BTreeMap<usize, Vec<(Micros, u64, u64)>>) -> BTreeMap<usize, Maxima> {
+    let mut maxima: BTreeMap<usize, Maxima> = BTreeMap::new();
+    for (e, mut done) in by_epoch {
+        done.sort_unstable();
+        let mut best = (0, 0);
+        let mut prefix = Vec::with_capacity(done.len());
+        for (_, ver, fe) in &done {
+            best = (best.0.max(*ver), best.1.max(*fe));
+            prefix.push(best);
+        }
+        maxima.insert(e, (done.iter().map(|d| d.0).collect(), prefix));
+    }
+    maxima
+}
+
 fn per_node_monotonic(records: &[Record], wipes: &[(u64, Micros)], v: &mut Verdict) {
     // Reads a node served itself, by (node, key).
     let mut served: BTreeMap<(u64, &str), Vec<(&Record, &ReadOut)>> = BTreeMap::new();
@@ -281,17 +332,7 @@ fn per_node_monotonic(records: &[Record], wipes: &[(u64, Micros)], v: &mut Verdi
                     .push((c, got.version, got.forget_epoch));
             }
         }
-        let mut maxima: BTreeMap<usize, Maxima> = BTreeMap::new();
-        for (e, mut done) in by_epoch {
-            done.sort_unstable();
-            let mut best = (0, 0);
-            let mut prefix = Vec::with_capacity(done.len());
-            for (_, ver, fe) in &done {
-                best = (best.0.max(*ver), best.1.max(*fe));
-                prefix.push(best);
-            }
-            maxima.insert(e, (done.iter().map(|d| d.0).collect(), prefix));
-        }
+        let maxima = running_maxima(by_epoch);
         for (b, got) in &reads {
             checked += 1;
             let Some((times, prefix)) = incarnation(b).and_then(|e| maxima.get(&e)) else {

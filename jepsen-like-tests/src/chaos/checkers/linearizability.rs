@@ -15,7 +15,7 @@ use cairn_api::Consistency;
 use super::index::Index;
 use super::model::{CairnKey, KeyState, MInput, MOp, MOutput};
 use super::{Inputs, Verdict};
-use crate::chaos::history::{Input, Outcome, Output, Record};
+use crate::chaos::history::{Input, Outcome, Output, ReadOut, Record};
 use crate::check::history::{History, Operation};
 use crate::check::linearizable;
 use crate::check::Verdict as SearchVerdict;
@@ -146,6 +146,25 @@ fn model_op(input: &Input) -> Option<MInput> {
     })
 }
 
+/// What a successful read saw, if it was linearizable (as served; an absent key comes back
+/// without `served`, so then as asked); `None` for reads the model does not judge.
+fn linearizable_read(asked: Consistency, rec: &Option<ReadOut>) -> Option<Option<KeyState>> {
+    let linearizable = match rec {
+        Some(found) => found.served_consistency == Consistency::Linearizable,
+        None => asked == Consistency::Linearizable,
+    };
+    linearizable.then(|| {
+        rec.as_ref().map(|found| KeyState {
+            state: found.state,
+            value: found.value,
+            version: found.version,
+            generation: found.generation,
+            forget_epoch: found.forget_epoch,
+            fenced: false,
+        })
+    })
+}
+
 /// The model's view of the history.
 pub fn to_history(records: &[Record], idx: &Index) -> History<MInput, MOutput> {
     let mut ops = Vec::new();
@@ -164,26 +183,13 @@ pub fn to_history(records: &[Record], idx: &Index) -> History<MInput, MOutput> {
         }
         match (&r.input, r.outcome, &r.output) {
             (Input::Read { consistency, .. }, Outcome::Ok, Some(Output::Read { rec })) => {
-                let linearizable = match rec {
-                    Some(found) => found.served_consistency == Consistency::Linearizable,
-                    None => *consistency == Consistency::Linearizable,
-                };
-                if !linearizable {
-                    continue;
+                if let Some(seen) = linearizable_read(*consistency, rec) {
+                    push(
+                        r,
+                        model_op(&r.input).expect("a read"),
+                        Some(MOutput::Read(seen)),
+                    );
                 }
-                let seen = rec.as_ref().map(|found| KeyState {
-                    state: found.state,
-                    value: found.value,
-                    version: found.version,
-                    generation: found.generation,
-                    forget_epoch: found.forget_epoch,
-                    fenced: false,
-                });
-                push(
-                    r,
-                    model_op(&r.input).expect("a read"),
-                    Some(MOutput::Read(seen)),
-                );
             }
             (Input::Read { .. }, _, _) => {}
             (input, Outcome::Ok, _) => {
