@@ -23,7 +23,26 @@
 //!   recorded history, the five checkers, report and plots, planted-bug self-test);
 //!   entry points in [`chaos::cli`].
 //! - [`spawn`]: starting child processes that die with the harness (chaos and bench).
+//! - [`prereq`]: what the real-process tests need (root and iptables, etcd); under CI
+//!   (`CI=true`) a missing one fails the test, elsewhere the test skips loudly.
+//!
+//! The benchmark (`cairn-jepsen bench`, cairn against etcd) lives in the binary, under
+//! `src/bench/`: `mod.rs` has the command line, `run.rs` the run's phases in order (work
+//! dir, inputs, probes, clusters, preload, points, scale, outputs), each phase in its own
+//! function or file.
+//!
+//! # Tests
+//!
+//! - `tests/peer_histories.rs`: checker 1 against published verdicts; no cluster.
+//! - `tests/chaos_smoke.rs`: a short real-process chaos run with a fixed seed (printed);
+//!   `CAIRN_CHAOS_SEED=random` or the ignored `chaos_smoke_random_seed` draws one.
+//! - `tests/chaos_planted.rs`: the planted-bug self-test.
+//! - `tests/bench_quick.rs`: `cairn-jepsen bench --quick` against cairn and etcd.
+//!
+//! The last three need root and iptables or etcd, checked through [`prereq`]. See
+//! `docs/chaos.md`.
 
 pub mod chaos;
 pub mod check;
+pub mod prereq;
 pub mod spawn;

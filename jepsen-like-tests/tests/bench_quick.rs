@@ -4,13 +4,15 @@
 //! disk's fdatasync rate, the report and the plots. It proves the harness runs end to end;
 //! the numbers themselves come from the full run (`scripts/bench`), not from here.
 //!
-//! Needs `etcd` in PATH (Debian `etcd-server`, installed by `scripts/test`); without it the
-//! test skips loudly.
+//! Needs etcd (`etcd` in PATH, or `$ETCD_BIN`; Debian `etcd-server`, installed by
+//! `scripts/test`), checked by [`prereq`]: under CI (`CI=true`) the test fails without it,
+//! elsewhere it skips loudly.
 
 use std::path::Path;
 use std::process::Command;
 
 use cairn_jepsen::chaos::planted;
+use cairn_jepsen::prereq::{self, Prereq};
 use serde_json::Value;
 
 const SYSTEMS: [&str; 2] = ["cairn", "etcd"];
@@ -21,17 +23,9 @@ const TIME_LIMIT_SECS: u64 = 420;
 /// Failed operations tolerated per point (timeouts on a machine stall), as a fraction.
 const ERRORS_MAX_FRACTION: f64 = 0.01;
 
-fn etcd_available() -> bool {
-    Command::new("etcd")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
 #[test]
 fn quick_bench_measures_both_systems() {
-    if !etcd_available() {
-        eprintln!("\n\n*** SKIPPING quick_bench_measures_both_systems: no etcd in PATH (apt-get install etcd-server) ***\n\n");
+    if !prereq::require("quick_bench_measures_both_systems", &[Prereq::Etcd]) {
         return;
     }
     let node_bin = planted::build::normal().expect("building cairn-node");

@@ -2,20 +2,18 @@
 //! the normal binary), then for each planted bug runs a short scenario on a fresh
 //! cluster with that bug switched on; a checker aimed at the bug must fail every time.
 //!
-//! Needs root and iptables; without them the test skips loudly. For development:
+//! Needs root and iptables ([`prereq`]): under CI (`CI=true`) the test fails without them,
+//! elsewhere it skips loudly. For development:
 //! `CAIRN_CHAOS_BUGS=a,b` picks bugs, `CAIRN_CHAOS_CONTROL=1` also runs each scenario on
 //! the normal binary (which must pass), `CAIRN_CHAOS_NO_BUILD=1` reuses an existing
 //! `cairn-node-planted`.
 
 use cairn_jepsen::chaos::cli::{self, SelftestOptions};
-use cairn_jepsen::chaos::net;
+use cairn_jepsen::prereq::{self, Prereq};
 
 #[test]
 fn planted_bugs_are_caught() {
-    if let Err(why) = net::available() {
-        eprintln!(
-            "\n\n*** SKIPPING planted_bugs_are_caught: {why} (needs root and iptables) ***\n\n"
-        );
+    if !prereq::require("planted_bugs_are_caught", &[Prereq::RootAndIptables]) {
         return;
     }
     let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
