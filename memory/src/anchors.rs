@@ -11,8 +11,7 @@
 
 use std::cmp::Reverse;
 
-use cairn_api::State;
-
+use crate::records::State;
 use crate::types::Slot;
 
 /// The kinds an anchor may have.

@@ -2,9 +2,9 @@
 //! including the idempotent ones: a client that states what it expects is told when the
 //! key is not in that state, even if the operation would have been a no-op.
 
-use cairn_api::{ErrorCode, EventKind, HistoryEvent};
 use serde_json::json;
 
+use crate::records::{ErrorCode, EventKind, HistoryEvent};
 use crate::types::{Conditions, OpError, Slot};
 
 /// Checks `cond` against the current `slot` (`None`: absent, version 0).
@@ -59,10 +59,10 @@ pub fn fence_from_history<'a>(history: impl IntoIterator<Item = &'a HistoryEvent
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::State;
     use crate::step::fixtures::*;
     use crate::types::{Change, Ctx};
     use crate::{flag_stale, forget, reinstate, revoke, write};
-    use cairn_api::State;
 
     fn expect(v: u64) -> Conditions {
         Conditions {

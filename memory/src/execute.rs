@@ -18,9 +18,9 @@
 
 use std::collections::BTreeMap;
 
-use cairn_api::{ErrorCode, MutationResult, WatchEvent};
 use serde_json::json;
 
+use crate::records::{ErrorCode, MutationResult, WatchEvent};
 use crate::types::{
     Change, Command, CommandResponse, Ctx, Decision, DedupRecord, Effect, Mutation, Op, OpError,
     Slot, SlotSource,
@@ -263,8 +263,8 @@ fn effects(changes: &[Change]) -> Vec<Effect> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::{EventKind, State};
     use crate::types::Conditions;
-    use cairn_api::{EventKind, State};
     use std::convert::Infallible;
 
     /// Applied state in maps; effects are applied the way the store applies them.
@@ -419,7 +419,7 @@ mod tests {
         );
     }
 
-    fn slot_event(effects: &[Effect]) -> cairn_api::HistoryEvent {
+    fn slot_event(effects: &[Effect]) -> crate::records::HistoryEvent {
         match &effects[0] {
             Effect::AppendEvent { event, .. } => event.clone(),
             other => panic!("first effect is {other:?}"),

@@ -11,8 +11,7 @@
 //! so the event's `anchor` and `observed_hash` keep them for the history. The request takes
 //! no reason, so the event has none.
 
-use cairn_api::{EventKind, StaleFlag};
-
+use crate::records::{EventKind, StaleFlag};
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 
@@ -48,8 +47,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::{ErrorCode, State};
     use crate::step::fixtures::*;
-    use cairn_api::{ErrorCode, State};
 
     #[test]
     fn absent_is_not_found() {

@@ -12,9 +12,8 @@
 //! forgot), `value_revision` (so `probe` can tell when the value's bytes left the log) and
 //! `superseded_by` (a pointer about the key, not its value).
 
-use cairn_api::{EventKind, State, Tombstone};
-
 use crate::hash::tombstone_id;
+use crate::records::{EventKind, State, Tombstone};
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 

@@ -6,6 +6,12 @@
 //!
 //! Layout:
 //! - `types`: what a slot is, what a logged mutation is, what applying one produces.
+//! - `records`: the key model's own record types (state, metadata, tombstone, history
+//!   event, mutation result, feed record, error code): what the rules use and the store
+//!   persists. Their field order is the stored layout.
+//! - `wire`: conversions between those records and the `cairn-api` wire types, both ways;
+//!   the only place (with `render` and `limits`, which build and read wire types) where
+//!   the key model touches the API.
 //! - one file per operation (`write`, `forget`, `revoke`, `reinstate`, `flag_stale`,
 //!   `supersede`): `apply(slot, key, <the op's fields>, ctx) -> Result<Change, OpError>`, a
 //!   pure function of the current slot and the logged operation;
@@ -30,12 +36,15 @@ pub mod flag_stale;
 pub mod forget;
 pub mod hash;
 pub mod limits;
+pub mod records;
 pub mod reinstate;
 pub mod render;
 pub mod revoke;
 mod step;
 pub mod supersede;
 pub mod types;
+pub mod wire;
 pub mod write;
 
+pub use records::*;
 pub use types::*;

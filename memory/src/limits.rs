@@ -28,14 +28,15 @@
 //! profile) when it went through `serde_json::Value` and canonical JSON text.
 
 use cairn_api::{
-    BatchOp, BatchRequest, ErrorCode, FlagStaleRequest, ForgetRequest, ReinstateRequest,
-    RevokeRequest, SupersedeRequest, WriteRequest,
+    BatchOp, BatchRequest, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
+    SupersedeRequest, WriteRequest,
 };
 use cairn_config::Limits;
 use serde_json::{json, Value};
 
 use crate::anchors;
 use crate::hash::{canonical_json, sha256_hex};
+use crate::records::ErrorCode;
 use crate::types::{Command, Conditions, Mutation, Op, OpError};
 
 /// Bound on `observed_hash` (a content hash, typically 64 hex characters); not in

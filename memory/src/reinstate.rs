@@ -7,8 +7,7 @@
 //! | revoked | → active, revocation cleared, event `reinstated` |
 //! | forgotten | 409 `key_forgotten` |
 
-use cairn_api::{EventKind, State};
-
+use crate::records::{EventKind, State};
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 
@@ -42,8 +41,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::ErrorCode;
     use crate::step::fixtures::*;
-    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

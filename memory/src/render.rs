@@ -13,9 +13,10 @@
 //! When several markers apply they are combined in the order revoked, stale, superseded,
 //! and the body is the revoked sentence if revoked, else the value.
 
-use cairn_api::{RecallNote, Record, State};
+use cairn_api::{RecallNote, Record};
 use serde_json::Value;
 
+use crate::records::State;
 use crate::types::Slot;
 
 /// The text an agent reads for `slot`.
@@ -67,21 +68,22 @@ fn display_value(canonical: &str) -> String {
     serde_json::from_str::<String>(canonical).unwrap_or_else(|_| canonical.to_string())
 }
 
-/// The wire record of `slot`, as `read` and `list` return it.
+/// The wire record of `slot`, as `read` and `list` return it (its parts converted at
+/// the API edge, [`crate::wire`]).
 pub fn record(slot: &Slot) -> Record {
     Record {
         key: slot.key.clone(),
-        state: slot.state,
+        state: slot.state.into(),
         version: slot.version,
         generation: slot.generation,
         forget_epoch: slot.forget_epoch,
         revision: slot.revision,
         create_revision: slot.create_revision,
         value: parsed_value(slot),
-        meta: slot.meta.clone(),
-        tombstone: slot.tombstone.clone(),
-        revocation: slot.revocation.clone(),
-        stale: slot.stale.clone(),
+        meta: slot.meta.clone().into(),
+        tombstone: slot.tombstone.clone().map(Into::into),
+        revocation: slot.revocation.clone().map(Into::into),
+        stale: slot.stale.iter().cloned().map(Into::into).collect(),
         superseded_by: slot.superseded_by.clone(),
         rendered: render(slot),
     }
@@ -91,7 +93,7 @@ pub fn record(slot: &Slot) -> Record {
 pub fn note(slot: &Slot, matched: Vec<String>) -> RecallNote {
     RecallNote {
         key: slot.key.clone(),
-        state: slot.state,
+        state: slot.state.into(),
         rendered: render(slot),
         matched,
         version: slot.version,
@@ -228,7 +230,7 @@ mod tests {
         let r = record(&revoked());
         assert_eq!(
             (r.value, r.state, r.version),
-            (Some(json!("v1")), State::Revoked, 2)
+            (Some(json!("v1")), cairn_api::State::Revoked, 2)
         );
         assert!(r.rendered.starts_with("[k] [REVOKED]"));
         let f = record(&forgotten());

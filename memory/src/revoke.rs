@@ -7,8 +7,7 @@
 //! | revoked | idempotent: `already: true`, the first revocation stands, no event |
 //! | forgotten | 409 `key_forgotten` |
 
-use cairn_api::{EventKind, Revocation, State};
-
+use crate::records::{EventKind, Revocation, State};
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 
@@ -50,8 +49,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::ErrorCode;
     use crate::step::fixtures::*;
-    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

@@ -6,10 +6,11 @@
 
 use std::collections::BTreeSet;
 
-use cairn_api::{ErrorCode, EventKind, HistoryEvent, Meta, MutationResult, State};
 use serde_json::json;
 
+use crate::records::{ErrorCode, EventKind, HistoryEvent, Meta, MutationResult, State};
 use crate::types::{Change, Ctx, OpError, Slot};
+use crate::wire;
 
 /// The draft of the slot after an applied mutation, before the operation's own changes.
 ///
@@ -164,7 +165,7 @@ pub(crate) fn forgotten_error(slot: &Slot) -> OpError {
             "key {:?} is forgotten; writing it again requires clear_tombstone",
             slot.key
         ),
-        json!({ "tombstone": slot.tombstone }),
+        json!({ "tombstone": wire::tombstone_json(slot.tombstone.as_ref()) }),
     )
 }
 

@@ -11,8 +11,7 @@
 //! supersede; the event's `by` names the replacing key so the history keeps it, and its
 //! `reason` is the one given, verbatim.
 
-use cairn_api::EventKind;
-
+use crate::records::EventKind;
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 
@@ -40,8 +39,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::ErrorCode;
     use crate::step::fixtures::*;
-    use cairn_api::ErrorCode;
 
     #[test]
     fn absent_is_not_found() {

@@ -1,8 +1,10 @@
-//! Types of the key model. Everything here is persisted with bincode, so no
-//! `skip_serializing_if`, no `serde_json::Value` (values travel as canonical JSON text).
+//! Types of the key model. Everything here is persisted with bincode (slots, dedup records)
+//! or logged (commands), so no `skip_serializing_if`, no `serde_json::Value` (values travel
+//! as canonical JSON text), and field order is layout (see [`crate::records`]).
 
-use cairn_api::{
+use crate::records::{
     ErrorCode, HistoryEvent, Meta, MutationResult, Revocation, StaleFlag, State, Tombstone,
+    WatchEvent,
 };
 use serde::{Deserialize, Serialize};
 
@@ -266,7 +268,7 @@ pub enum Effect {
         record: DedupRecord,
     },
     /// A change feed record for `GET /v1/watch`.
-    Watch(cairn_api::WatchEvent),
+    Watch(WatchEvent),
 }
 
 /// Read access to the applied state, as seen by the executor. The store implements this

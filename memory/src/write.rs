@@ -21,13 +21,14 @@
 //!   `override_revocation` does not, and keeps the revoke's: data older than the revoke
 //!   stays fenced (SPEC §2 `based_on_revision`).
 
-use cairn_api::{ErrorCode, EventKind, Meta, State};
 use serde_json::json;
 
 use crate::hash::value_hash;
+use crate::records::{ErrorCode, EventKind, Meta, State};
 use crate::render::render;
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
+use crate::wire;
 
 /// The fields of a logged `write` ([`crate::Op::Write`] minus the key).
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +92,10 @@ fn revoked_error(slot: &Slot) -> OpError {
             "key {:?} is revoked; writing it requires override_revocation",
             slot.key
         ),
-        json!({ "revocation": slot.revocation, "rendered": render(slot) }),
+        json!({
+            "revocation": wire::revocation_json(slot.revocation.as_ref()),
+            "rendered": render(slot),
+        }),
     )
 }
 
@@ -132,7 +136,7 @@ mod tests {
     #[test]
     fn active_is_overwritten_and_stale_flags_cleared_superseded_kept() {
         let mut prev = active();
-        prev.stale.push(cairn_api::StaleFlag {
+        prev.stale.push(crate::records::StaleFlag {
             anchor: "path:a".into(),
             observed_hash: "h".into(),
             actor: "x".into(),

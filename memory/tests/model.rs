@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 
-use cairn_api::{ErrorCode, HistoryEvent, State, Tombstone, WatchEvent};
 use cairn_memory::execute::execute;
 use cairn_memory::{
-    Command, CommandResponse, Conditions, Ctx, DedupRecord, Effect, Mutation, Op, Slot, SlotSource,
+    Command, CommandResponse, Conditions, Ctx, DedupRecord, Effect, ErrorCode, HistoryEvent,
+    Mutation, Op, Slot, SlotSource, State, Tombstone, WatchEvent,
 };
 use proptest::prelude::*;
 

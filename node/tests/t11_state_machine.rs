@@ -6,8 +6,7 @@
 
 use std::path::Path;
 
-use cairn_api::State;
-use cairn_memory::{execute, Command, Conditions, Ctx, Mutation, Op, SlotSource};
+use cairn_memory::{execute, Command, Conditions, Ctx, Mutation, Op, SlotSource, State};
 use cairn_node::consensus::state_machine::StateMachine;
 use cairn_node::consensus::{Entry, LogId, Request, SnapshotMeta};
 use cairn_node::store::snapshot::INSTALLING;

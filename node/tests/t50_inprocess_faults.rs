@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cairn_api::{EventKind, ForgetRequest, WriteRequest};
+use cairn_api::{ForgetRequest, WriteRequest};
 use cairn_config::{Limits, RaftConfig};
-use cairn_memory::{limits, Command, CommandResponse};
+use cairn_memory::{limits, Command, CommandResponse, EventKind};
 use cairn_node::consensus::config::openraft_config;
 use cairn_node::consensus::log_store::LogStore;
 use cairn_node::consensus::state_machine::StateMachine;

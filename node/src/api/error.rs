@@ -76,7 +76,7 @@ impl From<OpError> for ApiError {
             _ => Map::new(),
         };
         ApiError {
-            code: e.code,
+            code: e.code.into(),
             message: e.message,
             details,
         }

@@ -224,7 +224,7 @@ async fn submit(
                 started.elapsed().as_micros() as u64,
             );
             Ok(Submitted::Applied {
-                results,
+                results: results.into_iter().map(Into::into).collect(),
                 revision,
                 replayed,
             })

@@ -207,7 +207,7 @@ fn probe_of(
 ) -> ProbeResponse {
     ProbeResponse {
         key: key.to_string(),
-        state: slot.map(|s| s.state).unwrap_or(KeyState::Absent),
+        state: slot.map_or(KeyState::Absent, |s| s.state.into()),
         value_present: slot.is_some_and(|s| s.value.is_some()),
         retention_present: slot.is_some(),
         version: slot.map(|s| s.version).unwrap_or(0),
@@ -238,7 +238,7 @@ pub async fn history(
     }
     Ok(Json(HistoryResponse {
         key: req.key.clone(),
-        events,
+        events: events.into_iter().map(Into::into).collect(),
         served,
     })
     .into_response())
@@ -264,7 +264,7 @@ pub async fn tombstone(
         .state
         .tombstone(&id)?
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no tombstone {id}")))?;
-    Ok(Json(tombstone).into_response())
+    Ok(Json(cairn_api::Tombstone::from(tombstone)).into_response())
 }
 
 fn query_string(opts: &ReadOptions) -> String {
@@ -322,7 +322,7 @@ pub async fn list(
     let wanted = |s: &Slot| {
         req.states
             .as_ref()
-            .is_none_or(|states| states.contains(&s.state))
+            .is_none_or(|states| states.contains(&s.state.into()))
     };
     let scanned =
         app.state
@@ -411,7 +411,7 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
         let Some(slot) = app.state.slot(&key)? else {
             continue;
         };
-        if slot.state == KeyState::Forgotten || !include.contains(&slot.state) {
+        if slot.state == cairn_memory::State::Forgotten || !include.contains(&slot.state.into()) {
             continue;
         }
         let matched = anchors::matched_cues(&slot.meta.anchors, &req.cues);

@@ -112,10 +112,13 @@ impl Cursor {
         self.position = (*rev, seq + 1);
         for (_, event) in page {
             if event.key.starts_with(&self.prefix) {
-                let data = serde_json::to_string(&event).map_err(ApiError::internal)?;
+                let revision = event.revision;
+                // The stored record is the key model's; clients get the wire type's JSON.
+                let wire = cairn_api::WatchEvent::from(event);
+                let data = serde_json::to_string(&wire).map_err(ApiError::internal)?;
                 self.pending.push_back(
                     Event::default()
-                        .id(event.revision.to_string())
+                        .id(revision.to_string())
                         .event("change")
                         .data(data),
                 );

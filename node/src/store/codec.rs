@@ -6,36 +6,33 @@
 //! misparsing it.
 //!
 //! Keys in RocksDB are built by hand (big-endian integers, `0x00` separators) so that byte
-//! order equals logical order; values go through [`encode`]/[`decode`].
+//! order equals logical order. Stored values go through their record's module
+//! ([`super::records`]), which frames them here with [`encode_at`] / [`split_format`];
+//! everything else goes through [`encode`]/[`decode`] at [`FORMAT`].
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-/// Current on-disk/on-wire format. 2: dedup records remember rejections too (format 1
+/// The general on-disk/on-wire format: Raft log entries, vote, membership and applied ids
+/// (encoded by `consensus`), the peer wire, snapshot headers, and the stored records whose
+/// layout has not moved on alone. 2: dedup records remember rejections too (format 1
 /// remembered only applied commands). 3: `payload_hash` is computed from the validated
 /// mutations instead of the request's JSON, so a format-2 dedup record would answer a
 /// retry of its own request with `request_id_reused`. Older data is refused, not misread.
+///
+/// Each stored record type has its own format constant in [`super::records`] (slots and
+/// history events are at 4); this module is only the framing.
 pub const FORMAT: u8 = 3;
-
-/// Format of a stored slot (`slots` family, and so the slot records of a snapshot). 4: the
-/// slot gained `fence_revision`. Only the slot's layout changed, so everything else stays
-/// at [`FORMAT`], and a slot written at format 3 is still read (`store/state.rs` decodes
-/// the old layout and recomputes the field from the key's history). A build that predates
-/// format 4 refuses a format-4 slot instead of misreading it.
-pub const SLOT_FORMAT: u8 = 4;
-
-/// Format of a stored history event (`history` family, and so the history records of a
-/// snapshot). 4: the event gained `by`, `anchor` and `observed_hash`. Only the event's
-/// layout changed, so everything else stays at [`FORMAT`], and an event written at format 3
-/// is still read (`store/state.rs` decodes the old layout, the new fields absent). A build
-/// that predates format 4 refuses a format-4 event instead of misreading it.
-pub const HISTORY_FORMAT: u8 = 4;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
     #[error("empty record: no format byte")]
     Empty,
-    #[error("unknown format byte {0} (this build reads format {FORMAT}, and slots at {SLOT_FORMAT} and history at {HISTORY_FORMAT} too)")]
+    #[error(
+        "unknown format byte {0} (this build reads format {FORMAT}, and slots at {slot} and history at {history} too)",
+        slot = super::records::slot::FORMAT,
+        history = super::records::history::FORMAT
+    )]
     UnknownFormat(u8),
     #[error("bincode: {0}")]
     Bincode(#[from] bincode::Error),
@@ -52,8 +49,8 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     }
 }
 
-/// [`encode`] with another format byte, for a record type whose layout moved on alone
-/// ([`SLOT_FORMAT`], [`HISTORY_FORMAT`]).
+/// [`encode`] with another format byte: each stored record type says its own
+/// ([`super::records`]).
 pub fn encode_at<T: Serialize>(format: u8, value: &T) -> Vec<u8> {
     let size = bincode::serialized_size(value).expect("in-memory value always has a size");
     let mut out = Vec::with_capacity(1 + size as usize);

@@ -2,10 +2,13 @@
 //!
 //! - `engine`: the two RocksDB instances (log, state machine), their column families and
 //!   explicit options.
-//! - `codec`: the versioned binary format (format byte + bincode 1.3) and key encodings.
+//! - `codec`: the versioned binary framing (format byte + bincode 1.3) and key encodings.
+//! - `records`: each stored record type's format, encoder and decoder (old formats too),
+//!   pinned by golden-bytes tests.
 //! - `log`: the Raft log as opaque bytes.
 //! - `log_writer`: group commit of the log: staged appends, one fsync per group.
-//! - `state`: the state machine's data and its atomic apply transaction.
+//! - `state`: the state machine's data: read queries, slot decoding, and its atomic apply
+//!   transaction.
 //! - `slot_cache`: encoded slots in memory, in front of the `slots` family (pure: no RocksDB).
 //! - `snapshot`: snapshot files, streamed to and from disk.
 //!
@@ -16,6 +19,7 @@ pub mod codec;
 pub mod engine;
 pub mod log;
 pub mod log_writer;
+pub mod records;
 pub mod slot_cache;
 pub mod snapshot;
 pub mod state;
