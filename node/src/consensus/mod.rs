@@ -8,6 +8,7 @@
 //!   commands with the pure rules of `cairn_memory`.
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
+//! - `golden` (tests): the stored bytes of log entries and Raft metadata, pinned.
 
 // openraft's `StorageError` is large, and it is the error type its storage traits demand:
 // boxing it here would only add a conversion at every trait boundary.
@@ -15,6 +16,8 @@
 
 pub mod batcher;
 pub mod config;
+#[cfg(test)]
+mod golden;
 pub mod log_store;
 pub mod reads;
 pub mod state_machine;

@@ -1,0 +1,205 @@
+//! Golden bytes of what consensus stores through [`codec::encode`] at [`codec::FORMAT`]:
+//! Raft log entries (`log` family, and the peer wire's append requests carry the same
+//! entries), and the metadata blobs (vote, committed and applied log ids, membership).
+//! The store keeps them as opaque bytes, so their layout is pinned here, next to the
+//! types: openraft's, and the entry payload [`Request`] with the key model's logged
+//! [`Command`]s.
+//!
+//! The hex below was generated from commit 7ebcaca (the build before the key model had
+//! its own record types) by encoding the same samples. A failure means data dirs and
+//! snapshots written before the change no longer read: a layout change needs a format
+//! bump and a decoder for the old bytes, and only then new golden hex.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_memory::{Command, Conditions, Mutation, Op};
+use openraft::{CommittedLeaderId, EntryPayload, Membership};
+
+use super::{Entry, LogId, NodeInfo, Request, StoredMembership, Vote};
+use crate::store::codec;
+
+const ENTRY_NORMAL: &str = concat!(
+    "03020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
+    "00005c26050000000002000000000000000105000000000000007265712d310200000000",
+    "000000706801000000000000000000000001000000000000006b07000000000000007b22",
+    "61223a317d0500000000000000616c696365010300000000000000737263010000000000",
+    "00000600000000000000706174683a610100000000000000010000000000000074010101",
+    "030000000000000077687901030000000000000001280000000000000000000000000000",
+    "000000060000000000000000000000010000000000000077010000000000000031010000",
+    "000000000061000000000000000000000000000000000000000000000100000001000000",
+    "000000006601000000000000006101000000000000007200000200000001000000000000",
+    "007201000000000000006101000000000000007200000300000001000000000000006901",
+    "000000000000006100000004000000010000000000000073010000000000000061060000",
+    "0000000000706174683a6101000000000000006800000500000001000000000000007001",
+    "000000000000007101000000000000006100000001",
+);
+const ENTRY_BLANK: &str = "0302000000000000000100000000000000280000000000000000000000";
+const ENTRY_MEMBERSHIP: &str = concat!(
+    "030100000000000000010000000000000001000000000000000200000001000000000000",
+    "000100000000000000010000000000000002000000000000000100000000000000020000",
+    "000000000063310200000000000000703102000000000000000200000000000000633202",
+    "000000000000007032",
+);
+const STORED_MEMBERSHIP: &str = concat!(
+    "030101000000000000000100000000000000010000000000000001000000000000000100",
+    "000000000000010000000000000002000000000000000100000000000000020000000000",
+    "000063310200000000000000703102000000000000000200000000000000633202000000",
+    "000000007032",
+);
+const APPLIED_SOME: &str = "0301020000000000000001000000000000002900000000000000";
+const APPLIED_NONE: &str = "0300";
+const VOTE_COMMITTED: &str = "030200000000000000010000000000000001";
+const VOTE: &str = "030300000000000000020000000000000000";
+
+fn assert_golden(what: &str, encoded: &[u8], golden_hex: &str) {
+    assert_eq!(
+        hex::encode(encoded),
+        golden_hex,
+        "the stored encoding of a {what} changed: logs, metadata and peers of the previous \
+         build hold the old bytes. Bump codec::FORMAT (now {}) or give the type its own \
+         format, keep decoding the old layout, and only then update this golden hex",
+        codec::FORMAT
+    );
+}
+
+fn log_id(term: u64, node: u64, index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(term, node), index)
+}
+
+/// Every operation; the first command with every optional field set, the rest without.
+fn commands() -> Vec<Command> {
+    let plain = |op| Mutation {
+        op,
+        cond: Conditions::default(),
+    };
+    vec![
+        Command {
+            request_id: Some("req-1".into()),
+            payload_hash: "ph".into(),
+            is_batch: false,
+            mutations: vec![Mutation {
+                op: Op::Write {
+                    key: "k".into(),
+                    value: r#"{"a":1}"#.into(),
+                    actor: "alice".into(),
+                    source: Some("src".into()),
+                    anchors: vec!["path:a".into()],
+                    tags: vec!["t".into()],
+                    clear_tombstone: true,
+                    override_revocation: true,
+                    reason: Some("why".into()),
+                },
+                cond: Conditions {
+                    expected_version: Some(3),
+                    based_on_revision: Some(40),
+                },
+            }],
+        },
+        Command {
+            request_id: None,
+            payload_hash: String::new(),
+            is_batch: true,
+            mutations: vec![
+                plain(Op::Write {
+                    key: "w".into(),
+                    value: "1".into(),
+                    actor: "a".into(),
+                    source: None,
+                    anchors: vec![],
+                    tags: vec![],
+                    clear_tombstone: false,
+                    override_revocation: false,
+                    reason: None,
+                }),
+                plain(Op::Forget {
+                    key: "f".into(),
+                    actor: "a".into(),
+                    reason: "r".into(),
+                }),
+                plain(Op::Revoke {
+                    key: "r".into(),
+                    actor: "a".into(),
+                    reason: "r".into(),
+                }),
+                plain(Op::Reinstate {
+                    key: "i".into(),
+                    actor: "a".into(),
+                    reason: None,
+                }),
+                plain(Op::FlagStale {
+                    key: "s".into(),
+                    actor: "a".into(),
+                    anchor: "path:a".into(),
+                    observed_hash: "h".into(),
+                }),
+                plain(Op::Supersede {
+                    key: "p".into(),
+                    by: "q".into(),
+                    actor: "a".into(),
+                    reason: None,
+                }),
+            ],
+        },
+    ]
+}
+
+fn membership() -> Membership<u64, NodeInfo> {
+    let node = |n: u64| NodeInfo {
+        client_addr: format!("c{n}"),
+        peer_addr: format!("p{n}"),
+    };
+    let nodes: BTreeMap<u64, NodeInfo> = [(1, node(1)), (2, node(2))].into_iter().collect();
+    Membership::new(vec![BTreeSet::from([1u64])], nodes)
+}
+
+fn round_trip<T>(what: &str, value: &T, golden_hex: &str)
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let bytes = codec::encode(value);
+    assert_golden(what, &bytes, golden_hex);
+    assert_eq!(&codec::decode::<T>(&bytes).unwrap(), value);
+}
+
+#[test]
+fn golden_normal_entry_with_every_operation() {
+    let entry = Entry {
+        log_id: log_id(2, 1, 41),
+        payload: EntryPayload::Normal(Request {
+            now_ms: 1_700_000_000_000,
+            dedup_retention_ms: 86_400_000,
+            commands: commands().into(),
+        }),
+    };
+    let bytes = codec::encode(&entry);
+    assert_golden("log entry", &bytes, ENTRY_NORMAL);
+    let back: Entry = codec::decode(&bytes).unwrap();
+    assert_eq!(back.log_id, entry.log_id);
+    assert!(matches!(back.payload, EntryPayload::Normal(r) if *r.commands == *commands()));
+}
+
+#[test]
+fn golden_blank_and_membership_entries() {
+    let blank = Entry {
+        log_id: log_id(2, 1, 40),
+        payload: EntryPayload::Blank,
+    };
+    assert_golden("log entry", &codec::encode(&blank), ENTRY_BLANK);
+    let change = Entry {
+        log_id: log_id(1, 1, 1),
+        payload: EntryPayload::Membership(membership()),
+    };
+    assert_golden("log entry", &codec::encode(&change), ENTRY_MEMBERSHIP);
+}
+
+#[test]
+fn golden_apply_and_vote_metadata() {
+    let stored = StoredMembership::new(Some(log_id(1, 1, 1)), membership());
+    round_trip("stored membership", &stored, STORED_MEMBERSHIP);
+    round_trip("applied log id", &Some(log_id(2, 1, 41)), APPLIED_SOME);
+    round_trip("applied log id", &None::<LogId>, APPLIED_NONE);
+    let mut committed = Vote::new(2, 1);
+    committed.commit();
+    round_trip("vote", &committed, VOTE_COMMITTED);
+    round_trip("vote", &Vote::new(3, 2), VOTE);
+}
