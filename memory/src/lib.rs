@@ -10,7 +10,7 @@
 //!   event, mutation result, feed record, error code): what the rules use and the store
 //!   persists. Their field order is the stored layout.
 //! - `wire`: conversions between those records and the `cairn-api` wire types, both ways;
-//!   the only place (with `render` and `limits`, which build and read wire types) where
+//!   the only place (with `render` and `admit`, which build and read wire types) where
 //!   the key model touches the API.
 //! - one file per operation (`write`, `forget`, `revoke`, `reinstate`, `flag_stale`,
 //!   `supersede`): `apply(slot, key, <the op's fields>, ctx) -> Result<Change, OpError>`, a
@@ -21,7 +21,8 @@
 //!   [`SlotSource`], handles `request_id` dedup, and returns [`Effect`]s for the store to
 //!   commit in one atomic batch.
 //! - `render`, `anchors`: delivery (SPEC §4) and the anchor matching used by recall.
-//! - `limits`: input validation, run before anything reaches the log.
+//! - `admit`: a wire request becomes a logged command: every field validated, values made
+//!   canonical, the payload hash of `request_id` replays; run before anything reaches the log.
 //! - `hash`: canonical JSON, `value_hash`, tombstone ids.
 //! - `step` (private): the version/revision/event/result step every operation shares.
 //!
@@ -29,13 +30,13 @@
 //! leader-stamped `Ctx::now_ms`, identity from the log index. No clock, no randomness, no
 //! I/O ordering, so every replica applies identically.
 
+pub mod admit;
 pub mod anchors;
 pub mod conditions;
 pub mod execute;
 pub mod flag_stale;
 pub mod forget;
 pub mod hash;
-pub mod limits;
 pub mod records;
 pub mod reinstate;
 pub mod render;

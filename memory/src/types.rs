@@ -134,7 +134,7 @@ pub struct Mutation {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
     pub request_id: Option<String>,
-    /// sha256 (hex) of what the request asks (`limits.rs`), compared on `request_id`
+    /// sha256 (hex) of what the request asks (`admit::payload_hash`), compared on `request_id`
     /// replays; empty when there is no `request_id`.
     pub payload_hash: String,
     pub mutations: Vec<Mutation>,

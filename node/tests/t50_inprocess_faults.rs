@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use cairn_api::{ForgetRequest, WriteRequest};
 use cairn_config::{Limits, RaftConfig};
-use cairn_memory::{limits, Command, CommandResponse, EventKind};
+use cairn_memory::{admit, Command, CommandResponse, EventKind};
 use cairn_node::consensus::config::openraft_config;
 use cairn_node::consensus::log_store::LogStore;
 use cairn_node::consensus::state_machine::StateMachine;
@@ -296,12 +296,12 @@ fn command(op: usize, key: &str, value: u64) -> Command {
             based_on_revision: None,
             request_id: None,
         };
-        limits::single(limits::forget(&req, &l).unwrap(), None, &l).unwrap()
+        admit::single(admit::forget(&req, &l).unwrap(), None, &l).unwrap()
     } else {
         let mut req = WriteRequest::new(key.to_string(), serde_json::json!(value), "t".to_string());
         // Every third write re-establishes a forgotten key; the others must be refused on one.
         req.clear_tombstone = op.is_multiple_of(3);
-        limits::single(limits::write(&req, &l).unwrap(), None, &l).unwrap()
+        admit::single(admit::write(&req, &l).unwrap(), None, &l).unwrap()
     }
 }
 

@@ -15,7 +15,7 @@ use cairn_api::{
     BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
     SupersedeRequest, WriteRequest,
 };
-use cairn_memory::{limits, Command, CommandResponse, Mutation, OpError};
+use cairn_memory::{admit, Command, CommandResponse, Mutation, OpError};
 
 use super::body::JsonBody;
 use super::error::{write_failure, ApiError};
@@ -37,7 +37,7 @@ pub async fn write(
         &headers,
         "/v1/write",
         body.raw.clone(),
-        limits::write(req, &app.config.limits),
+        admit::write(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -54,7 +54,7 @@ pub async fn forget(
         &headers,
         "/v1/forget",
         body.raw.clone(),
-        limits::forget(req, &app.config.limits),
+        admit::forget(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -71,7 +71,7 @@ pub async fn revoke(
         &headers,
         "/v1/revoke",
         body.raw.clone(),
-        limits::revoke(req, &app.config.limits),
+        admit::revoke(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -88,7 +88,7 @@ pub async fn reinstate(
         &headers,
         "/v1/reinstate",
         body.raw.clone(),
-        limits::reinstate(req, &app.config.limits),
+        admit::reinstate(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -105,7 +105,7 @@ pub async fn flag_stale(
         &headers,
         "/v1/flag-stale",
         body.raw.clone(),
-        limits::flag_stale(req, &app.config.limits),
+        admit::flag_stale(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -122,7 +122,7 @@ pub async fn supersede(
         &headers,
         "/v1/supersede",
         body.raw.clone(),
-        limits::supersede(req, &app.config.limits),
+        admit::supersede(req, &app.config.limits),
         req.request_id.clone(),
     )
     .await
@@ -134,7 +134,7 @@ pub async fn batch(
     body: JsonBody<BatchRequest>,
 ) -> Result<Response> {
     let command =
-        limits::batch(&body.value, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
+        admit::batch(&body.value, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
     let request_id = body.value.request_id.clone();
     match submit(
         &app,
@@ -169,7 +169,7 @@ async fn single(
     request_id: Option<String>,
 ) -> Result<Response> {
     let mutation = mutation.map_err(|e| rejected_input(app, e))?;
-    let command = limits::single(mutation, request_id.clone(), &app.config.limits)
+    let command = admit::single(mutation, request_id.clone(), &app.config.limits)
         .map_err(|e| rejected_input(app, e))?;
     match submit(app, headers, path, raw, command, request_id.as_deref()).await? {
         Submitted::Relayed(resp) => Ok(resp),

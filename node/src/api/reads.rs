@@ -13,7 +13,7 @@ use cairn_api::{
     ProbeRequest, ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallNote, RecallRequest,
     RecallResponse, Served, State as KeyState,
 };
-use cairn_memory::{anchors, limits, render, Slot};
+use cairn_memory::{admit, anchors, render, Slot};
 
 use super::body::{JsonBody, StrictQuery};
 use super::error::ApiError;
@@ -123,7 +123,7 @@ fn served(app: &App, consistency: Consistency) -> Served {
 }
 
 fn check_key(app: &App, key: &str) -> Result<()> {
-    limits::key("key", key, &app.config.limits).map_err(ApiError::from)
+    admit::key("key", key, &app.config.limits).map_err(ApiError::from)
 }
 
 macro_rules! local_or_relay {
@@ -355,7 +355,7 @@ pub async fn recall(
     body: JsonBody<RecallRequest>,
 ) -> Result<Response> {
     let req = &body.value;
-    limits::cues(&req.cues, &app.config.limits)?;
+    admit::cues(&req.cues, &app.config.limits)?;
     if req
         .include
         .as_ref()

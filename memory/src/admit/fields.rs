@@ -1,0 +1,155 @@
+//! The rule of each field, shared by every operation that carries it. Each rejection is a
+//! 400 naming the field (`rejection`).
+
+use cairn_config::Limits;
+
+use super::rejection::{invalid, invalid_size};
+use crate::anchors;
+use crate::types::{Conditions, OpError};
+
+/// Bound on `observed_hash` (a content hash, typically 64 hex characters); not in
+/// [`Limits`] because no deployment has a reason to tune it.
+pub const OBSERVED_HASH_BYTES_MAX: usize = 256;
+
+/// Validates a key given anywhere else (reads, probes, history).
+pub fn key(field: &str, key: &str, l: &Limits) -> Result<(), OpError> {
+    single_line(field, key, l.key_bytes_max)
+}
+
+/// Validates the cues of a recall: 1..=`cues_max`, each a valid anchor.
+pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
+    if cues.is_empty() || cues.len() > l.cues_max {
+        return Err(invalid_size(
+            "cues",
+            format!("{} cues; a recall takes 1 to {}", cues.len(), l.cues_max),
+            cues.len(),
+            l.cues_max,
+        ));
+    }
+    cues.iter()
+        .enumerate()
+        .try_for_each(|(i, c)| anchor(&format!("cues[{i}]"), c, l))
+}
+
+pub(super) fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
+    single_line("actor", actor, l.actor_bytes_max)
+}
+
+pub(super) fn reason(reason: &str, l: &Limits) -> Result<(), OpError> {
+    if reason.trim().is_empty() {
+        return Err(invalid("reason", "is required and must not be blank"));
+    }
+    bounded("reason", reason, l.reason_bytes_max)?;
+    match reason
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+    {
+        Some(c) => Err(invalid(
+            "reason",
+            format!("contains the control character {c:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+pub(super) fn optional_reason(r: Option<&str>, l: &Limits) -> Result<(), OpError> {
+    r.map_or(Ok(()), |r| reason(r, l))
+}
+
+pub(super) fn anchor(field: &str, text: &str, l: &Limits) -> Result<(), OpError> {
+    single_line(field, text, l.anchor_bytes_max)?;
+    anchors::parse(text)
+        .map(|_| ())
+        .map_err(|problem| invalid(field, problem))
+}
+
+/// Validated anchors, each kept once, in first-seen order.
+pub(super) fn anchor_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
+    if list.len() > l.anchors_max {
+        return Err(invalid_size(
+            "anchors",
+            format!("{} anchors, more than {}", list.len(), l.anchors_max),
+            list.len(),
+            l.anchors_max,
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .try_for_each(|(i, a)| anchor(&format!("anchors[{i}]"), a, l))?;
+    Ok(dedup(list))
+}
+
+/// Validated tags, each kept once, in first-seen order.
+pub(super) fn tag_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
+    if list.len() > l.tags_max {
+        return Err(invalid_size(
+            "tags",
+            format!("{} tags, more than {}", list.len(), l.tags_max),
+            list.len(),
+            l.tags_max,
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .try_for_each(|(i, t)| single_line(&format!("tags[{i}]"), t, l.tag_bytes_max))?;
+    Ok(dedup(list))
+}
+
+fn dedup(list: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(list.len());
+    for item in list {
+        if !out.contains(item) {
+            out.push(item.clone());
+        }
+    }
+    out
+}
+
+/// 1..=`max` bytes without control characters.
+pub(super) fn single_line(field: &str, text: &str, max: usize) -> Result<(), OpError> {
+    bounded(field, text, max)?;
+    match text.chars().find(|c| c.is_control()) {
+        Some(c) => Err(invalid(
+            field,
+            format!("contains the control character {c:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// 1..=`max` bytes.
+fn bounded(field: &str, text: &str, max: usize) -> Result<(), OpError> {
+    if text.is_empty() || text.len() > max {
+        return Err(invalid_size(
+            field,
+            format!("{} bytes; must be 1 to {max}", text.len()),
+            text.len(),
+            max,
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn conditions(
+    expected_version: Option<u64>,
+    based_on_revision: Option<u64>,
+) -> Conditions {
+    Conditions {
+        expected_version,
+        based_on_revision,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admit::test_support::*;
+
+    #[test]
+    fn cues_are_validated() {
+        assert!(cues(&["tag:x".into(), "path:src/".into()], &l()).is_ok());
+        assert!(cues(&[], &l()).is_err());
+        let e = cues(&["tag:x".into(), "bad".into()], &l()).unwrap_err();
+        assert_eq!(details(&e)["field"], "cues[1]");
+    }
+}
