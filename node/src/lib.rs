@@ -7,7 +7,8 @@
 //! - [`api`]: axum routes for clients and operators (SPEC §5, §6): JSON, strict bodies,
 //!   consistency barriers, relaying to the leader.
 //! - [`consensus`]: openraft's type config and the adapters from its storage traits to the
-//!   store; the write batcher; the read gate (ReadIndex, bounded-staleness tokens).
+//!   store; the write batcher; the read gate (ReadIndex, bounded-staleness tokens); the
+//!   API's one view of storage (`consensus::view::StateView`: `api` holds no store handle).
 //! - [`raft_rpc`]: Raft RPCs between peers over HTTP with bincode bodies.
 //! - [`store`]: RocksDB (log, state machine, snapshots, codec). No RocksDB type leaves it;
 //!   it knows nothing of openraft.

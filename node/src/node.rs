@@ -17,6 +17,7 @@ use crate::consensus::config::openraft_config;
 use crate::consensus::log_store::LogStore;
 use crate::consensus::reads::ReadGate;
 use crate::consensus::state_machine::StateMachine;
+use crate::consensus::view::StateView;
 use crate::consensus::Raft;
 use crate::datadir::DataDir;
 use crate::metrics::Metrics;
@@ -104,9 +105,7 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
         raft: raft.clone(),
         batcher,
         reads,
-        state,
-        log,
-        engine: engine.clone(),
+        view: StateView::new(state, log, engine.clone()),
         forwarder,
         metrics: Arc::new(Metrics::default()),
         compacting: tokio::sync::Mutex::new(()),

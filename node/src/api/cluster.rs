@@ -283,7 +283,7 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
         leader_id: metrics.current_leader,
         term: metrics.current_term,
         last_log_index: metrics.last_log_index.unwrap_or(0),
-        commit_index: app.log.committed_index(),
+        commit_index: app.view.committed_index(),
         applied_index: metrics.last_applied.map(|id| id.index).unwrap_or(0),
         ms_since_leader_contact: app.ms_since_leader_contact(),
         voters: members.voters,
@@ -320,11 +320,8 @@ pub async fn compact(State(app): State<SharedApp>) -> Result<Json<CompactRespons
         m.purged.map(|id| id.index).unwrap_or(0) >= snapshot_index
     })
     .await?;
-    let engine = app.engine.clone();
-    tokio::task::spawn_blocking(move || engine.compact_all())
-        .await
-        .map_err(ApiError::internal)??;
-    let log_purged_through = app.log.purged_through().map_err(ApiError::internal)?;
+    app.view.compact_files().await?;
+    let log_purged_through = app.view.log_purged_through()?;
     tracing::info!(snapshot_index, log_purged_through, "compacted");
     Ok(Json(CompactResponse {
         snapshot_index,
@@ -385,7 +382,7 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
         &mut out,
         "cairn_commit_index",
         "last committed index known",
-        app.log.committed_index(),
+        app.view.committed_index(),
     );
     gauge(
         &mut out,
@@ -406,7 +403,7 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
         metrics.purged.map(|i| i.index).unwrap_or(0),
     );
     // A value that cannot be read is left out, not reported as 0 ("nothing to re-apply").
-    match app.engine.unflushed_state_records() {
+    match app.view.unflushed_state_records() {
         Ok(records) => gauge(
             &mut out,
             "cairn_state_unflushed_records",
@@ -415,7 +412,7 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
         ),
         Err(e) => tracing::warn!(error = %e, "cairn_state_unflushed_records left out"),
     }
-    let cache = app.engine.slot_cache_stats();
+    let cache = app.view.slot_cache_stats();
     counter(
         &mut out,
         "cairn_slot_cache_hits_total",

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use crate::consensus::batcher::WriteError;
 use crate::consensus::reads::ReadError;
-use crate::store::StoreError;
+use crate::consensus::view::ViewError;
 
 /// An error answer: a typed code, a message for people, and code-specific details.
 #[derive(Debug)]
@@ -83,8 +83,8 @@ impl From<OpError> for ApiError {
     }
 }
 
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
+impl From<ViewError> for ApiError {
+    fn from(e: ViewError) -> Self {
         ApiError::internal(e)
     }
 }

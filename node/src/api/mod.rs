@@ -25,11 +25,10 @@ use openraft::ServerState;
 use tokio::sync::watch as tokio_watch;
 
 use crate::consensus::batcher::Batcher;
-use crate::consensus::log_store::LogStore;
 use crate::consensus::reads::ReadGate;
+use crate::consensus::view::StateView;
 use crate::consensus::{NodeId, NodeInfo, Raft};
 use crate::metrics::Metrics;
-use crate::store::{Engine, StateEngine};
 
 /// Everything a handler may touch. Cloned cheaply (`Arc`).
 pub struct App {
@@ -38,9 +37,9 @@ pub struct App {
     pub raft: Raft,
     pub batcher: Batcher,
     pub reads: Arc<ReadGate>,
-    pub state: StateEngine,
-    pub log: LogStore,
-    pub engine: Arc<Engine>,
+    /// Storage, through consensus: the applied state's reads, the feed, log positions,
+    /// store statistics. Handlers never hold a store handle.
+    pub view: StateView,
     pub forwarder: reqwest::Client,
     pub metrics: Arc<Metrics>,
     /// One compaction at a time per node.

@@ -117,7 +117,7 @@ fn served(app: &App, consistency: Consistency) -> Served {
         leader_commit_index: reads
             .token_index()
             .unwrap_or(0)
-            .max(app.log.committed_index()),
+            .max(app.view.committed_index()),
         ms_since_leader_contact: app.ms_since_leader_contact().unwrap_or(u64::MAX),
     }
 }
@@ -158,7 +158,7 @@ pub async fn read(
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
     let slot = app
-        .state
+        .view
         .slot(&req.key)?
         .ok_or_else(|| not_found(&req.key))?;
     Ok(Json(ReadResponse {
@@ -186,8 +186,8 @@ pub async fn probe(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
-    let slot = app.state.slot(&req.key)?;
-    let log_purged_through = app.log.purged_through().map_err(ApiError::internal)?;
+    let slot = app.view.slot(&req.key)?;
+    let log_purged_through = app.view.log_purged_through()?;
     Ok(Json(probe_of(
         &req.key,
         slot.as_ref(),
@@ -232,7 +232,7 @@ pub async fn history(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
-    let events = app.state.history(&req.key, HISTORY_EVENTS_MAX)?;
+    let events = app.view.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
         return Err(not_found(&req.key));
     }
@@ -261,7 +261,7 @@ pub async fn tombstone(
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
     let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
     let tombstone = app
-        .state
+        .view
         .tombstone(&id)?
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no tombstone {id}")))?;
     Ok(Json(cairn_api::Tombstone::from(tombstone)).into_response())
@@ -325,7 +325,7 @@ pub async fn list(
             .is_none_or(|states| states.contains(&s.state.into()))
     };
     let scanned =
-        app.state
+        app.view
             .slots_after(&req.prefix, req.after.as_deref(), limit * LIST_SCAN_FACTOR)?;
     let scan_full = scanned.len() == limit * LIST_SCAN_FACTOR;
     let mut items = Vec::new();
@@ -384,10 +384,10 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
         for lookup in anchors::index_lookups(cue) {
             let found = match lookup {
                 anchors::Lookup::Exact(anchor) => {
-                    app.state.keys_for_anchor(&anchor, RECALL_CANDIDATES_MAX)?
+                    app.view.keys_for_anchor(&anchor, RECALL_CANDIDATES_MAX)?
                 }
                 anchors::Lookup::Prefix(prefix) => app
-                    .state
+                    .view
                     .keys_under_anchor_prefix(&prefix, RECALL_CANDIDATES_MAX)?
                     .into_iter()
                     .map(|(_, k)| k)
@@ -408,7 +408,7 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
         {
             continue;
         }
-        let Some(slot) = app.state.slot(&key)? else {
+        let Some(slot) = app.view.slot(&key)? else {
             continue;
         };
         if slot.state == cairn_memory::State::Forgotten || !include.contains(&slot.state.into()) {

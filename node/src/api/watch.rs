@@ -56,7 +56,7 @@ fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
         .applied_index()
         .saturating_sub(FEED_WINDOW_REVISIONS);
     let oldest = app
-        .state
+        .view
         .feed_first_revision()?
         .map_or(window_floor, |first| first.max(window_floor));
     if from < oldest {
@@ -105,7 +105,7 @@ fn events(
 impl Cursor {
     /// Reads the next page into `pending`; `Ok(false)` when caught up.
     fn fill(&mut self) -> Result<bool, ApiError> {
-        let page = self.app.state.feed_page(self.position, PAGE_EVENTS_MAX)?;
+        let page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
         let Some(((rev, seq), _)) = page.last() else {
             return Ok(false);
         };

@@ -8,6 +8,9 @@
 //!   commands with the pure rules of `cairn_memory`.
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
+//! - `reads`: the read gate (ReadIndex, bounded-staleness tokens, `min_revision` waits).
+//! - `view`: [`view::StateView`], the API layer's one handle on storage: the applied
+//!   state's reads, the change feed, log positions and store statistics.
 //! - `golden` (tests): the stored bytes of log entries and Raft metadata, pinned.
 
 // openraft's `StorageError` is large, and it is the error type its storage traits demand:
@@ -22,5 +25,6 @@ pub mod log_store;
 pub mod reads;
 pub mod state_machine;
 pub mod types;
+pub mod view;
 
 pub use types::*;
