@@ -38,98 +38,28 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     // Bind first: a port conflict fails fast, before any state is touched.
     let client_listener = bind(&config.client_addr, "client").await?;
     let peer_listener = bind(&config.peer_addr, "peer").await?;
-
-    let engine_options = EngineOptions {
-        slot_cache_bytes: usize::try_from(config.slot_cache_mib << 20)
-            .context("slot_cache_mib does not fit in this machine's address space")?,
-        ..EngineOptions::default()
-    };
-    let engine = Engine::open(&data_dir.db_path(), &engine_options).context("opening RocksDB")?;
-    let log = LogStore::new(LogEngine::new(engine.clone()))
-        .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
-    let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;
-    let state = StateEngine::new(engine.clone());
-    let sm = StateMachine::open(state.clone(), snapshots).context("opening the state machine")?;
-    let applied = sm.applied_watch();
-    let applied_on_disk = *applied.borrow();
-
-    let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
-    let peer_ip = config
-        .peer_addr
-        .parse::<SocketAddr>()
-        .context("peer_addr")?
-        .ip();
-    let peer = PeerClient::new(Some(peer_ip), rpc_timeout);
-    let raft_config = Arc::new(openraft_config(&config.raft)?);
-    let raft = Raft::new(
-        config.id,
-        raft_config,
-        NetworkFactory::new(peer.clone()),
-        log.clone(),
-        sm,
-    )
-    .await
-    .context("starting Raft")?;
-    // Applies bypass the WAL: after a crash openraft re-applies what the last flush missed
-    // before `Raft::new` returns. Say how much, so a slow start explains itself.
-    tracing::info!(
-        applied_on_disk,
-        applied = *applied.borrow(),
-        "state machine ready (entries above the on-disk index were re-applied from the log)"
-    );
-
+    let storage = Storage::open(&config, &data_dir)?;
+    let engine = storage.engine.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let reads = ReadGate::new(
-        raft.clone(),
-        peer,
-        config.reads.clone(),
-        rpc_timeout,
-        applied,
-    );
-    let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown_rx.clone()));
-    let batcher = Batcher::start(
-        raft.clone(),
-        config.batching.clone(),
-        config.dedup_retention_ms,
-    );
-    // Relays leave from the node's own peer IP too, so cutting a node off with packet
-    // filters also cuts its relays.
-    let forwarder = reqwest::Client::builder()
-        .local_address(peer_ip)
-        .timeout(FORWARD_TIMEOUT)
-        .no_proxy()
-        .build()?;
-    let app = Arc::new(App {
-        node_id: config.id,
-        config: config.clone(),
-        raft: raft.clone(),
-        batcher,
-        reads,
-        view: StateView::new(state, log, engine.clone()),
-        forwarder,
-        metrics: Arc::new(Metrics::default()),
-        compacting: tokio::sync::Mutex::new(()),
-        shutdown: shutdown_rx.clone(),
-    });
+    let node = start(&config, storage, shutdown_rx.clone()).await?;
 
     let client_server = serve(
         client_listener,
-        api::router(app.clone()),
+        api::router(node.app.clone()),
         shutdown_rx.clone(),
     );
     let peer_server = serve(
         peer_listener,
-        peer_server::router(raft.clone()),
-        shutdown_rx.clone(),
+        peer_server::router(node.raft.clone()),
+        shutdown_rx,
     );
     tracing::info!(id = config.id, client = %config.client_addr, peer = %config.peer_addr, "node ready");
 
     // A fatal Raft error (storage failure, internal panic) stops the core but not the
     // process; a node that cannot make progress must not keep serving, so it exits.
-    let fatal = watch_fatal(raft.clone());
     let failed = tokio::select! {
         _ = stop => None,
-        reason = fatal => Some(reason),
+        reason = watch_fatal(node.raft.clone()) => Some(reason),
     };
     match &failed {
         None => tracing::info!("shutting down"),
@@ -138,20 +68,149 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let _ = shutdown_tx.send(true);
     drain(client_server, "client").await;
     drain(peer_server, "peer").await;
-    let _ = refresher.await;
-    drop(app);
-    if let Err(e) = raft.shutdown().await {
-        tracing::warn!(error = %e, "stopping Raft");
-    }
-    // Applies bypass the WAL: flushing them now leaves nothing to re-apply at the next start.
-    if let Err(e) = engine.flush_state() {
-        tracing::warn!(error = %e, "flushing the state machine at shutdown");
-    }
-    tracing::info!("stopped");
+    node.stop(&engine).await;
     drop(data_dir);
     match failed {
         None => Ok(()),
         Some(reason) => Err(anyhow::anyhow!("Raft stopped with a fatal error: {reason}")),
+    }
+}
+
+/// The node's storage, opened: RocksDB, the Raft log and the state machine.
+struct Storage {
+    engine: Arc<Engine>,
+    log: LogStore,
+    state: StateEngine,
+    sm: StateMachine,
+}
+
+impl Storage {
+    fn open(config: &NodeConfig, data_dir: &DataDir) -> anyhow::Result<Storage> {
+        let engine_options = EngineOptions {
+            slot_cache_bytes: usize::try_from(config.slot_cache_mib << 20)
+                .context("slot_cache_mib does not fit in this machine's address space")?,
+            ..EngineOptions::default()
+        };
+        let engine =
+            Engine::open(&data_dir.db_path(), &engine_options).context("opening RocksDB")?;
+        let log = LogStore::new(LogEngine::new(engine.clone()))
+            .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
+        let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;
+        let state = StateEngine::new(engine.clone());
+        let sm =
+            StateMachine::open(state.clone(), snapshots).context("opening the state machine")?;
+        Ok(Storage {
+            engine,
+            log,
+            state,
+            sm,
+        })
+    }
+}
+
+/// What runs between start and stop: Raft, the read gate's token refresher, and the
+/// handlers' shared [`App`].
+struct Running {
+    raft: Raft,
+    app: Arc<App>,
+    refresher: tokio::task::JoinHandle<()>,
+}
+
+/// Starts Raft on `storage`, then the read gate, the write batcher and the relay client.
+async fn start(
+    config: &NodeConfig,
+    storage: Storage,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<Running> {
+    let Storage {
+        engine,
+        log,
+        state,
+        sm,
+    } = storage;
+    let applied = sm.applied_watch();
+    let applied_on_disk = *applied.borrow();
+    let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
+    let peer_ip = config
+        .peer_addr
+        .parse::<SocketAddr>()
+        .context("peer_addr")?
+        .ip();
+    let peer = PeerClient::new(Some(peer_ip), rpc_timeout);
+    let raft_config = Arc::new(openraft_config(&config.raft)?);
+    let network = NetworkFactory::new(peer.clone());
+    let raft = Raft::new(config.id, raft_config, network, log.clone(), sm)
+        .await
+        .context("starting Raft")?;
+    // Applies bypass the WAL: after a crash openraft re-applies what the last flush missed
+    // before `Raft::new` returns. Say how much, so a slow start explains itself.
+    tracing::info!(
+        applied_on_disk,
+        applied = *applied.borrow(),
+        "state machine ready (entries above the on-disk index were re-applied from the log)"
+    );
+
+    let reads = ReadGate::new(
+        raft.clone(),
+        peer,
+        config.reads.clone(),
+        rpc_timeout,
+        applied,
+    );
+    let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown.clone()));
+    let batcher = Batcher::start(
+        raft.clone(),
+        config.batching.clone(),
+        config.dedup_retention_ms,
+    );
+    let app = Arc::new(App {
+        node_id: config.id,
+        config: config.clone(),
+        raft: raft.clone(),
+        batcher,
+        reads,
+        view: StateView::new(state, log, engine),
+        forwarder: relay_client(peer_ip)?,
+        metrics: Arc::new(Metrics::default()),
+        compacting: tokio::sync::Mutex::new(()),
+        shutdown,
+    });
+    Ok(Running {
+        raft,
+        app,
+        refresher,
+    })
+}
+
+/// The client that relays a follower's requests to the leader. Relays leave from the
+/// node's own peer IP too, so cutting a node off with packet filters also cuts its relays.
+fn relay_client(peer_ip: std::net::IpAddr) -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .local_address(peer_ip)
+        .timeout(FORWARD_TIMEOUT)
+        .no_proxy()
+        .build()?)
+}
+
+impl Running {
+    /// Stops what [`start`] started, after the servers have drained, and flushes the state.
+    async fn stop(self, engine: &Engine) {
+        let Running {
+            raft,
+            app,
+            refresher,
+        } = self;
+        let _ = refresher.await;
+        drop(app);
+        if let Err(e) = raft.shutdown().await {
+            tracing::warn!(error = %e, "stopping Raft");
+        }
+        // Applies bypass the WAL: flushing them now leaves nothing to re-apply at the next
+        // start.
+        if let Err(e) = engine.flush_state() {
+            tracing::warn!(error = %e, "flushing the state machine at shutdown");
+        }
+        tracing::info!("stopped");
     }
 }
 

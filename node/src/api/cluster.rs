@@ -360,52 +360,61 @@ pub async fn healthz(State(app): State<SharedApp>) -> Response {
     (status, body).into_response()
 }
 
+/// `GET /metrics`: the request counters, then Raft's, the store's and the read gate's
+/// gauges, in Prometheus text format.
 pub async fn metrics(State(app): State<SharedApp>) -> Response {
     let mut out = String::new();
     app.metrics.render(&mut out);
+    raft_gauges(&app, &mut out);
+    store_gauges(&app, &mut out);
+    read_gauges(&app, &mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// Leadership, term and the log positions.
+fn raft_gauges(app: &App, out: &mut String) {
     let metrics = app.raft.metrics().borrow().clone();
     let is_leader = (metrics.state == ServerState::Leader) as u64;
-    gauge(&mut out, "cairn_is_leader", "1 on the leader", is_leader);
+    gauge(out, "cairn_is_leader", "1 on the leader", is_leader);
+    gauge(out, "cairn_term", "current Raft term", metrics.current_term);
     gauge(
-        &mut out,
-        "cairn_term",
-        "current Raft term",
-        metrics.current_term,
-    );
-    gauge(
-        &mut out,
+        out,
         "cairn_last_log_index",
         "last index in the local log",
         metrics.last_log_index.unwrap_or(0),
     );
     gauge(
-        &mut out,
+        out,
         "cairn_commit_index",
         "last committed index known",
         app.view.committed_index(),
     );
     gauge(
-        &mut out,
+        out,
         "cairn_applied_index",
         "last applied index",
         app.reads.applied_index(),
     );
     gauge(
-        &mut out,
+        out,
         "cairn_snapshot_index",
         "last log index in the snapshot",
         metrics.snapshot.map(|i| i.index).unwrap_or(0),
     );
     gauge(
-        &mut out,
+        out,
         "cairn_log_purged_through",
         "last purged log index",
         metrics.purged.map(|i| i.index).unwrap_or(0),
     );
+}
+
+/// What a crash would re-apply, and the apply path's slot cache.
+fn store_gauges(app: &App, out: &mut String) {
     // A value that cannot be read is left out, not reported as 0 ("nothing to re-apply").
     match app.view.unflushed_state_records() {
         Ok(records) => gauge(
-            &mut out,
+            out,
             "cairn_state_unflushed_records",
             "state-machine records not yet flushed (a crash re-applies them from the log)",
             records,
@@ -414,34 +423,37 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
     }
     let cache = app.view.slot_cache_stats();
     counter(
-        &mut out,
+        out,
         "cairn_slot_cache_hits_total",
         "slot lookups by applied mutations answered from the slot cache",
         cache.hits,
     );
     counter(
-        &mut out,
+        out,
         "cairn_slot_cache_misses_total",
         "slot lookups by applied mutations that went to RocksDB",
         cache.misses,
     );
     gauge(
-        &mut out,
+        out,
         "cairn_slot_cache_bytes",
         "bytes held by the slot cache",
         cache.bytes as u64,
     );
+}
+
+/// The read gate: token age and ReadIndex rounds.
+fn read_gauges(app: &App, out: &mut String) {
     gauge(
-        &mut out,
+        out,
         "cairn_read_token_age_ms",
         "age of the newest read token",
         app.reads.token_age_ms().unwrap_or(0),
     );
     gauge(
-        &mut out,
+        out,
         "cairn_read_index_rounds",
         "ReadIndex rounds run",
         app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed),
     );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
