@@ -124,6 +124,57 @@ async fn acknowledged_writes_are_on_every_node() {
     }
 }
 
+/// `GET /metrics` of node `id` as `name -> value` (Prometheus text, no labels).
+async fn metrics_of(cluster: &Cluster, id: u64) -> std::collections::BTreeMap<String, u64> {
+    let url = format!("{}/metrics", cluster.endpoint(id));
+    let text = reqwest::get(&url)
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (name, value) = line.split_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_report_raft_store_and_read_gate_gauges() {
+    let cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let revision = write_keys(&cluster, "metrics", 20).await;
+    for id in cluster.ids() {
+        cluster.wait_applied(id, revision, CATCH_UP_TIMEOUT).await;
+        let m = metrics_of(&cluster, id).await;
+        let get = |name: &str| *m.get(name).unwrap_or_else(|| panic!("no {name} in {m:?}"));
+        assert_eq!(get("cairn_is_leader"), u64::from(id == leader), "node {id}");
+        assert!(get("cairn_term") >= 1, "{m:?}");
+        assert!(get("cairn_last_log_index") >= revision, "{m:?}");
+        assert!(get("cairn_applied_index") >= revision, "{m:?}");
+        // Every replica applies the 20 writes, each looking its slot up once.
+        let lookups = get("cairn_slot_cache_hits_total") + get("cairn_slot_cache_misses_total");
+        assert!(lookups >= 20, "{m:?}");
+        for gauge in [
+            "cairn_commit_index",
+            "cairn_snapshot_index",
+            "cairn_log_purged_through",
+            "cairn_state_unflushed_records",
+            "cairn_slot_cache_bytes",
+            "cairn_read_token_age_ms",
+            "cairn_read_index_rounds",
+        ] {
+            get(gauge);
+        }
+    }
+    let on_leader = metrics_of(&cluster, leader).await;
+    assert!(on_leader["cairn_commit_index"] >= revision, "{on_leader:?}");
+    assert!(on_leader["cairn_mutations_ok_total"] >= 20, "{on_leader:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn followers_relay_writes_and_linearizable_reads_to_the_leader() {
     let cluster = Cluster::start(3).await;
