@@ -1,8 +1,13 @@
 //! Building the planted-bugs node binary next to the normal one.
 //!
-//! `cargo build -p cairn-node --features planted-bugs`, copy the binary to
-//! `<target>/debug/cairn-node-planted`, then `cargo build -p cairn-node` again so the
-//! normal binary is back in place. The restore runs even when the planted build failed.
+//! `cargo build --workspace --bin cairn-node --features cairn-node/planted-bugs`, copy the
+//! binary to `<target>/debug/cairn-node-planted`, then build without the feature again so
+//! the normal binary is back in place. The restore runs even when the planted build failed.
+//!
+//! Always `--workspace`: a per-package build (`-p cairn-node`) resolves dependency
+//! features for the node alone, and bindgen's `regex` (a build dependency of RocksDB) then
+//! gets other features than in the test suite's workspace build, so RocksDB would compile
+//! a second time (~20 min on 2 cores). The `planted-bugs` feature changes no dependency.
 //!
 //! The binary is taken from cargo's own report (`--message-format json`, the
 //! `executable` of the `cairn-node` artifact), not from `<target>/debug/cairn-node`:
@@ -54,14 +59,14 @@ fn cargo_build(features: Option<&str>) -> Result<PathBuf> {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(repo_root())
         .env("CARGO_TARGET_DIR", target_dir())
-        .args(["build", "-p", "cairn-node", "--bin", "cairn-node"])
+        .args(["build", "--workspace", "--bin", "cairn-node"])
         .args(["--message-format", "json-render-diagnostics"])
         .stdout(Stdio::piped());
     if let Some(f) = features {
         cmd.args(["--features", f]);
     }
     let what = format!(
-        "cargo build -p cairn-node{}",
+        "cargo build --workspace --bin cairn-node{}",
         features
             .map(|f| format!(" --features {f}"))
             .unwrap_or_default()
@@ -121,7 +126,7 @@ pub fn normal() -> Result<PathBuf> {
 
 /// Builds the planted binary and restores the normal one; returns the planted path.
 pub fn planted() -> Result<PathBuf> {
-    let built = cargo_build(Some("planted-bugs")).and_then(|exe| {
+    let built = cargo_build(Some("cairn-node/planted-bugs")).and_then(|exe| {
         // The warning a planted node logs exists only in planted builds.
         let bytes = std::fs::read(&exe)?;
         if !bytes.windows(MARKER.len()).any(|w| w == MARKER) {
