@@ -29,10 +29,11 @@ pub struct BatchingConfig {
     /// 2-core machine: more slots make smaller entries, and per-entry CPU (replication
     /// RPCs, fsyncs, wake-ups; ~1.4 ms per entry across 3 nodes) is what bounds throughput
     /// there. The log writer already overlaps the leader's fsync with replication, so one
-    /// entry in flight loses little. Session 2, 64 writers, 5 s points: 9.6k ops/s at 2,
-    /// 7.1k at 4, 5.8k at 8. Session 3, interleaved 6 s points, 1 vs 2: 64 writers 7.8k-9.3k
-    /// vs 7.0k-8.6k (1 ahead in 6 of 6 pairs), 16 writers +5% (3 of 3), 256 writers
-    /// 10.1k-11.3k vs 9.5k-11.3k (2 of 3), 1 writer the same.
+    /// entry in flight loses little. Measured for git 93e8679 (2026-11-30), 64 writers, 5 s
+    /// points: 9.6k ops/s at 2, 7.1k at 4, 5.8k at 8. Measured for git cab5d5d, interleaved
+    /// 6 s points, 1 vs 2: 64 writers 7.8k-9.3k vs 7.0k-8.6k (1 ahead in 6 of 6 pairs), 16
+    /// writers +5% (3 of 3), 256 writers 10.1k-11.3k vs 9.5k-11.3k (2 of 3), 1 writer the
+    /// same.
     pub inflight_entries_max: u64,
     /// Operations waiting to be proposed; a full queue answers 503 `overloaded`.
     pub queue_ops_max: u64,

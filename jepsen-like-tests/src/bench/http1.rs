@@ -1,7 +1,7 @@
 //! The raw cairn driver's transport: one HTTP/1.1 keep-alive connection per load-generator
 //! worker and target, driven by the worker's own task while it waits for the answer.
 //!
-//! Why not reqwest's shared pool (the driver until session 7): it runs every connection
+//! Why not reqwest's shared pool (the driver before git 1c1a33a): it runs every connection
 //! as a task of its own and hands each request and answer across channels, and parses the
 //! URL of every request, so one request woke two tasks in the load generator; the load
 //! generator shares the machine's cores with the servers it measures, so whatever it

@@ -134,10 +134,10 @@ impl Engine {
         std::fs::create_dir_all(dir)?;
         // HyperClockCache, not LRU: every apply and every read does point lookups through
         // the block cache, and the LRU cache's sharded mutex and list updates were ~4% of a
-        // follower's samples under writes. Interleaved 6 s points (session 5): 64 writers
-        // 10.5k / 11.4k / 11.5k vs 9.9k / 10.8k / 11.3k ops/s with LRU; bounded reads ahead
-        // in 3 of 4 pairs (53.1k / 55.5k / 52.7k vs 50.1k / 50.5k / 48.7k); 256 writers
-        // even. 0 = let it size its table itself (RocksDB's recommended setting).
+        // follower's samples under writes. Interleaved 6 s points (git bdfe08d, 2026-11-30):
+        // 64 writers 10.5k / 11.4k / 11.5k vs 9.9k / 10.8k / 11.3k ops/s with LRU; bounded
+        // reads ahead in 3 of 4 pairs (53.1k / 55.5k / 52.7k vs 50.1k / 50.5k / 48.7k); 256
+        // writers even. 0 = let it size its table itself (RocksDB's recommended setting).
         let cache = Cache::new_hyper_clock_cache(opts.block_cache_bytes, 0);
         let log = open_instance(&dir.join("log"), &cf::LOG_INSTANCE, false, &cache, opts)?;
         let state = open_instance(&dir.join("state"), &cf::STATE, true, &cache, opts)?;

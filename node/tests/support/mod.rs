@@ -270,7 +270,8 @@ pub fn free_addr_pair() -> (String, String) {
 
 /// Two different free addresses on `host`, for a node's client and peer ports. Both
 /// listeners are held until both ports are known: taken one after the other, the kernel
-/// once handed out the same port twice, and the node refused to start (CI, session 5).
+/// once handed out the same port twice, and the node refused to start (a CI rehearsal,
+/// 2026-11-30; fixed in git 5711ad5).
 pub fn free_addr_pair_on(host: &str) -> (String, String) {
     let (a, b) = (bind_any_port(host), bind_any_port(host));
     (addr_of(&a), addr_of(&b))
