@@ -35,7 +35,7 @@
 //!
 //! - `tests/peer_histories.rs`: checker 1 against published verdicts; no cluster.
 //! - `tests/chaos_smoke.rs`: a short real-process chaos run with a fixed seed (printed);
-//!   `CAIRN_CHAOS_SEED=random` or the ignored `chaos_smoke_random_seed` draws one.
+//!   `CAIRN_CHAOS_SEED=random` draws one.
 //! - `tests/chaos_planted.rs`: the planted-bug self-test.
 //! - `tests/bench_quick.rs`: `cairn-jepsen bench --quick` against cairn and etcd.
 //!

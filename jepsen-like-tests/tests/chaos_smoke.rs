@@ -32,33 +32,14 @@ const RUN_BUDGET: Duration = Duration::from_secs(120);
 /// later (docs/chaos.md, "What campaigns have found"), so CI replays that schedule.
 const FIXED_SEED: u64 = 16646613149793820745;
 
-/// Where the run's seed comes from.
-#[derive(Clone, Copy)]
-enum SeedChoice {
-    /// [`FIXED_SEED`] unless `CAIRN_CHAOS_SEED` says otherwise.
-    Default,
-    /// A random seed, whatever `CAIRN_CHAOS_SEED` says.
-    Random,
-}
-
 #[test]
 fn chaos_smoke() {
-    run_smoke("chaos_smoke", SeedChoice::Default);
-}
-
-/// The random-seed extra: a new schedule each run (the seed is printed for replay).
-#[test]
-#[ignore = "random seed: an extra beside the fixed-seed chaos_smoke; run with --ignored"]
-fn chaos_smoke_random_seed() {
-    run_smoke("chaos_smoke_random_seed", SeedChoice::Random);
+    run_smoke("chaos_smoke");
 }
 
 /// `CAIRN_CHAOS_SEED`: unset or empty for [`FIXED_SEED`], `random` for a random seed, or a
 /// number to replay.
-fn seed(choice: SeedChoice) -> (u64, &'static str) {
-    if let SeedChoice::Random = choice {
-        return (rand::random(), "random");
-    }
+fn seed() -> (u64, &'static str) {
     match std::env::var("CAIRN_CHAOS_SEED") {
         Ok(s) if s.trim().eq_ignore_ascii_case("random") => (rand::random(), "random"),
         Ok(s) if !s.trim().is_empty() => (
@@ -71,11 +52,11 @@ fn seed(choice: SeedChoice) -> (u64, &'static str) {
     }
 }
 
-fn run_smoke(test: &str, choice: SeedChoice) {
+fn run_smoke(test: &str) {
     if !prereq::require(test, &[Prereq::RootAndIptables]) {
         return;
     }
-    let (seed, origin) = seed(choice);
+    let (seed, origin) = seed();
     // Straight to stderr, past the test harness's capture: the seed shows in every log.
     let _ = writeln!(
         std::io::stderr(),
