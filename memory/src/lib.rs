@@ -9,7 +9,7 @@
 //! - `records`: the key model's own record types (state, metadata, tombstone, history
 //!   event, mutation result, feed record, error code): what the rules use and the store
 //!   persists. Their field order is the stored layout.
-//! - `wire`: conversions between those records and the `cairn-api` wire types, both ways;
+//! - `wire`: those records as `cairn-api` wire types (one direction: records go out);
 //!   the only place (with `render` and `admit`, which build and read wire types) where
 //!   the key model touches the API.
 //! - one file per operation (`write`, `forget`, `revoke`, `reinstate`, `flag_stale`,
