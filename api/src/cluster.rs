@@ -15,6 +15,9 @@ pub struct NodeSpec {
 #[serde(deny_unknown_fields)]
 pub struct InitRequest {
     pub nodes: Vec<NodeSpec>,
+    /// Turns auth on from the start, with this first admin (SPEC §8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::EnableAuthRequest>,
 }
 
 /// `POST /cluster/remove`
@@ -30,6 +33,9 @@ pub struct MembershipResponse {
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
     pub nodes: Vec<NodeSpec>,
+    /// Init with `auth`: the admin's token, shown this once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<crate::AuthEnabled>,
 }
 
 /// `GET /cluster/status`

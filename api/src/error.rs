@@ -21,6 +21,13 @@ pub enum ErrorCode {
     OutcomeUnknown,
     /// 503: the node's bounded write queue is full; nothing was proposed, retry later.
     Overloaded,
+    /// 401: a missing, malformed, unknown or deleted token (auth on).
+    Unauthenticated,
+    /// 403: no grant covers the operation; details name `permission` and `key`
+    /// (or `op_index` in a batch).
+    PermissionDenied,
+    /// 403: `actor` names someone other than the authenticated principal.
+    ActorMismatch,
     Internal,
 }
 
@@ -38,6 +45,8 @@ impl ErrorCode {
             ErrorCode::RequestIdReused => 422,
             ErrorCode::NoLeader | ErrorCode::StaleRead | ErrorCode::Overloaded => 503,
             ErrorCode::OutcomeUnknown => 504,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::PermissionDenied | ErrorCode::ActorMismatch => 403,
             ErrorCode::Internal => 500,
         }
     }
@@ -57,6 +66,9 @@ impl ErrorCode {
             ErrorCode::StaleRead => "stale_read",
             ErrorCode::OutcomeUnknown => "outcome_unknown",
             ErrorCode::Overloaded => "overloaded",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::PermissionDenied => "permission_denied",
+            ErrorCode::ActorMismatch => "actor_mismatch",
             ErrorCode::Internal => "internal",
         }
     }

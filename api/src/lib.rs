@@ -19,9 +19,11 @@
 //!   [`Revocation`], [`StaleFlag`], [`Meta`], [`HistoryEvent`]) and [`Served`].
 //! - [`watch`]: the change feed's [`WatchEvent`].
 //! - [`cluster`]: `/cluster/*` administration.
+//! - [`auth`]: principals, grants and the `/v1/auth/*` bodies (SPEC §8).
 //! - [`error`]: [`ErrorCode`] (every code of SPEC §5, with its HTTP status) and the error
 //!   body.
 
+pub mod auth;
 pub mod cluster;
 pub mod error;
 pub mod mutations;
@@ -30,6 +32,7 @@ pub mod records;
 pub mod state;
 pub mod watch;
 
+pub use auth::*;
 pub use cluster::*;
 pub use error::*;
 pub use mutations::*;

@@ -13,6 +13,9 @@ use crate::{State, Tombstone};
 pub struct WriteRequest {
     pub key: String,
     pub value: Value,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -39,6 +42,9 @@ pub struct WriteRequest {
 #[serde(deny_unknown_fields)]
 pub struct ForgetRequest {
     pub key: String,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -54,6 +60,9 @@ pub struct ForgetRequest {
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {
     pub key: String,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,6 +78,9 @@ pub struct RevokeRequest {
 #[serde(deny_unknown_fields)]
 pub struct ReinstateRequest {
     pub key: String,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -85,6 +97,9 @@ pub struct ReinstateRequest {
 #[serde(deny_unknown_fields)]
 pub struct FlagStaleRequest {
     pub key: String,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     pub anchor: String,
     pub observed_hash: String,
@@ -102,6 +117,9 @@ pub struct FlagStaleRequest {
 pub struct SupersedeRequest {
     pub key: String,
     pub by: String,
+    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// name; any other name is 403 `actor_mismatch` (SPEC §8).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

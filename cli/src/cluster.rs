@@ -22,7 +22,10 @@ pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
         ClusterCommand::Status => status(ctx).await,
         ClusterCommand::Init { nodes } => {
             let nodes = non_empty(nodes).unwrap_or_else(local_nodes);
-            ctx.emit(&client.init(InitRequest { nodes }).await?, print_membership)
+            ctx.emit(
+                &client.init(InitRequest { nodes, auth: None }).await?,
+                print_membership,
+            )
         }
         ClusterCommand::Join(a) => {
             let node = NodeSpec {

@@ -27,6 +27,8 @@ pub const EXIT_CONFLICT: u8 = 4;
 pub const EXIT_UNAVAILABLE: u8 = 5;
 /// CLI exit code for a mutation whose outcome is unknown (504, connection lost after send).
 pub const EXIT_OUTCOME_UNKNOWN: u8 = 6;
+/// CLI exit code when the caller is not authenticated or not permitted (401, 403).
+pub const EXIT_DENIED: u8 = 7;
 
 /// Longest slice of a non-JSON error body kept in [`ClientError::Http`].
 const HTTP_BODY_EXCERPT_MAX: usize = 512;
@@ -100,6 +102,21 @@ pub enum ClientError {
     /// The mutation may or may not have been applied. Retry with this `request_id`.
     #[error("outcome_unknown: {message} (request_id {request_id})")]
     OutcomeUnknown { request_id: String, message: String },
+    /// 401: a missing, malformed, unknown or deleted token.
+    #[error("unauthenticated: {message}")]
+    Unauthenticated { message: String },
+    /// 403: no grant of the principal covers `permission` on `key` (or on the batch's
+    /// operation `op_index`).
+    #[error("permission_denied: {message}")]
+    PermissionDenied {
+        message: String,
+        permission: Option<cairn_api::Permission>,
+        key: Option<String>,
+        op_index: Option<usize>,
+    },
+    /// 403: the request's `actor` is not the authenticated principal.
+    #[error("actor_mismatch: {message}")]
+    ActorMismatch { message: String },
     /// 500: the node failed internally.
     #[error("internal: {message}")]
     Internal { message: String },
@@ -186,6 +203,14 @@ impl ClientError {
                 request_id: detail(details, "request_id").unwrap_or_default(),
                 message,
             },
+            ErrorCode::Unauthenticated => ClientError::Unauthenticated { message },
+            ErrorCode::PermissionDenied => ClientError::PermissionDenied {
+                message,
+                permission: detail(details, "permission"),
+                key: detail(details, "key"),
+                op_index,
+            },
+            ErrorCode::ActorMismatch => ClientError::ActorMismatch { message },
             ErrorCode::Internal => ClientError::Internal { message },
         }
     }
@@ -195,6 +220,9 @@ impl ClientError {
         Some(match self {
             ClientError::InvalidRequest { .. } => ErrorCode::InvalidRequest,
             ClientError::NotFound { .. } => ErrorCode::NotFound,
+            ClientError::Unauthenticated { .. } => ErrorCode::Unauthenticated,
+            ClientError::PermissionDenied { .. } => ErrorCode::PermissionDenied,
+            ClientError::ActorMismatch { .. } => ErrorCode::ActorMismatch,
             ClientError::VersionConflict { .. } => ErrorCode::VersionConflict,
             ClientError::KeyForgotten { .. } => ErrorCode::KeyForgotten,
             ClientError::KeyRevoked { .. } => ErrorCode::KeyRevoked,
@@ -253,6 +281,9 @@ impl ClientError {
             | ClientError::Transport { .. }
             | ClientError::SessionRegression { .. } => EXIT_UNAVAILABLE,
             ClientError::OutcomeUnknown { .. } => EXIT_OUTCOME_UNKNOWN,
+            ClientError::Unauthenticated { .. }
+            | ClientError::PermissionDenied { .. }
+            | ClientError::ActorMismatch { .. } => EXIT_DENIED,
             ClientError::Internal { .. }
             | ClientError::Http { .. }
             | ClientError::Decode { .. }

@@ -511,6 +511,7 @@ async fn init_is_validated_and_happens_once() {
     let again = node1
         .init(InitRequest {
             nodes: specs.clone(),
+            auth: None,
         })
         .await;
     assert!(
@@ -520,6 +521,7 @@ async fn init_is_validated_and_happens_once() {
     let duplicated = node1
         .init(InitRequest {
             nodes: vec![specs[0].clone(), specs[0].clone()],
+            auth: None,
         })
         .await;
     assert!(
@@ -529,6 +531,7 @@ async fn init_is_validated_and_happens_once() {
     let without_self = node1
         .init(InitRequest {
             nodes: specs[1..].to_vec(),
+            auth: None,
         })
         .await;
     assert!(
@@ -537,7 +540,12 @@ async fn init_is_validated_and_happens_once() {
     );
     let mut bad_addr = specs.clone();
     bad_addr[0].peer_addr = "nowhere".into();
-    let bad_addr = node1.init(InitRequest { nodes: bad_addr }).await;
+    let bad_addr = node1
+        .init(InitRequest {
+            nodes: bad_addr,
+            auth: None,
+        })
+        .await;
     assert!(
         matches!(bad_addr, Err(ClientError::InvalidRequest { .. })),
         "{bad_addr:?}"

@@ -135,6 +135,7 @@ impl Cluster {
         }
         let init = InitRequest {
             nodes: cluster.nodes.iter().map(Node::spec).collect(),
+            auth: None,
         };
         cluster
             .admin

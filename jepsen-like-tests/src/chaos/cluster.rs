@@ -150,6 +150,7 @@ impl Cluster {
     pub async fn init(&self) -> Result<()> {
         let request = InitRequest {
             nodes: self.base.iter().map(|id| spec(*id)).collect(),
+            auth: None,
         };
         let one = self.admin.pinned(&endpoint(self.base[0]))?;
         one.init(request).await?;

@@ -267,6 +267,7 @@ fn membership(app: &App) -> MembershipResponse {
         voters: voters.into_iter().collect(),
         learners,
         nodes,
+        auth: None,
     }
 }
 

@@ -489,7 +489,7 @@ impl Cluster {
         let answer = client
             .and_then(|c| c.pinned(&endpoint))
             .expect("init client")
-            .init(InitRequest { nodes })
+            .init(InitRequest { nodes, auth: None })
             .await
             .expect("POST /cluster/init");
         assert_eq!(answer.voters, self.ids(), "voters after init");
