@@ -15,6 +15,8 @@ pub(crate) struct Seen {
     pub method: String,
     /// Path and query, e.g. `/v1/watch?from_revision=5`.
     pub path: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
     pub body: String,
 }
 
@@ -96,13 +98,15 @@ async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
         buffer.extend_from_slice(&chunk[..n]);
     };
     let head = String::from_utf8_lossy(&buffer[..head_end]).to_string();
-    let length = head
-        .lines()
-        .find_map(|line| {
+    let header = |wanted: &str| {
+        head.lines().find_map(|line| {
             let (name, value) = line.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse::<usize>().ok())?
+            name.eq_ignore_ascii_case(wanted)
+                .then(|| value.trim().to_string())
         })
+    };
+    let length = header("content-length")
+        .and_then(|value| value.parse::<usize>().ok())
         .unwrap_or(0);
     while buffer.len() < head_end + length.min(REQUEST_BYTES_MAX) {
         let n = socket.read(&mut chunk).await.ok()?;
@@ -115,6 +119,7 @@ async fn read_request(socket: &mut TcpStream) -> Option<Seen> {
     Some(Seen {
         method: words.next()?.to_string(),
         path: words.next()?.to_string(),
+        authorization: header("authorization"),
         body: String::from_utf8_lossy(&buffer[head_end..]).to_string(),
     })
 }

@@ -26,8 +26,11 @@
 //!   and read through one generic path.
 //! - [`client`]: [`Client`] and [`ClientBuilder`]: leader discovery, bounded jittered
 //!   retries, automatic `request_id`s and `OutcomeUnknown`, read routing by consistency,
-//!   session-checked reads, cluster administration; one submodule per job (`builder`,
-//!   `routing`, `retry`, `transport`, `mutations`, `reads`, `admin`).
+//!   session-checked reads, cluster administration, principals and grants (SPEC §8),
+//!   HTTPS with a cluster CA and client certificates; one submodule per job (`builder`,
+//!   `routing`, `retry`, `transport`, `tls`, `mutations`, `reads`, `admin`, `auth`).
+//! - [`bearer`]: [`BearerToken`], the `Authorization: Bearer` token of every request,
+//!   redacted from `Debug` and errors.
 //! - [`session`]: [`Session`], the per-agent record of what was seen (SPEC §3 "Forget
 //!   epochs on every read"), and its token format.
 //! - [`watch`]: `GET /v1/watch` as a resumable [`WatchStream`] (SSE parsing).
@@ -39,6 +42,7 @@
 /// The wire types, re-exported so a client user needs one dependency.
 pub use cairn_api as api;
 
+pub mod bearer;
 pub mod client;
 pub mod error;
 pub mod requests;
@@ -48,6 +52,7 @@ pub mod watch;
 #[cfg(test)]
 mod fake_node;
 
+pub use bearer::BearerToken;
 pub use client::{new_request_id, Client, ClientBuilder, RetryPolicy};
 pub use error::ClientError;
 pub use requests::{Mutation, ReadQuery};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::Method;
 
 use super::retry::Mode;
-use super::routing::{normalize_endpoint, Route};
+use super::routing::Route;
 use super::transport::{encode, read_body, read_json, Call};
 use super::{Client, Result};
 use crate::api::{
@@ -21,11 +21,13 @@ const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
 impl Client {
     /// `GET /cluster/status` of one node (one attempt).
     pub async fn status(&self, endpoint: &str) -> Result<ClusterStatus> {
-        let endpoint = normalize_endpoint(endpoint)?;
+        let endpoint = self.endpoint(endpoint)?;
         self.status_at(&endpoint, self.timeouts.request).await
     }
 
-    /// `POST /cluster/init`, sent to the next endpoint (any member can initialize).
+    /// `POST /cluster/init`, sent to the next endpoint (any member can initialize). With
+    /// `request.auth` set, auth is on from the first entry and the answer's `auth` carries
+    /// the admin's token, shown this once (SPEC §8).
     pub async fn init(&self, request: InitRequest) -> Result<MembershipResponse> {
         self.admin(Route::Spread, "init", encode(&request)?).await
     }
@@ -43,7 +45,7 @@ impl Client {
 
     /// `POST /cluster/compact` on one node: snapshot, purge its log, compact its store.
     pub async fn compact(&self, endpoint: &str) -> Result<CompactResponse> {
-        let endpoint = normalize_endpoint(endpoint)?;
+        let endpoint = self.endpoint(endpoint)?;
         let call = Call {
             method: Method::POST,
             route: Route::At(&endpoint),
@@ -58,14 +60,14 @@ impl Client {
 
     /// `GET /metrics` of one node (Prometheus text).
     pub async fn metrics(&self, endpoint: &str) -> Result<String> {
-        let endpoint = normalize_endpoint(endpoint)?;
+        let endpoint = self.endpoint(endpoint)?;
         let body = self.get_once(&endpoint, &["metrics"]).await?;
         String::from_utf8(body).map_err(|e| ClientError::decode("metrics", e))
     }
 
     /// `GET /healthz` of one node: `Ok` once it serves its ports.
     pub async fn healthz(&self, endpoint: &str) -> Result<()> {
-        let endpoint = normalize_endpoint(endpoint)?;
+        let endpoint = self.endpoint(endpoint)?;
         self.get_once(&endpoint, &["healthz"]).await.map(drop)
     }
 

@@ -1,12 +1,15 @@
-//! [`ClientBuilder`]: endpoints, timeouts, retry policy, read defaults and session of a
-//! [`Client`].
+//! [`ClientBuilder`]: endpoints, timeouts, retry policy, read defaults, session, bearer
+//! token and TLS settings of a [`Client`].
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::routing::{normalize_endpoint, Nodes};
+use super::routing::{normalize_endpoint, Nodes, Scheme};
+use super::tls::{parse_ca, parse_identity, read_file, TlsSettings};
 use super::{Client, Result, RetryPolicy};
 use crate::api::{Consistency, ReadOptions};
+use crate::bearer::BearerToken;
 use crate::error::ClientError;
 use crate::session::Session;
 
@@ -25,6 +28,20 @@ pub(super) struct Timeouts {
 }
 
 /// Configures a [`Client`]; start with [`Client::builder`].
+///
+/// ```no_run
+/// # fn demo() -> Result<(), cairn_client::ClientError> {
+/// use cairn_client::Client;
+/// let client = Client::builder(vec!["https://10.0.0.1:7401".into()])
+///     .token_file("agent.token".as_ref())
+///     .ca_cert_file("certs/ca.pem".as_ref())
+///     .build()?;
+/// # Ok(()) }
+/// ```
+///
+/// A setter that reads or parses something (token, certificate, key) keeps its first
+/// failure and [`ClientBuilder::build`] returns it. `Debug` shows neither the token nor
+/// the key.
 #[derive(Debug)]
 pub struct ClientBuilder {
     endpoints: Vec<String>,
@@ -32,6 +49,10 @@ pub struct ClientBuilder {
     timeouts: Timeouts,
     defaults: ReadOptions,
     session: Option<Session>,
+    token: Option<BearerToken>,
+    tls: TlsSettings,
+    /// The first failure of a setter, returned by `build`.
+    error: Option<ClientError>,
 }
 
 impl Client {
@@ -46,6 +67,9 @@ impl Client {
             },
             defaults: ReadOptions::default(),
             session: None,
+            token: None,
+            tls: TlsSettings::default(),
+            error: None,
         }
     }
 }
@@ -100,29 +124,107 @@ impl ClientBuilder {
         self
     }
 
+    /// Sends `Authorization: Bearer TOKEN` on every request (SPEC §8). Surrounding
+    /// whitespace is dropped; a token that cannot travel in a header fails `build`.
+    pub fn token(self, token: impl AsRef<str>) -> Self {
+        let token = BearerToken::new(token);
+        self.try_set(token, |b, token| b.token = Some(token))
+    }
+
+    /// Like [`ClientBuilder::token`], with a token already checked.
+    pub fn bearer_token(mut self, token: BearerToken) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// The token in the file at `path` (its trailing newline dropped).
+    pub fn token_file(self, path: &Path) -> Self {
+        let token = BearerToken::from_file(path);
+        self.try_set(token, |b, token| b.token = Some(token))
+    }
+
+    /// Trusts the CA certificate(s) of this PEM bundle for `https://` endpoints, and no
+    /// other root. With a CA set, a bare `host:port` endpoint means `https://`.
+    pub fn ca_cert_pem(self, pem: &[u8]) -> Self {
+        let roots = parse_ca(pem, "CA certificate");
+        self.try_set(roots, |b, roots| b.tls.roots.extend(roots))
+    }
+
+    /// [`ClientBuilder::ca_cert_pem`] from a file.
+    pub fn ca_cert_file(self, path: &Path) -> Self {
+        let what = format!("CA certificate {}", path.display());
+        let roots = read_file(path, "CA certificate").and_then(|pem| parse_ca(&pem, &what));
+        self.try_set(roots, |b, roots| b.tls.roots.extend(roots))
+    }
+
+    /// Presents this certificate chain and private key (both PEM) to client ports that
+    /// require client certificates (mutual TLS).
+    pub fn client_identity_pem(self, cert_pem: &[u8], key_pem: &[u8]) -> Self {
+        let identity = parse_identity(cert_pem, key_pem);
+        self.try_set(identity, |b, identity| b.tls.identity = Some(identity))
+    }
+
+    /// [`ClientBuilder::client_identity_pem`] from files.
+    pub fn client_identity_files(self, cert: &Path, key: &Path) -> Self {
+        let identity = read_file(cert, "client certificate").and_then(|cert_pem| {
+            let key_pem = read_file(key, "client key")?;
+            parse_identity(&cert_pem, &key_pem)
+        });
+        self.try_set(identity, |b, identity| b.tls.identity = Some(identity))
+    }
+
+    fn try_set<T>(mut self, value: Result<T>, set: impl FnOnce(&mut Self, T)) -> Self {
+        match value {
+            Ok(value) => set(&mut self, value),
+            Err(err) => {
+                self.error.get_or_insert(err);
+            }
+        }
+        self
+    }
+
     pub fn build(self) -> Result<Client> {
+        if let Some(err) = self.error {
+            return Err(err);
+        }
         if self.endpoints.is_empty() {
             return Err(ClientError::invalid_input("no endpoints given"));
         }
+        let scheme = match self.tls.has_roots() {
+            true => Scheme::Https,
+            false => Scheme::Http,
+        };
         let endpoints = self
             .endpoints
             .iter()
-            .map(|e| normalize_endpoint(e))
+            .map(|e| normalize_endpoint(e, scheme))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(https) = endpoints.iter().find(|e| e.starts_with("https://")) {
+            if !self.tls.has_roots() {
+                return Err(ClientError::invalid_input(format!(
+                    "endpoint {https}: HTTPS needs the cluster CA certificate \
+                     (ca_cert_pem; cairn --cacert FILE or CAIRN_CACERT)"
+                )));
+            }
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(self.timeouts.connect)
             // Nodes are direct peers; an HTTP_PROXY meant for the internet must not sit
             // between an agent and its cluster.
-            .no_proxy()
+            .no_proxy();
+        let http = self
+            .tls
+            .apply(http)
             .build()
             .map_err(|e| ClientError::invalid_input(format!("http client: {e}")))?;
         Ok(Client {
             http,
-            nodes: Arc::new(Nodes::new(endpoints, false)),
+            nodes: Arc::new(Nodes::new(endpoints, scheme, false)),
             retry: self.retry,
             timeouts: self.timeouts,
             defaults: self.defaults,
             session: self.session.map(|s| Arc::new(Mutex::new(s))),
+            token: self.token,
         })
     }
 }

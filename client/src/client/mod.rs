@@ -27,10 +27,13 @@
 //! - `routing`: endpoints, the cached leader, leader discovery, endpoint normalization;
 //! - `retry`: [`RetryPolicy`], the retry loop of every call, `request_id`s,
 //!   `OutcomeUnknown`;
-//! - `transport`: one HTTP exchange and the decoding of its answer;
-//! - `mutations`, `reads`, `admin`: the calls of the API, by kind.
+//! - `transport`: one HTTP exchange (with the bearer token) and the decoding of its
+//!   answer;
+//! - `tls`: the cluster CA and the client certificate of `https://` endpoints;
+//! - `mutations`, `reads`, `admin`, `auth`: the calls of the API, by kind.
 
 mod admin;
+mod auth;
 mod builder;
 mod mutations;
 mod reads;
@@ -38,6 +41,7 @@ mod retry;
 mod routing;
 #[cfg(test)]
 mod test_support;
+mod tls;
 mod transport;
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -53,6 +57,7 @@ use builder::Timeouts;
 use routing::{normalize_endpoint, Nodes};
 
 use crate::api::ReadOptions;
+use crate::bearer::BearerToken;
 use crate::error::ClientError;
 use crate::session::{Observable, Session};
 
@@ -67,10 +72,13 @@ pub struct Client {
     timeouts: Timeouts,
     defaults: ReadOptions,
     session: Option<Arc<Mutex<Session>>>,
+    /// Sent as `Authorization: Bearer` on every request (`Debug` redacts it).
+    token: Option<BearerToken>,
 }
 
 impl Client {
-    /// A client with default settings. Endpoints are `http://host:port` or `host:port`.
+    /// A client with default settings. Endpoints are `http://host:port` or `host:port`
+    /// (HTTPS and tokens: [`Client::builder`]).
     pub fn new(endpoints: Vec<String>) -> Result<Client> {
         Client::builder(endpoints).build()
     }
@@ -86,7 +94,7 @@ impl Client {
         self.session.as_ref().map(|s| lock(s).clone())
     }
 
-    /// The normalized endpoints (`http://host:port`).
+    /// The normalized endpoints (`http[s]://host:port`).
     pub fn endpoints(&self) -> &[String] {
         &self.nodes.endpoints
     }
@@ -98,11 +106,21 @@ impl Client {
     /// A client that sends every call to `endpoint` (followers forward what they cannot
     /// serve). Shares this client's connections and session.
     pub fn pinned(&self, endpoint: &str) -> Result<Client> {
-        let endpoint = normalize_endpoint(endpoint)?;
+        let endpoint = self.endpoint(endpoint)?;
         Ok(Client {
-            nodes: Arc::new(Nodes::new(vec![endpoint], true)),
+            nodes: Arc::new(Nodes::new(vec![endpoint], self.nodes.scheme, true)),
             ..self.clone()
         })
+    }
+
+    /// `true` when this client sends a bearer token.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// `endpoint` normalized; a bare `host:port` gets this client's default scheme.
+    fn endpoint(&self, endpoint: &str) -> Result<String> {
+        normalize_endpoint(endpoint, self.nodes.scheme)
     }
 
     /// The leader's endpoint, from the cache or by asking the endpoints.

@@ -17,6 +17,8 @@ use crate::error::ClientError;
 #[derive(Debug)]
 pub(super) struct Nodes {
     pub(super) endpoints: Vec<String>,
+    /// Scheme of an endpoint given as bare `host:port`: `https` once a CA is configured.
+    pub(super) scheme: Scheme,
     leader: Mutex<Option<String>>,
     cursor: AtomicUsize,
     /// Every call goes to `endpoints[0]`; no discovery.
@@ -24,9 +26,10 @@ pub(super) struct Nodes {
 }
 
 impl Nodes {
-    pub(super) fn new(endpoints: Vec<String>, pinned: bool) -> Self {
+    pub(super) fn new(endpoints: Vec<String>, scheme: Scheme, pinned: bool) -> Self {
         Nodes {
             endpoints,
+            scheme,
             leader: Mutex::new(None),
             cursor: AtomicUsize::new(0),
             pinned,
@@ -52,6 +55,22 @@ impl Nodes {
         let mut leader = lock(&self.leader);
         if leader.as_deref() == Some(base) {
             *leader = None;
+        }
+    }
+}
+
+/// The scheme of an endpoint named without one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
         }
     }
 }
@@ -133,29 +152,35 @@ pub(super) fn read_route(consistency: Option<Consistency>) -> Route<'static> {
 }
 
 /// The endpoint of the leader `status` names: the asked endpoint itself when it is the
-/// leader (its advertised address may be a bind address), else the leader's `client_addr`.
+/// leader (its advertised address may be a bind address), else the leader's `client_addr`
+/// with the scheme of the asked endpoint (a cluster serves HTTPS on every node or none).
 fn leader_endpoint(status: &ClusterStatus, asked: &str) -> Option<String> {
     let leader_id = status.leader_id?;
     if leader_id == status.node_id {
         return Some(asked.to_string());
     }
     let node = status.nodes.iter().find(|n| n.id == leader_id)?;
-    normalize_endpoint(&node.client_addr).ok()
+    let scheme = match asked.starts_with("https://") {
+        true => Scheme::Https,
+        false => Scheme::Http,
+    };
+    normalize_endpoint(&node.client_addr, scheme).ok()
 }
 
-/// `host:port` or `http://host:port[/]` → `http://host:port`.
-pub(crate) fn normalize_endpoint(endpoint: &str) -> Result<String> {
+/// `host:port` or `http[s]://host:port[/]` → `http[s]://host:port`; a bare `host:port`
+/// gets `scheme`.
+pub(crate) fn normalize_endpoint(endpoint: &str, scheme: Scheme) -> Result<String> {
     let endpoint = endpoint.trim();
     let with_scheme = if endpoint.contains("://") {
         endpoint.to_string()
     } else {
-        format!("http://{endpoint}")
+        format!("{}://{endpoint}", scheme.as_str())
     };
     let url = Url::parse(&with_scheme)
         .map_err(|e| ClientError::invalid_input(format!("endpoint {endpoint:?}: {e}")))?;
-    if url.scheme() != "http" {
+    if !matches!(url.scheme(), "http" | "https") {
         return Err(ClientError::invalid_input(format!(
-            "endpoint {endpoint:?}: only http:// is supported (this build has no TLS)"
+            "endpoint {endpoint:?}: expected http:// or https://"
         )));
     }
     if url.host_str().is_none_or(str::is_empty) {
@@ -178,12 +203,23 @@ mod tests {
     #[test]
     fn endpoints_are_normalized() {
         assert_eq!(
-            normalize_endpoint("127.0.0.1:7401").unwrap(),
+            normalize_endpoint("127.0.0.1:7401", Scheme::Http).unwrap(),
             "http://127.0.0.1:7401"
         );
-        assert_eq!(normalize_endpoint(" http://h:1/ ").unwrap(), "http://h:1");
-        assert!(normalize_endpoint("https://h:1").is_err());
-        assert!(normalize_endpoint("").is_err());
+        assert_eq!(
+            normalize_endpoint("127.0.0.1:7401", Scheme::Https).unwrap(),
+            "https://127.0.0.1:7401"
+        );
+        assert_eq!(
+            normalize_endpoint(" http://h:1/ ", Scheme::Https).unwrap(),
+            "http://h:1"
+        );
+        assert_eq!(
+            normalize_endpoint("https://h:1/", Scheme::Http).unwrap(),
+            "https://h:1"
+        );
+        assert!(normalize_endpoint("ftp://h:1", Scheme::Http).is_err());
+        assert!(normalize_endpoint("", Scheme::Http).is_err());
         assert!(Client::new(Vec::new()).is_err());
         let url = endpoint_url("http://h:1", &["v1", "tombstones", "a/b c"], &[]).unwrap();
         assert_eq!(url.as_str(), "http://h:1/v1/tombstones/a%2Fb%20c");

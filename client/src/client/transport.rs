@@ -1,10 +1,10 @@
 //! One HTTP exchange: a [`Call`] (method, route, path, body, retry mode, deadline) sent
-//! to one endpoint, and the decoding of its answer.
+//! to one endpoint with the client's bearer token, and the decoding of its answer.
 
 use std::time::Duration;
 
 use futures::StreamExt;
-use reqwest::header::CONTENT_TYPE;
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Url};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -34,6 +34,11 @@ impl Client {
     pub(super) async fn attempt(&self, base: &str, call: &Call<'_>) -> Result<reqwest::Response> {
         let url = endpoint_url(base, call.path, &call.query)?;
         let mut request = self.http.request(call.method.clone(), url);
+        // Every attempt, retry and discovery request carries the token: a follower relays
+        // it to the leader, which authenticates the request again (SPEC §8).
+        if let Some(token) = &self.token {
+            request = request.header(AUTHORIZATION, token.header_value());
+        }
         if let Some(timeout) = call.timeout {
             request = request.timeout(timeout);
         }
