@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use cairn_client::api::{ClusterStatus, InitRequest, NodeSpec};
+use cairn_client::api::{ClusterStatus, EnableAuthRequest, InitRequest, NodeSpec};
 use cairn_client::ClientError;
 use cairn_config::{CLIENT_PORT_BASE, DEFAULT_HOST, PEER_PORT_BASE};
 
@@ -20,10 +20,12 @@ pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
     let client = &ctx.client;
     match command {
         ClusterCommand::Status => status(ctx).await,
-        ClusterCommand::Init { nodes } => {
+        ClusterCommand::Init { nodes, auth_admin } => {
             let nodes = non_empty(nodes).unwrap_or_else(local_nodes);
+            let auth = auth_admin.map(|admin| EnableAuthRequest { admin });
+            // With auth, the answer carries the admin's token: printed this once.
             ctx.emit(
-                &client.init(InitRequest { nodes, auth: None }).await?,
+                &client.init(InitRequest { nodes, auth }).await?,
                 print_membership,
             )
         }

@@ -13,11 +13,25 @@ Examples:
   cairn recall path:src/db/schema.rs topic:migrations
   cairn watch --prefix project/
   cairn --session-file ~/.cairn-session read project/db   # never older than what you saw
+  cairn auth whoami                       # the principal of the token in use
+  CAIRN_TOKEN_FILE=agent.token cairn write notes/x 'seen'
+
+Token (Authorization: Bearer), the first found wins:
+  1. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
+  2. --token-file FILE, or CAIRN_TOKEN_FILE
+  3. .cluster/admin.token in this directory or the nearest parent with one (written by
+     scripts/cluster up), only when every endpoint is on loopback
+  Without a token, mutations default to --actor cli; with one, to the principal's name.
+
+HTTPS: --cacert FILE (or CAIRN_CACERT) trusts the cluster CA, and only it; --cert FILE
+  --key FILE (CAIRN_CERT, CAIRN_KEY) present a client certificate. `source .cluster/env`
+  after `scripts/cluster up --tls` sets CAIRN_ENDPOINTS and CAIRN_CACERT.
 
 Exit codes:
   0 ok                1 other error          2 invalid input (400/413/422)
   3 not found (404)   4 conflict (409)       5 unavailable (503, unreachable)
-  6 outcome unknown (504 / lost connection): retry with the same --request-id";
+  6 outcome unknown (504 / lost connection): retry with the same --request-id
+  7 denied: unauthenticated (401), permission_denied or actor_mismatch (403)";
 
 pub const WRITE_HELP: &str = "\
 Examples:
@@ -62,7 +76,37 @@ Resumes by itself after a lost connection; Ctrl-C ends it.";
 pub const CLUSTER_HELP: &str = "\
 Examples:
   cairn cluster init
+  cairn cluster init --auth-admin admin > admin.out    # auth on; the admin token, once
   cairn cluster init --node 1=10.0.0.1:7401,10.0.0.1:7501 --node 2=10.0.0.2:7401,10.0.0.2:7501
   cairn cluster join --id 4 --client-addr 127.0.0.1:7404 --peer-addr 127.0.0.1:7504
   cairn cluster remove --id 4
   cairn cluster compact                 # every endpoint: forgotten bytes physically gone";
+
+pub const AUTH_HELP: &str = "\
+Examples:
+  cairn auth enable --admin admin            # prints the admin token once
+  cairn --json auth enable --admin admin | jq -r .token > admin.token && chmod 600 admin.token
+  cairn auth principal add agent-7 --grant notes/agent-7/=read,write --grant =read
+  cairn auth grant agent-7 --grant notes/=read,write,forget
+  cairn auth principal rotate agent-7
+  cairn auth whoami
+Grants: PREFIX=PERM[,PERM...] with PERM read, write, forget, revoke or admin (admin only
+with the empty prefix: --grant =admin). An empty PREFIX covers every key; the text is
+split at its last '=', so a prefix may contain one.";
+
+pub const AUTH_PRINCIPAL_HELP: &str = "\
+Examples:
+  cairn auth principal add agent-7 --grant notes/agent-7/=read,write --grant =read
+  cairn --json auth principal add ci --grant builds/=read,write | jq -r .token > ci.token
+  cairn auth principal rotate agent-7    # new token; the old one stops at once
+  cairn auth principal delete agent-7
+  cairn auth principal list
+A token is printed once, by the command that makes it: the cluster keeps only its hash.";
+
+pub const AUTH_GRANT_HELP: &str = "\
+Examples:
+  cairn auth grant agent-7 --grant notes/=read,write --grant facts/=read
+  cairn auth grant agent-7 --grant =read      # read every key, nothing else
+  cairn auth grant agent-7 --none             # no grant at all
+Replaces every grant of the principal. PREFIX=PERM[,PERM...]: PERM is read, write,
+forget, revoke or admin; an empty PREFIX covers every key.";

@@ -28,16 +28,30 @@ pub async fn run(ctx: &Ctx, command: KeyCommand) -> Result<()> {
     // Reads take the consistency flags through the client defaults.
     let defaults = ReadOptions::default();
     match command {
-        KeyCommand::Write(a) => ctx.emit(&client.write(a.request()).await?, print_mutation),
-        KeyCommand::Forget(a) => ctx.emit(&client.forget(a.forget()).await?, print_mutation),
-        KeyCommand::Revoke(a) => ctx.emit(&client.revoke(a.revoke()).await?, print_mutation),
+        KeyCommand::Write(a) => {
+            let request = ctx.actor(a.request());
+            ctx.emit(&client.write(request).await?, print_mutation)
+        }
+        KeyCommand::Forget(a) => {
+            let request = ctx.actor(a.forget());
+            ctx.emit(&client.forget(request).await?, print_mutation)
+        }
+        KeyCommand::Revoke(a) => {
+            let request = ctx.actor(a.revoke());
+            ctx.emit(&client.revoke(request).await?, print_mutation)
+        }
         KeyCommand::Reinstate(a) => {
-            ctx.emit(&client.reinstate(a.reinstate()).await?, print_mutation)
+            let request = ctx.actor(a.reinstate());
+            ctx.emit(&client.reinstate(request).await?, print_mutation)
         }
         KeyCommand::FlagStale(a) => {
-            ctx.emit(&client.flag_stale(a.request()).await?, print_mutation)
+            let request = ctx.actor(a.request());
+            ctx.emit(&client.flag_stale(request).await?, print_mutation)
         }
-        KeyCommand::Supersede(a) => ctx.emit(&client.supersede(a.request()).await?, print_mutation),
+        KeyCommand::Supersede(a) => {
+            let request = ctx.actor(a.request());
+            ctx.emit(&client.supersede(request).await?, print_mutation)
+        }
         KeyCommand::Batch(a) => ctx.emit(&client.batch(read_batch(&a.file)?).await?, print_batch),
         KeyCommand::Read(a) => ctx.emit(&client.read(&a.key, defaults).await?, print_read),
         KeyCommand::Probe(a) => ctx.emit(&client.probe(&a.key, defaults).await?, print_probe),
@@ -81,16 +95,37 @@ fn read_batch(file: &Path) -> Result<BatchRequest> {
 
 // -- flags → requests ---------------------------------------------------------------------
 
+/// The actor of a mutation without `--actor` when no token is sent (auth off, where the
+/// node needs a name).
+const ACTOR_WITHOUT_TOKEN: &str = "cli";
+
+impl Ctx {
+    /// Without `--actor`, a request with a token leaves `actor` out (the node records the
+    /// principal's name, SPEC §8), and one without a token says `cli`.
+    fn actor<R: Conditioned>(&self, mut request: R) -> R {
+        let actor = request.actor_mut();
+        if actor.is_empty() && !self.client.has_token() {
+            *actor = ACTOR_WITHOUT_TOKEN.to_string();
+        }
+        request
+    }
+}
+
 /// Mutation requests that carry the [`Common`] conditions.
 trait Conditioned {
     fn set_conditions(&mut self, common: Common);
+    fn actor_mut(&mut self) -> &mut String;
 }
 
 macro_rules! conditioned {
     ($($request:ty),*) => {$(
         impl Conditioned for $request {
+            fn actor_mut(&mut self) -> &mut String {
+                &mut self.actor
+            }
+
             fn set_conditions(&mut self, common: Common) {
-                self.actor = common.actor;
+                self.actor = common.actor.unwrap_or_default();
                 self.expected_version = common.expected_version;
                 self.based_on_revision = common.based_on_revision;
                 self.request_id = common.request_id;
@@ -199,8 +234,35 @@ mod tests {
     fn key_command(args: &[&str]) -> KeyCommand {
         match parse(args).unwrap().command {
             Command::Key(command) => command,
-            Command::Cluster(command) => panic!("{command:?}"),
+            other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn without_actor_a_token_leaves_it_out_and_no_token_says_cli() {
+        let ctx = |token: Option<&str>| {
+            let mut builder = cairn_client::Client::builder(vec!["127.0.0.1:1".into()]);
+            if let Some(token) = token {
+                builder = builder.token(token);
+            }
+            Ctx {
+                client: builder.build().unwrap(),
+                json: false,
+            }
+        };
+        let KeyCommand::Write(args) = key_command(&["write", "k", "v"]) else {
+            panic!()
+        };
+        let request = args.request();
+        assert_eq!(request.actor, "");
+        assert_eq!(ctx(None).actor(request.clone()).actor, "cli");
+        assert_eq!(ctx(Some("cairn_x")).actor(request).actor, "");
+        let KeyCommand::Forget(args) =
+            key_command(&["forget", "k", "--reason", "r", "--actor", "alice"])
+        else {
+            panic!()
+        };
+        assert_eq!(ctx(Some("cairn_x")).actor(args.forget()).actor, "alice");
     }
 
     #[test]

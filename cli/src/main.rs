@@ -12,13 +12,18 @@
 //!   parsers of flag values; [`help`]: the examples printed after each `--help`.
 //! - [`keys`]: the key commands (mutations, reads, batch, watch): flags → request → call.
 //! - [`cluster`]: `cairn cluster …`: status and compaction per endpoint, membership.
+//! - [`auth`]: `cairn auth …`: turning auth on, principals, tokens, grants, whoami.
+//! - [`credentials`]: where the bearer token (CAIRN_TOKEN, `--token-file`,
+//!   `.cluster/admin.token`) and the TLS files come from.
 //! - [`session_file`]: `--session-file`, loaded before a command and saved after it.
 //! - [`output`]: stdout, `--json`, aligned fields and tables; [`render`]: the human form
 //!   of each response.
 //! - this file: `main`, the [`Client`] built from the global flags, dispatch, exit codes.
 
 mod args;
+mod auth;
 mod cluster;
+mod credentials;
 mod help;
 mod keys;
 mod output;
@@ -69,6 +74,7 @@ async fn run(cli: Cli) -> Result<()> {
     let outcome = match cli.command {
         Command::Key(command) => keys::run(&ctx, command).await,
         Command::Cluster(command) => cluster::run(&ctx, command).await,
+        Command::Auth(command) => auth::run(&ctx, command).await,
     };
     // The session only ever grows with observed facts, so saving after a failure is safe
     // and keeps whatever a partial run learned.
@@ -92,7 +98,12 @@ fn build_client(global: &Global, session: Option<Session>) -> Result<Client> {
     if let Some(session) = session {
         builder = builder.session(session);
     }
-    builder.build()
+    let env_token = std::env::var(credentials::TOKEN_ENV).ok();
+    let cwd = std::env::current_dir().ok();
+    if let Some(token) = credentials::find_token(global, env_token, cwd.as_deref())? {
+        builder = builder.bearer_token(token);
+    }
+    credentials::apply_tls(global, builder).build()
 }
 
 /// A local I/O failure (batch file, session file, stdin): exit code 1.

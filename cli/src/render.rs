@@ -2,10 +2,13 @@
 //! aligned `key: value` fields, tables.
 
 use cairn_client::api::{
-    BatchResult, ClusterStatus, HistoryEvent, HistoryResponse, ListResponse, MembershipResponse,
-    MutationResult, ProbeResponse, ReadResponse, RecallResponse, Served, Tombstone, WatchEvent,
+    AclChanged, AuthEnabled, BatchResult, ClusterStatus, CreatedPrincipal, HistoryEvent,
+    HistoryResponse, ListResponse, MembershipResponse, MutationResult, PrincipalList,
+    ProbeResponse, ReadResponse, RecallResponse, RotatedToken, Served, Tombstone, WatchEvent,
+    WhoAmI,
 };
 
+use crate::args::format_grants;
 use crate::output::{joined, print_fields, print_table, say, wire_name};
 use crate::Result;
 
@@ -249,6 +252,65 @@ pub fn print_membership(m: &MembershipResponse) {
         .iter()
         .map(|n| vec![n.id.to_string(), n.client_addr.clone(), n.peer_addr.clone()]);
     print_table(&["ID", "CLIENT_ADDR", "PEER_ADDR"], rows.collect());
+    if let Some(auth) = &m.auth {
+        say("");
+        print_auth_enabled(auth);
+    }
+}
+
+// -- auth (SPEC §8) ---------------------------------------------------------------------------
+
+/// Follows every token shown: the node keeps only its hash.
+const TOKEN_NOTE: &str = "store it now; it is not shown again (only its hash is kept)";
+
+pub fn print_auth_enabled(a: &AuthEnabled) {
+    print_fields(&[
+        ("auth", "on".into()),
+        ("admin", a.admin.clone()),
+        ("acl_revision", a.acl_revision.to_string()),
+        ("token", a.token.clone()),
+    ]);
+    say(TOKEN_NOTE);
+}
+
+pub fn print_created_principal(c: &CreatedPrincipal) {
+    print_fields(&[("principal", c.name.clone()), ("token", c.token.clone())]);
+    say(TOKEN_NOTE);
+}
+
+pub fn print_rotated_token(r: &RotatedToken) {
+    print_fields(&[("token", r.token.clone())]);
+    say(format!("{TOKEN_NOTE}; the old token no longer works"));
+}
+
+pub fn print_acl_changed(a: &AclChanged) {
+    print_fields(&[
+        ("principal", a.name.clone()),
+        ("acl_revision", a.acl_revision.to_string()),
+    ]);
+}
+
+pub fn print_principals(list: &PrincipalList) {
+    let rows = list.principals.iter().map(|p| {
+        vec![
+            p.name.clone(),
+            p.created_by.clone(),
+            p.created_at.to_string(),
+            format_grants(&p.grants),
+        ]
+    });
+    print_table(
+        &["NAME", "CREATED_BY", "CREATED_AT", "GRANTS"],
+        rows.collect(),
+    );
+}
+
+pub fn print_whoami(w: &WhoAmI) {
+    print_fields(&[
+        ("principal", w.name.clone()),
+        ("grants", format_grants(&w.grants)),
+        ("acl_revision", w.acl_revision.to_string()),
+    ]);
 }
 
 pub fn print_status_table(rows: &[(String, Result<ClusterStatus>)]) {

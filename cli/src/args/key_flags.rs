@@ -51,9 +51,10 @@ pub enum KeyCommand {
 /// Flags every mutation takes.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Who makes the change.
-    #[arg(long, env = "CAIRN_ACTOR", default_value = "cli")]
-    pub actor: String,
+    /// Who makes the change [default: with a token, the principal's name (any other name
+    /// is refused); without one, `cli`].
+    #[arg(long, env = "CAIRN_ACTOR")]
+    pub actor: Option<String>,
     /// Apply only if the key is at this version (0: only if absent).
     #[arg(long)]
     pub expected_version: Option<u64>,

@@ -1,7 +1,9 @@
 //! The command line (clap derive): global flags, the command tree, the flags of `cairn
-//! cluster` and the parsers of flag values. The key commands' flags are in [`key_flags`].
-//! What a command does with its flags is in [`crate::keys`] and [`crate::cluster`].
+//! cluster` and the parsers of flag values. The key commands' flags are in [`key_flags`],
+//! those of `cairn auth` in [`auth_flags`]. What a command does with its flags is in
+//! [`crate::keys`], [`crate::cluster`] and [`crate::auth`].
 
+mod auth_flags;
 mod key_flags;
 
 use std::path::PathBuf;
@@ -13,6 +15,7 @@ use serde_json::Value;
 use cairn_client::api::{Consistency, NodeSpec, State};
 use cairn_client::client::RETRIES_MAX_DEFAULT;
 
+pub use auth_flags::*;
 pub use key_flags::*;
 
 use crate::cluster::local_nodes;
@@ -71,6 +74,32 @@ pub struct Global {
     /// Retries of a failed call (unreachable node, no leader, …).
     #[arg(long, global = true, default_value_t = RETRIES_MAX_DEFAULT)]
     pub retries: u32,
+    /// File holding the bearer token (when CAIRN_TOKEN is unset; lookup order: cairn --help).
+    #[arg(long, global = true, env = "CAIRN_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate (PEM) of an HTTPS cluster; endpoints without a scheme are then https.
+    #[arg(long, global = true, env = "CAIRN_CACERT", value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes that require one (mutual TLS); needs --key.
+    #[arg(
+        id = "client_cert",
+        long = "cert",
+        global = true,
+        env = "CAIRN_CERT",
+        value_name = "FILE",
+        requires = "client_key"
+    )]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(
+        id = "client_key",
+        long = "key",
+        global = true,
+        env = "CAIRN_KEY",
+        value_name = "FILE",
+        requires = "client_cert"
+    )]
+    pub key: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -81,6 +110,9 @@ pub enum Command {
     /// Operate the cluster.
     #[command(subcommand, after_help = CLUSTER_HELP)]
     Cluster(ClusterCommand),
+    /// Principals, tokens and grants (SPEC §8).
+    #[command(subcommand)]
+    Auth(AuthCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,6 +124,9 @@ pub enum ClusterCommand {
         /// ID=CLIENT_ADDR,PEER_ADDR; repeatable.
         #[arg(long = "node", value_parser = parse_node_spec)]
         nodes: Vec<NodeSpec>,
+        /// Turn auth on from the first entry with this admin; prints its token once.
+        #[arg(long, value_name = "NAME")]
+        auth_admin: Option<String>,
     },
     /// Add a node (as a learner, promoted once caught up).
     Join(JoinArgs),
@@ -207,10 +242,15 @@ mod tests {
             assert!(parse_node_spec(bad).is_err(), "{bad}");
         }
         let cli = parse(&["cluster", "init"]).unwrap();
-        let Command::Cluster(ClusterCommand::Init { nodes }) = cli.command else {
+        let Command::Cluster(ClusterCommand::Init { nodes, auth_admin }) = cli.command else {
             panic!()
         };
-        assert!(nodes.is_empty());
+        assert!(nodes.is_empty() && auth_admin.is_none());
+        let cli = parse(&["cluster", "init", "--auth-admin", "root"]).unwrap();
+        let Command::Cluster(ClusterCommand::Init { auth_admin, .. }) = cli.command else {
+            panic!()
+        };
+        assert_eq!(auth_admin.as_deref(), Some("root"));
         assert!(parse(&["cluster", "join", "--id", "4", "--client-addr", "a:1"]).is_err());
     }
 }
