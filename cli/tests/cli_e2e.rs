@@ -1,6 +1,8 @@
 //! The `cairn` CLI end to end against a real 3-node cluster: every call below is a `cairn`
 //! process, from `cluster init` to `cluster compact`, in human and `--json` form, with
-//! the exit codes of SPEC §6 / `cairn --help`.
+//! the exit codes of SPEC §6 / `cairn --help`; and a cluster with auth on (SPEC §8): the
+//! token from CAIRN_TOKEN, --token-file and `.cluster/admin.token`, principals confined
+//! to their grants (exit code 7), rotation, grants replaced, deletion.
 //!
 //! The nodes are the `cairn-node` binary of the same target directory (`cargo test
 //! --workspace`, which `scripts/test` runs, builds every binary before any test runs).
@@ -8,16 +10,19 @@
 //! ports, a temporary directory per node, SIGKILL on drop (and from the kernel if the test
 //! process dies).
 
+use std::cell::RefCell;
 use std::fs::{self, File};
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_client::api::{
-    ClusterStatus, CompactResponse, EventKind, HistoryResponse, ListResponse, MembershipResponse,
-    MutationResult, ProbeResponse, ReadResponse, RecallResponse, State, Tombstone,
+    AclChanged, ClusterStatus, CompactResponse, CreatedPrincipal, EventKind, HistoryResponse,
+    ListResponse, MembershipResponse, MutationResult, PrincipalList, ProbeResponse, ReadResponse,
+    RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -30,10 +35,15 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(50);
 /// Variables that would override the flags the test passes.
-const CLEARED_ENV: [&str; 9] = [
+const CLEARED_ENV: [&str; 14] = [
     "CAIRN_ENDPOINTS",
     "CAIRN_ACTOR",
     "CAIRN_SESSION_FILE",
+    "CAIRN_TOKEN",
+    "CAIRN_TOKEN_FILE",
+    "CAIRN_CACERT",
+    "CAIRN_CERT",
+    "CAIRN_KEY",
     "CAIRN_CONFIG",
     "CAIRN_ID",
     "CAIRN_DATA_DIR",
@@ -45,6 +55,7 @@ const CLEARED_ENV: [&str; 9] = [
 const EXIT_INVALID_INPUT: i32 = 2;
 const EXIT_NOT_FOUND: i32 = 3;
 const EXIT_CONFLICT: i32 = 4;
+const EXIT_DENIED: i32 = 7;
 
 // -- a minimal cluster of real nodes --------------------------------------------------------
 
@@ -132,6 +143,8 @@ impl Node {
 struct Cluster {
     dir: TempDir,
     nodes: Vec<Node>,
+    /// Sent as CAIRN_TOKEN by [`Cluster::cairn`] (the admin's, once auth is on).
+    token: RefCell<Option<String>>,
 }
 
 impl Cluster {
@@ -144,6 +157,7 @@ impl Cluster {
         let mut cluster = Cluster {
             dir,
             nodes: Vec::new(),
+            token: RefCell::new(None),
         };
         for id in 1..=3 {
             let node_dir = cluster.dir.path().join(format!("node{id}"));
@@ -169,6 +183,8 @@ impl Cluster {
             loop {
                 let endpoint = format!("http://{}", self.nodes[i].client_addr);
                 let probe = run_cli(
+                    self.dir.path(),
+                    &[],
                     &endpoint,
                     &["--retries", "0", "--timeout-ms", "1000"],
                     &["cluster", "status"],
@@ -236,9 +252,42 @@ impl Cluster {
         out
     }
 
-    /// `cairn --endpoints ALL ARGS...`
+    /// `cairn --endpoints ALL ARGS...`, run in the cluster's directory (no `.cluster/`
+    /// above it), with CAIRN_TOKEN set to [`Cluster::token`] if there is one.
     fn cairn(&self, args: &[&str]) -> Run {
-        run_cli(&self.endpoints(), &[], args)
+        let token = self.token.borrow().clone();
+        let env: Vec<(&str, &str)> = token.iter().map(|t| ("CAIRN_TOKEN", t.as_str())).collect();
+        run_cli(self.dir.path(), &env, &self.endpoints(), &[], args)
+    }
+
+    /// `cairn ARGS...` in `cwd` with exactly the variables `env` (no [`Cluster::token`]).
+    fn cairn_with(&self, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+        run_cli(cwd, env, &self.endpoints(), &[], args)
+    }
+
+    /// `cairn --json ARGS...` as the holder of `token`: exit 0, one JSON document.
+    fn json_as<T: DeserializeOwned>(&self, token: &str, args: &[&str]) -> T {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let run = self.cairn_with(self.dir.path(), &[("CAIRN_TOKEN", token)], &all);
+        assert_eq!(run.code, 0, "cairn {all:?}: {run:?}");
+        serde_json::from_str(run.stdout.trim())
+            .unwrap_or_else(|e| panic!("cairn {all:?}: {e}: {run:?}"))
+    }
+
+    /// `cairn ARGS...` as the holder of `token` (None: no token at all) fails with exit
+    /// code `code` and names `error_code`.
+    fn fails_as(&self, token: Option<&str>, args: &[&str], code: i32, error_code: &str) {
+        let env: Vec<(&str, &str)> = token.iter().map(|t| ("CAIRN_TOKEN", *t)).collect();
+        let run = self.cairn_with(self.dir.path(), &env, args);
+        assert_eq!(run.code, code, "cairn {args:?}: {run:?}");
+        assert!(
+            run.stderr.starts_with(&format!("error: {error_code}: ")),
+            "cairn {args:?}: {run:?}"
+        );
+        if let Some(token) = token {
+            assert!(!run.stderr.contains(token), "the token leaked: {run:?}");
+        }
     }
 
     /// Exit 0 expected; the stdout.
@@ -324,13 +373,22 @@ struct Run {
     stderr: String,
 }
 
-/// `cairn --endpoints ENDPOINTS GLOBAL... ARGS...` with a clean environment.
-fn run_cli(endpoints: &str, global: &[&str], args: &[&str]) -> Run {
+/// `cairn --endpoints ENDPOINTS GLOBAL... ARGS...` in `cwd`, with a clean environment
+/// plus `env`.
+fn run_cli(
+    cwd: &Path,
+    env: &[(&str, &str)],
+    endpoints: &str,
+    global: &[&str],
+    args: &[&str],
+) -> Run {
     let mut cmd = Command::new(CLI);
     for var in CLEARED_ENV {
         cmd.env_remove(var);
     }
+    cmd.envs(env.iter().copied());
     let output = cmd
+        .current_dir(cwd)
         .arg("--endpoints")
         .arg(endpoints)
         .args(global)
@@ -637,4 +695,179 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     // Still served after compaction.
     let read: ReadResponse = cluster.json(&["read", key]);
     assert_eq!(read.record.value, Some(json!("sqlite")));
+}
+
+/// A file only its owner can read, as a token file should be.
+fn write_private(path: &Path, text: &str) {
+    fs::write(path, text).expect("writing a token file");
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600)).expect("chmod 600");
+}
+
+#[test]
+fn an_auth_on_cluster_admits_principals_only_within_their_grants() {
+    let cluster = Cluster::start();
+
+    // 1. init with an admin: the token comes back once, in the answer.
+    let mut init = vec!["cluster", "init", "--auth-admin", "admin"];
+    let flags = cluster.node_flags();
+    init.extend(flags.iter().map(String::as_str));
+    let membership: MembershipResponse = cluster.json(&init);
+    let enabled = membership
+        .auth
+        .expect("init with --auth-admin answers the admin token");
+    assert_eq!(enabled.admin, "admin");
+    assert!(enabled.token.starts_with("cairn_"), "token format");
+    let admin = enabled.token.clone();
+    *cluster.token.borrow_mut() = Some(admin.clone());
+    cluster.wait_settled();
+
+    // 2. the admin's token from CAIRN_TOKEN, --token-file and .cluster/admin.token.
+    let whoami: WhoAmI = cluster.json_as(&admin, &["auth", "whoami"]);
+    assert_eq!(whoami.name, "admin");
+    let token_file = cluster.dir.path().join("admin.token");
+    write_private(&token_file, &format!("{admin}\n"));
+    let run = cluster.cairn_with(
+        cluster.dir.path(),
+        &[],
+        &[
+            "--json",
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "auth",
+            "whoami",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        serde_json::from_str::<WhoAmI>(run.stdout.trim())
+            .unwrap()
+            .name,
+        "admin"
+    );
+    let project = cluster.dir.path().join("project");
+    fs::create_dir_all(project.join(".cluster")).unwrap();
+    fs::create_dir_all(project.join("src/deep")).unwrap();
+    write_private(&project.join(".cluster/admin.token"), &format!("{admin}\n"));
+    let run = cluster.cairn_with(&project.join("src/deep"), &[], &["auth", "whoami"]);
+    assert_eq!(run.code, 0, "found by walking up: {run:?}");
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("principal:") && l.ends_with("admin")),
+        "{run:?}"
+    );
+    cluster.fails_as(
+        None,
+        &["write", "notes/x", "v"],
+        EXIT_DENIED,
+        "unauthenticated",
+    );
+    cluster.fails_as(
+        Some("cairn_bm90LWEtdG9rZW4tbm90LWEtdG9rZW4tbm90LWEtdG9rZW4"),
+        &["read", "notes/x"],
+        EXIT_DENIED,
+        "unauthenticated",
+    );
+
+    // 3. a principal confined to its prefix; the token shown once, with the note.
+    let run = cluster.cairn(&["auth", "principal", "add", "scratch"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("it is not shown again"), "{run:?}");
+    let created: CreatedPrincipal = cluster.json(&[
+        "auth",
+        "principal",
+        "add",
+        "agent-7",
+        "--grant",
+        "notes/agent-7/=read,write",
+    ]);
+    assert_eq!(created.name, "agent-7");
+    let agent = created.token;
+    let written: MutationResult =
+        cluster.json_as(&agent, &["write", "notes/agent-7/todo", "ship it"]);
+    assert_eq!(written.version, 1);
+    let read: ReadResponse = cluster.json_as(&agent, &["read", "notes/agent-7/todo"]);
+    assert_eq!(
+        read.record.meta.actor, "agent-7",
+        "the actor is the principal"
+    );
+    cluster.fails_as(
+        Some(&agent),
+        &["write", "notes/other/todo", "not mine"],
+        EXIT_DENIED,
+        "permission_denied",
+    );
+    cluster.fails_as(
+        Some(&agent),
+        &[
+            "forget",
+            "notes/agent-7/todo",
+            "--reason",
+            "no forget grant",
+        ],
+        EXIT_DENIED,
+        "permission_denied",
+    );
+    cluster.fails_as(
+        Some(&agent),
+        &[
+            "write",
+            "notes/agent-7/todo",
+            "v2",
+            "--actor",
+            "someone-else",
+        ],
+        EXIT_DENIED,
+        "actor_mismatch",
+    );
+    let whoami: WhoAmI = cluster.json_as(&agent, &["auth", "whoami"]);
+    assert_eq!((whoami.name.as_str(), whoami.grants.len()), ("agent-7", 1));
+    cluster.fails_as(
+        Some(&agent),
+        &["auth", "principal", "list"],
+        EXIT_DENIED,
+        "permission_denied",
+    );
+
+    // 4. list; grants replaced.
+    let list: PrincipalList = cluster.json(&["auth", "principal", "list"]);
+    let names: Vec<&str> = list.principals.iter().map(|p| p.name.as_str()).collect();
+    assert!(
+        names.contains(&"admin") && names.contains(&"agent-7"),
+        "{names:?}"
+    );
+    let human = cluster.ok(&["auth", "principal", "list"]);
+    assert!(first_line(&human).starts_with("NAME"), "{human}");
+    assert!(human.contains("notes/agent-7/=read,write"), "{human}");
+    let changed: AclChanged = cluster.json(&["auth", "grant", "agent-7", "--grant", "=read"]);
+    assert!(changed.acl_revision > list.acl_revision, "{changed:?}");
+    cluster.fails_as(
+        Some(&agent),
+        &["write", "notes/agent-7/todo", "v2"],
+        EXIT_DENIED,
+        "permission_denied",
+    );
+    let read: ReadResponse = cluster.json_as(&agent, &["read", "notes/agent-7/todo"]);
+    assert_eq!(read.record.value, Some(json!("ship it")));
+
+    // 5. rotation stops the old token at once; the new one works.
+    let rotated: RotatedToken = cluster.json(&["auth", "principal", "rotate", "agent-7"]);
+    assert_ne!(rotated.token, agent);
+    cluster.fails_as(
+        Some(&agent),
+        &["read", "notes/agent-7/todo"],
+        EXIT_DENIED,
+        "unauthenticated",
+    );
+    let whoami: WhoAmI = cluster.json_as(&rotated.token, &["auth", "whoami"]);
+    assert_eq!(whoami.name, "agent-7");
+
+    // 6. deletion stops it too.
+    cluster.json::<AclChanged>(&["auth", "principal", "delete", "agent-7"]);
+    cluster.fails_as(
+        Some(&rotated.token),
+        &["auth", "whoami"],
+        EXIT_DENIED,
+        "unauthenticated",
+    );
 }
