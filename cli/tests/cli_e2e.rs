@@ -92,6 +92,8 @@ struct Node {
     client_addr: String,
     peer_addr: String,
     dir: PathBuf,
+    /// Flags after the addresses (TLS files).
+    extra_args: Vec<String>,
     child: Option<Child>,
 }
 
@@ -120,6 +122,7 @@ impl Node {
             .arg(&self.client_addr)
             .arg("--peer-addr")
             .arg(&self.peer_addr)
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log);
@@ -145,29 +148,64 @@ struct Cluster {
     nodes: Vec<Node>,
     /// Sent as CAIRN_TOKEN by [`Cluster::cairn`] (the admin's, once auth is on).
     token: RefCell<Option<String>>,
+    /// HTTPS client ports requiring client certificates: the directory of `cairn-node
+    /// certs` (ca.pem, node-ID.pem/key, client.pem/key).
+    certs: Option<PathBuf>,
 }
 
 impl Cluster {
     /// Three nodes, each serving; not initialized (the test does that with the CLI).
     fn start() -> Cluster {
+        Cluster::start_with(false)
+    }
+
+    /// [`Cluster::start`], with `tls`: HTTPS client ports that require a client
+    /// certificate, from a CA made by `cairn-node certs`.
+    fn start_with(tls: bool) -> Cluster {
         let dir = tempfile::Builder::new()
             .prefix("cairn-cli-e2e-")
             .tempdir()
             .expect("tempdir");
+        let certs = tls.then(|| dir.path().join("certs"));
+        if let Some(certs) = &certs {
+            let made = Command::new(node_bin())
+                .args(["certs", "--out"])
+                .arg(certs)
+                .args(["--nodes", "1,2,3"])
+                .output()
+                .expect("cairn-node certs");
+            assert!(made.status.success(), "cairn-node certs: {made:?}");
+        }
         let mut cluster = Cluster {
             dir,
             nodes: Vec::new(),
             token: RefCell::new(None),
+            certs,
         };
         for id in 1..=3 {
             let node_dir = cluster.dir.path().join(format!("node{id}"));
             fs::create_dir_all(&node_dir).expect("node dir");
             let (client_addr, peer_addr) = free_addr_pair();
+            let extra_args = match &cluster.certs {
+                Some(certs) => {
+                    let file = |name: String| certs.join(name).to_string_lossy().into_owned();
+                    vec![
+                        "--tls-cert".into(),
+                        file(format!("node-{id}.pem")),
+                        "--tls-key".into(),
+                        file(format!("node-{id}.key")),
+                        "--tls-client-ca".into(),
+                        file("ca.pem".into()),
+                    ]
+                }
+                None => Vec::new(),
+            };
             cluster.nodes.push(Node {
                 id,
                 client_addr,
                 peer_addr,
                 dir: node_dir,
+                extra_args,
                 child: None,
             });
             cluster.start_node(cluster.nodes.len() - 1);
@@ -181,10 +219,11 @@ impl Cluster {
             self.nodes[i].spawn();
             let deadline = Instant::now() + START_TIMEOUT;
             loop {
-                let endpoint = format!("http://{}", self.nodes[i].client_addr);
+                let endpoint = format!("{}://{}", self.scheme(), self.nodes[i].client_addr);
+                let env = self.tls_env();
                 let probe = run_cli(
                     self.dir.path(),
-                    &[],
+                    &pairs(&env),
                     &endpoint,
                     &["--retries", "0", "--timeout-ms", "1000"],
                     &["cluster", "status"],
@@ -219,7 +258,7 @@ impl Cluster {
         let endpoints: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("http://{}", n.client_addr))
+            .map(|n| format!("{}://{}", self.scheme(), n.client_addr))
             .collect();
         endpoints.join(",")
     }
@@ -252,17 +291,40 @@ impl Cluster {
         out
     }
 
+    fn scheme(&self) -> &'static str {
+        match self.certs {
+            Some(_) => "https",
+            None => "http",
+        }
+    }
+
+    /// CAIRN_CACERT, CAIRN_CERT and CAIRN_KEY of an HTTPS cluster.
+    fn tls_env(&self) -> Vec<(&'static str, String)> {
+        let Some(certs) = &self.certs else {
+            return Vec::new();
+        };
+        let file = |name: &str| certs.join(name).to_string_lossy().into_owned();
+        vec![
+            ("CAIRN_CACERT", file("ca.pem")),
+            ("CAIRN_CERT", file("client.pem")),
+            ("CAIRN_KEY", file("client.key")),
+        ]
+    }
+
     /// `cairn --endpoints ALL ARGS...`, run in the cluster's directory (no `.cluster/`
     /// above it), with CAIRN_TOKEN set to [`Cluster::token`] if there is one.
     fn cairn(&self, args: &[&str]) -> Run {
         let token = self.token.borrow().clone();
         let env: Vec<(&str, &str)> = token.iter().map(|t| ("CAIRN_TOKEN", t.as_str())).collect();
-        run_cli(self.dir.path(), &env, &self.endpoints(), &[], args)
+        self.cairn_with(self.dir.path(), &env, args)
     }
 
-    /// `cairn ARGS...` in `cwd` with exactly the variables `env` (no [`Cluster::token`]).
+    /// `cairn ARGS...` in `cwd` with the TLS variables and `env` (no [`Cluster::token`]).
     fn cairn_with(&self, cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
-        run_cli(cwd, env, &self.endpoints(), &[], args)
+        let tls = self.tls_env();
+        let mut all = pairs(&tls);
+        all.extend_from_slice(env);
+        run_cli(cwd, &all, &self.endpoints(), &[], args)
     }
 
     /// `cairn --json ARGS...` as the holder of `token`: exit 0, one JSON document.
@@ -697,6 +759,10 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert_eq!(read.record.value, Some(json!("sqlite")));
 }
 
+fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
 /// A file only its owner can read, as a token file should be.
 fn write_private(path: &Path, text: &str) {
     fs::write(path, text).expect("writing a token file");
@@ -870,4 +936,59 @@ fn an_auth_on_cluster_admits_principals_only_within_their_grants() {
         EXIT_DENIED,
         "unauthenticated",
     );
+}
+
+#[test]
+fn the_cli_reaches_an_https_cluster_with_its_ca_and_a_client_certificate() {
+    let cluster = Cluster::start_with(true);
+    let mut init = vec!["cluster", "init"];
+    let flags = cluster.node_flags();
+    init.extend(flags.iter().map(String::as_str));
+    let membership: MembershipResponse = cluster.json(&init);
+    assert_eq!(membership.voters, [1, 2, 3]);
+    cluster.wait_settled();
+    assert!(cluster.endpoints().starts_with("https://"));
+
+    // Writes follow the leader over HTTPS (discovery names host:port, kept as https).
+    let written: MutationResult = cluster.json(&["write", "tls/x", "over https"]);
+    assert_eq!(written.version, 1);
+    let read: ReadResponse = cluster.json(&["read", "tls/x"]);
+    assert_eq!(read.record.value, Some(json!("over https")));
+
+    // Without a CA the https endpoints are refused before anything is sent.
+    let certs = cluster.certs.clone().unwrap();
+    let run = run_cli(
+        cluster.dir.path(),
+        &[],
+        &cluster.endpoints(),
+        &[],
+        &["read", "tls/x"],
+    );
+    assert_eq!(run.code, EXIT_INVALID_INPUT, "{run:?}");
+    assert!(run.stderr.contains("CA"), "{run:?}");
+    // With the CA but no client certificate, the node refuses the handshake.
+    let ca = certs.join("ca.pem");
+    let run = run_cli(
+        cluster.dir.path(),
+        &[("CAIRN_CACERT", ca.to_str().unwrap())],
+        &cluster.endpoints(),
+        &["--retries", "0"],
+        &["read", "tls/x"],
+    );
+    assert_eq!(run.code, 5, "transport failure: {run:?}");
+    // Bare host:port endpoints are https once a CA is given.
+    let bare: Vec<&str> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.client_addr.as_str())
+        .collect();
+    let tls = cluster.tls_env();
+    let run = run_cli(
+        cluster.dir.path(),
+        &pairs(&tls),
+        &bare.join(","),
+        &[],
+        &["read", "tls/x"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
 }
