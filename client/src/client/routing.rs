@@ -225,6 +225,26 @@ mod tests {
         assert_eq!(url.as_str(), "http://h:1/v1/tombstones/a%2Fb%20c");
     }
 
+    #[test]
+    fn a_discovered_leader_keeps_the_scheme_of_the_node_that_named_it() {
+        let status: ClusterStatus = serde_json::from_value(json!({
+            "node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
+            "last_log_index": 5, "commit_index": 5, "applied_index": 5,
+            "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
+            "nodes": [{"id": 1, "client_addr": "10.0.0.1:7401", "peer_addr": "x:1"},
+                      {"id": 2, "client_addr": "10.0.0.2:7401", "peer_addr": "x:2"}],
+            "snapshot_index": 0, "log_purged_through": 0}))
+        .unwrap();
+        assert_eq!(
+            leader_endpoint(&status, "https://10.0.0.1:7401").as_deref(),
+            Some("https://10.0.0.2:7401")
+        );
+        assert_eq!(
+            leader_endpoint(&status, "http://10.0.0.1:7401").as_deref(),
+            Some("http://10.0.0.2:7401")
+        );
+    }
+
     #[tokio::test]
     async fn mutations_go_to_the_discovered_leader() {
         let leader = FakeNode::start(|_, _| ok(mutation_result(1, 5))).await;
