@@ -8,6 +8,7 @@
 //! - [`reads`]: `[reads]`, [`ReadsConfig`]: read tokens and `min_revision` waits.
 //! - [`limits`]: `[limits]`, [`Limits`]: bounds on client input (SPEC §5);
 //!   `limits_check` validates them.
+//! - [`transport`]: TLS and peer-proof keys (SPEC §8), [`PeerProof`], the peer secret.
 //! - [`error`]: [`ConfigError`]; every message starts with the field it is about.
 //!
 //! Example files, every field with its default and why: `config/node{1,2,3}.toml`.
@@ -24,6 +25,7 @@ mod limits_check;
 pub mod node;
 pub mod raft;
 pub mod reads;
+pub mod transport;
 
 pub use batching::BatchingConfig;
 pub use error::ConfigError;
@@ -34,3 +36,4 @@ pub use limits_check::{
 pub use node::{NodeConfig, Overrides, CLIENT_PORT_BASE, DEFAULT_HOST, PEER_PORT_BASE};
 pub use raft::RaftConfig;
 pub use reads::ReadsConfig;
+pub use transport::{read_peer_secret, PeerProof, PEER_SECRET_BYTES_MIN};

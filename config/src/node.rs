@@ -53,6 +53,25 @@ pub struct NodeConfig {
     /// lookup. It holds what was written or read by mutations most recently (about 600
     /// bytes per key with a 256-byte value), and counts toward the node's RSS.
     pub slot_cache_mib: u64,
+    /// Client-port certificate chain (PEM); with `tls_key`, the client port serves HTTPS.
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of `tls_cert` (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// With it, the client port requires client certificates signed by this CA (PEM).
+    pub tls_client_ca: Option<PathBuf>,
+    /// The CA a node trusts when it relays to another node's HTTPS client port; defaults
+    /// to `peer_tls_ca`, then `tls_client_ca` (see `NodeConfig::client_port_ca`).
+    pub tls_ca: Option<PathBuf>,
+    /// Peer-port certificate (PEM) with the DNS name `node-<id>`; mutual TLS with the three
+    /// `peer_tls_*` keys.
+    pub peer_tls_cert: Option<PathBuf>,
+    pub peer_tls_key: Option<PathBuf>,
+    /// The cluster CA: peers must present a certificate it signed.
+    pub peer_tls_ca: Option<PathBuf>,
+    /// A file holding a shared peer secret of at least 32 bytes (loopback peers only).
+    pub peer_secret_file: Option<PathBuf>,
+    /// Lets a port listen beyond loopback without TLS (warned about at every start).
+    pub insecure: bool,
     pub raft: RaftConfig,
     pub batching: BatchingConfig,
     pub reads: ReadsConfig,
@@ -67,6 +86,16 @@ pub struct Overrides {
     pub data_dir: Option<PathBuf>,
     pub client_addr: Option<String>,
     pub peer_addr: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
+    pub tls_client_ca: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
+    pub peer_tls_cert: Option<PathBuf>,
+    pub peer_tls_key: Option<PathBuf>,
+    pub peer_tls_ca: Option<PathBuf>,
+    pub peer_secret_file: Option<PathBuf>,
+    /// `--insecure`: `true` beats the file; `false` leaves the file's value.
+    pub insecure: bool,
 }
 
 /// The file as written: every field optional, sections default per field.
@@ -81,6 +110,15 @@ struct NodeFile {
     log_level: Option<String>,
     worker_threads: Option<u64>,
     slot_cache_mib: Option<u64>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    peer_tls_cert: Option<PathBuf>,
+    peer_tls_key: Option<PathBuf>,
+    peer_tls_ca: Option<PathBuf>,
+    peer_secret_file: Option<PathBuf>,
+    insecure: Option<bool>,
     #[serde(default)]
     raft: RaftConfig,
     #[serde(default)]
@@ -132,7 +170,8 @@ impl NodeConfig {
     /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
     ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
-    /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one).
+    /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one);
+    /// - the transport keys (see `validate_transport` in `transport.rs`).
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.id == 0 {
             return Err(ConfigError::invalid("id", "must be >= 1 (got 0)"));
@@ -164,7 +203,8 @@ impl NodeConfig {
         self.batching.validate()?;
         self.reads.validate()?;
         self.limits.validate()?;
-        self.validate_cross_section()
+        self.validate_cross_section()?;
+        self.validate_transport()
     }
 
     fn validate_cross_section(&self) -> Result<(), ConfigError> {
@@ -250,6 +290,15 @@ fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
             .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
         worker_threads: file.worker_threads.unwrap_or(WORKER_THREADS_DEFAULT),
         slot_cache_mib: file.slot_cache_mib.unwrap_or(SLOT_CACHE_MIB_DEFAULT),
+        tls_cert: ov.tls_cert.clone().or(file.tls_cert),
+        tls_key: ov.tls_key.clone().or(file.tls_key),
+        tls_client_ca: ov.tls_client_ca.clone().or(file.tls_client_ca),
+        tls_ca: ov.tls_ca.clone().or(file.tls_ca),
+        peer_tls_cert: ov.peer_tls_cert.clone().or(file.peer_tls_cert),
+        peer_tls_key: ov.peer_tls_key.clone().or(file.peer_tls_key),
+        peer_tls_ca: ov.peer_tls_ca.clone().or(file.peer_tls_ca),
+        peer_secret_file: ov.peer_secret_file.clone().or(file.peer_secret_file),
+        insecure: ov.insecure || file.insecure.unwrap_or(false),
         raft: file.raft,
         batching: file.batching,
         reads: file.reads,

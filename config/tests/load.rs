@@ -94,6 +94,7 @@ fn overrides_alone_are_enough() {
         data_dir: Some("/tmp/n7".into()),
         client_addr: Some("127.0.0.1:9001".into()),
         peer_addr: Some("127.0.0.1:9002".into()),
+        ..Overrides::default()
     };
     let c = NodeConfig::load(None, &ov).unwrap();
     assert_eq!(c.id, 7);
@@ -109,6 +110,7 @@ fn override_beats_file() {
         data_dir: Some("/tmp/elsewhere".into()),
         client_addr: Some("127.0.0.1:9101".into()),
         peer_addr: Some("127.0.0.1:9201".into()),
+        ..Overrides::default()
     };
     let c = NodeConfig::load(Some(&example(1)), &ov).unwrap();
     assert_eq!(c.id, 5);

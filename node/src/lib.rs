@@ -12,6 +12,7 @@
 //! - [`raft_rpc`]: Raft RPCs between peers over HTTP with bincode bodies.
 //! - [`store`]: RocksDB (log, state machine, snapshots, codec). No RocksDB type leaves it;
 //!   it knows nothing of openraft.
+//! - [`tls`]: TLS configurations, serving over TLS, certificate generation (SPEC §8).
 //! - [`datadir`]: the exclusive lock and node-id check on the data directory.
 //! - [`metrics`]: counters for `GET /metrics`.
 //! - [`node`]: wiring and clean shutdown.
@@ -25,3 +26,4 @@ pub mod node;
 pub mod planted;
 pub mod raft_rpc;
 pub mod store;
+pub mod tls;

@@ -1,5 +1,7 @@
 //! `cairn-node --id N --data-dir DIR --client-addr HOST:PORT --peer-addr HOST:PORT [--config FILE]`
+//! `cairn-node certs --out DIR --nodes 1,2,3 [--host ID=NAME]...`
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -10,8 +12,10 @@ use tracing_subscriber::EnvFilter;
 /// A cairn node. Flags override the config file; environment variables override nothing
 /// but stand in for missing flags.
 #[derive(Debug, Parser)]
-#[command(name = "cairn-node", version, about, after_help = EXAMPLES)]
+#[command(name = "cairn-node", version, about, after_help = EXAMPLES, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// TOML config file (see config/node1.toml).
     #[arg(long, env = "CAIRN_CONFIG")]
     config: Option<PathBuf>,
@@ -27,11 +31,62 @@ struct Args {
     /// Peer (Raft) address, default 127.0.0.1:(7500+id).
     #[arg(long, env = "CAIRN_PEER_ADDR")]
     peer_addr: Option<String>,
+    /// Client-port certificate chain (PEM); with --tls-key the client port serves HTTPS.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA on the client port.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// CA trusted when relaying to another node's HTTPS client port (default:
+    /// --peer-tls-ca, then --tls-client-ca).
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// Peer-port certificate naming node-<ID> (mutual TLS between nodes).
+    #[arg(long, value_name = "FILE")]
+    peer_tls_cert: Option<PathBuf>,
+    /// Private key of --peer-tls-cert.
+    #[arg(long, value_name = "FILE")]
+    peer_tls_key: Option<PathBuf>,
+    /// The cluster CA: peers must present a certificate it signed.
+    #[arg(long, value_name = "FILE")]
+    peer_tls_ca: Option<PathBuf>,
+    /// File holding a shared peer secret (>= 32 bytes; loopback peers only).
+    #[arg(long, value_name = "FILE")]
+    peer_secret_file: Option<PathBuf>,
+    /// Allow ports beyond loopback without TLS (warned about at every start).
+    #[arg(long)]
+    insecure: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Writes a local CA (ca.pem, ca.key; reused if present) and, per node, node-<ID>.pem
+    /// and node-<ID>.key (names: node-<ID>, localhost, 127.0.0.1, and --host ones), plus
+    /// client.pem/client.key. Keys are written 0600.
+    Certs {
+        /// Output directory (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Node ids, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<u64>,
+        /// An extra DNS name or IP for a node's certificate, e.g. --host 2=10.0.0.2
+        /// (repeatable): the address its client port is reached by.
+        #[arg(long = "host", value_name = "ID=NAME")]
+        hosts: Vec<String>,
+    },
 }
 
 const EXAMPLES: &str = "Examples:
   cairn-node --id 1 --data-dir /var/lib/cairn/1 --client-addr 127.0.0.1:7401 --peer-addr 127.0.0.1:7501
   cairn-node --config config/node1.toml
+  cairn-node certs --out certs --nodes 1,2,3 --host 1=10.0.0.1
+  cairn-node --id 1 --client-addr 10.0.0.1:7401 --peer-addr 10.0.0.1:7501 \\
+    --tls-cert certs/node-1.pem --tls-key certs/node-1.key \\
+    --peer-tls-cert certs/node-1.pem --peer-tls-key certs/node-1.key --peer-tls-ca certs/ca.pem
 Then initialize the cluster once:
   curl -X POST 127.0.0.1:7401/cluster/init -H 'content-type: application/json' \\
     -d '{\"nodes\":[{\"id\":1,\"client_addr\":\"127.0.0.1:7401\",\"peer_addr\":\"127.0.0.1:7501\"}]}'";
@@ -45,11 +100,23 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Command::Certs { out, nodes, hosts }) = args.command {
+        return certs(&out, &nodes, &hosts);
+    }
     let overrides = Overrides {
         id: args.id,
         data_dir: args.data_dir,
         client_addr: args.client_addr,
         peer_addr: args.peer_addr,
+        tls_cert: args.tls_cert,
+        tls_key: args.tls_key,
+        tls_client_ca: args.tls_client_ca,
+        tls_ca: args.tls_ca,
+        peer_tls_cert: args.peer_tls_cert,
+        peer_tls_key: args.peer_tls_key,
+        peer_tls_ca: args.peer_tls_ca,
+        peer_secret_file: args.peer_secret_file,
+        insecure: args.insecure,
     };
     let config = match NodeConfig::load(args.config.as_deref(), &overrides) {
         Ok(c) => c,
@@ -74,6 +141,50 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cairn-node: {e:#}");
+            // A certificate, key or secret that does not load is a config error too.
+            let config_error = e.downcast_ref::<cairn_node::tls::TlsError>().is_some()
+                || e.downcast_ref::<cairn_config::ConfigError>().is_some();
+            if config_error {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// `cairn-node certs`: exit code 2 for bad arguments, 1 when writing fails.
+fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
+    let mut extra: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for host in hosts {
+        let parsed = host
+            .split_once('=')
+            .and_then(|(id, name)| Some((id.parse::<u64>().ok()?, name)));
+        match parsed {
+            Some((id, name)) if nodes.contains(&id) && !name.is_empty() => {
+                extra.entry(id).or_default().push(name.to_string())
+            }
+            _ => {
+                eprintln!("cairn-node certs: --host {host:?}: expected ID=NAME for one of --nodes");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    match cairn_node::tls::certs::generate(out, nodes, &extra) {
+        Ok(written) => {
+            println!("CA:     {}", written.ca_cert.display());
+            for (id, (cert, key)) in &written.nodes {
+                println!("node {id}: {} {}", cert.display(), key.display());
+            }
+            println!(
+                "client: {} {}",
+                written.client_cert.display(),
+                written.client_key.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cairn-node certs: {e}");
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
-//! Wiring: open the data dir and storage, start Raft, the batcher, the read gate and both
-//! HTTP servers; stop them all, in order, on shutdown.
+//! Wiring: set up transport security, open the data dir and storage, start Raft, the
+//! batcher, the read gate and both HTTP(S) servers; stop them all, in order, on shutdown.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use cairn_config::NodeConfig;
+use cairn_config::{NodeConfig, PeerProof};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -22,8 +22,11 @@ use crate::consensus::Raft;
 use crate::datadir::DataDir;
 use crate::metrics::Metrics;
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
+use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
 use crate::store::{Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
+use crate::tls::configs::{self as tls_configs, PeerTls};
+use crate::tls::serve::serve_tls;
 
 /// How often the node checks whether Raft stopped on a fatal error (then it exits).
 const FATAL_POLL: Duration = Duration::from_millis(100);
@@ -33,7 +36,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs a node until `stop` resolves, then shuts it down cleanly.
+///
+/// A certificate, key or peer secret that cannot be loaded fails before anything else,
+/// as a [`crate::tls::TlsError`] or [`cairn_config::ConfigError`] (the binary's exit
+/// code 2).
 pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let transport = Transport::load(&config)?;
+    transport.announce(&config);
     let data_dir = DataDir::open(&config.data_dir, config.id)?;
     // Bind first: a port conflict fails fast, before any state is touched.
     let client_listener = bind(&config.client_addr, "client").await?;
@@ -41,19 +50,28 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let storage = Storage::open(&config, &data_dir)?;
     let engine = storage.engine.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let node = start(&config, storage, shutdown_rx.clone()).await?;
+    let node = start(&config, &transport, storage, shutdown_rx.clone()).await?;
 
     let client_server = serve(
         client_listener,
+        transport.client_port.clone(),
         api::router(node.app.clone()),
         shutdown_rx.clone(),
     );
     let peer_server = serve(
         peer_listener,
-        peer_server::router(node.raft.clone()),
+        transport.peer_tls.as_ref().map(|t| t.server.clone()),
+        peer_server::router(node.raft.clone(), transport.server_proof.clone()),
         shutdown_rx,
     );
-    tracing::info!(id = config.id, client = %config.client_addr, peer = %config.peer_addr, "node ready");
+    tracing::info!(
+        id = config.id,
+        client = %config.client_addr,
+        peer = %config.peer_addr,
+        client_tls = transport.client_port.is_some(),
+        peer_proof = ?config.peer_proof(),
+        "node ready"
+    );
 
     // A fatal Raft error (storage failure, internal panic) stops the core but not the
     // process; a node that cannot make progress must not keep serving, so it exits.
@@ -73,6 +91,64 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     match failed {
         None => Ok(()),
         Some(reason) => Err(anyhow::anyhow!("Raft stopped with a fatal error: {reason}")),
+    }
+}
+
+/// Transport security, loaded from the config's paths before anything else starts.
+struct Transport {
+    /// The client port's TLS; `None`: plain HTTP.
+    client_port: Option<Arc<rustls::ServerConfig>>,
+    peer_tls: Option<PeerTls>,
+    server_proof: ServerProof,
+    client_proof: ClientProof,
+    /// TLS of relays to another node's client port (follower to leader).
+    relay: Option<rustls::ClientConfig>,
+}
+
+impl Transport {
+    fn load(config: &NodeConfig) -> anyhow::Result<Transport> {
+        let peer_tls = PeerTls::from_config(config)?;
+        let secret = match &config.peer_secret_file {
+            Some(path) => Some(PeerSecret::new(cairn_config::read_peer_secret(path)?)),
+            None => None,
+        };
+        let server_proof = match (&peer_tls, &secret) {
+            (Some(_), _) => ServerProof::Tls,
+            (None, Some(secret)) => ServerProof::Secret(secret.clone()),
+            (None, None) => ServerProof::Open,
+        };
+        Ok(Transport {
+            client_port: tls_configs::client_port_server(config)?,
+            peer_tls,
+            server_proof,
+            client_proof: ClientProof {
+                own_id: config.id,
+                secret,
+            },
+            relay: tls_configs::relay_client(config)?,
+        })
+    }
+
+    /// The start-up warnings SPEC §8 asks for, at every start: ports exposed without TLS
+    /// under `insecure`, and a peer port that accepts anyone.
+    fn announce(&self, config: &NodeConfig) {
+        let exposed = config.exposed_without_tls();
+        if !exposed.is_empty() {
+            tracing::warn!(
+                ports = ?exposed,
+                client = %config.client_addr,
+                peer = %config.peer_addr,
+                "--insecure: listening beyond loopback without TLS; anyone who can reach \
+                 these ports can read the traffic and, on the peer port, act as a node"
+            );
+        }
+        if config.peer_proof() == PeerProof::None {
+            tracing::warn!(
+                peer = %config.peer_addr,
+                "the peer port accepts unauthenticated peers (no peer TLS, no peer secret): \
+                 local development only"
+            );
+        }
     }
 }
 
@@ -119,6 +195,7 @@ struct Running {
 /// Starts Raft on `storage`, then the read gate, the write batcher and the relay client.
 async fn start(
     config: &NodeConfig,
+    transport: &Transport,
     storage: Storage,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<Running> {
@@ -136,12 +213,18 @@ async fn start(
         .parse::<SocketAddr>()
         .context("peer_addr")?
         .ip();
-    let peer = PeerClient::new(Some(peer_ip), rpc_timeout);
+    let peer = PeerClient::new(
+        Some(peer_ip),
+        rpc_timeout,
+        transport.client_proof.clone(),
+        transport.peer_tls.as_ref().map(|t| t.client.clone()),
+    );
     let raft_config = Arc::new(openraft_config(&config.raft)?);
     let network = NetworkFactory::new(peer.clone());
     let raft = Raft::new(config.id, raft_config, network, log.clone(), sm)
         .await
         .context("starting Raft")?;
+    peer.learn_membership(raft.metrics());
     // Applies bypass the WAL: after a crash openraft re-applies what the last flush missed
     // before `Raft::new` returns. Say how much, so a slow start explains itself.
     tracing::info!(
@@ -170,7 +253,7 @@ async fn start(
         batcher,
         reads,
         view: StateView::new(state, log, engine),
-        forwarder: relay_client(peer_ip)?,
+        forwarder: relay_client(peer_ip, transport.relay.clone())?,
         metrics: Arc::new(Metrics::default()),
         compacting: tokio::sync::Mutex::new(()),
         shutdown,
@@ -184,12 +267,20 @@ async fn start(
 
 /// The client that relays a follower's requests to the leader. Relays leave from the
 /// node's own peer IP too, so cutting a node off with packet filters also cuts its relays.
-fn relay_client(peer_ip: std::net::IpAddr) -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+/// With client-port TLS it speaks HTTPS ([`tls_configs::relay_client`]); the URL's scheme
+/// comes from [`NodeConfig::client_scheme`].
+fn relay_client(
+    peer_ip: std::net::IpAddr,
+    tls: Option<rustls::ClientConfig>,
+) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
         .local_address(peer_ip)
         .timeout(FORWARD_TIMEOUT)
-        .no_proxy()
-        .build()?)
+        .no_proxy();
+    if let Some(tls) = tls {
+        builder = builder.use_preconfigured_tls(tls);
+    }
+    Ok(builder.build()?)
 }
 
 impl Running {
@@ -242,11 +333,16 @@ async fn bind(addr: &str, what: &str) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("binding the {what} address {addr}"))
 }
 
+/// Serves `router` on `listener`, over TLS when `tls` is given, until `shutdown`.
 fn serve(
     listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     router: axum::Router,
     mut shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
+    if let Some(tls) = tls {
+        return serve_tls(listener, tls, router, shutdown);
+    }
     tokio::spawn(async move {
         let graceful = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;

@@ -225,7 +225,11 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
 }
 
 async fn answers_health_probe(app: &App, node: &NodeInfo) -> bool {
-    let url = format!("http://{}/healthz", node.client_addr);
+    let url = format!(
+        "{}://{}/healthz",
+        app.config.client_scheme(),
+        node.client_addr
+    );
     let answer = app
         .forwarder
         .get(url)

@@ -40,7 +40,11 @@ pub async fn to_leader(
     let Some((leader_id, leader)) = app.leader().filter(|(id, _)| *id != app.node_id) else {
         return Err(ApiError::new(ErrorCode::NoLeader, "no leader is known"));
     };
-    let url = format!("http://{}{path}", leader.client_addr);
+    let url = format!(
+        "{}://{}{path}",
+        app.config.client_scheme(),
+        leader.client_addr
+    );
     let request = if raw.is_empty() && kind == Kind::Query {
         app.forwarder.get(url)
     } else {

@@ -3,11 +3,13 @@
 //! Every peer RPC (Raft's append, vote and snapshot, and the ReadIndex a follower asks of
 //! its leader) goes over an HTTP/1.1 connection that the calling task drives itself
 //! ([`PeerConn`]), taken from and returned to a small idle pool per peer ([`IdleConns`]).
+//! With peer TLS the connection is mutual TLS, the peer verified as `node-<its id>`; every
+//! request carries this node's proof headers ([`ClientProof`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,7 +17,9 @@ use futures::FutureExt;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpSocket;
+use tokio::sync::watch;
+use tokio_rustls::TlsConnector;
 
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -25,12 +29,16 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use openraft::RaftMetrics;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::proof::ClientProof;
+use super::{wire, APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
+use crate::tls::configs::PeerTls;
+use crate::tls::stream::PeerStream;
 
 /// Backoff after a peer was unreachable: 50 ms doubling to 1 s, so a dead peer costs at
 /// most a connection attempt per second.
@@ -46,9 +54,16 @@ pub struct PeerClient {
     local_ip: Option<IpAddr>,
     connect_timeout: Duration,
     idle: IdleConns,
+    /// Proof headers, sent with every request.
+    headers: Arc<http::HeaderMap>,
+    /// Mutual TLS to peers, when configured.
+    tls: Option<TlsConnector>,
+    /// The membership, for ReadIndex calls, which name the leader by address only: with
+    /// TLS the client must know which `node-<id>` to expect there. Set once Raft runs.
+    members: Arc<OnceLock<watch::Receiver<RaftMetrics<NodeId, NodeInfo>>>>,
 }
 
-/// Peer RPC connections not in use, per peer address, shared by every network client of
+/// Peer RPC connections not in use, per peer (id and address), shared by every network client of
 /// the node and by its ReadIndex calls.
 ///
 /// Why a pool: openraft opens a new network client for each leadership check (every
@@ -86,25 +101,51 @@ impl IdleConns {
 }
 
 impl PeerClient {
-    pub fn new(local_ip: Option<IpAddr>, connect_timeout: Duration) -> PeerClient {
+    /// `tls`: the client side of peer TLS ([`PeerTls::client`]), `None` for plain TCP.
+    pub fn new(
+        local_ip: Option<IpAddr>,
+        connect_timeout: Duration,
+        proof: ClientProof,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> PeerClient {
         PeerClient {
             local_ip,
             connect_timeout,
             idle: IdleConns::default(),
+            headers: Arc::new(proof.headers()),
+            tls: tls.map(TlsConnector::from),
+            members: Arc::default(),
         }
+    }
+
+    /// Lets [`Self::read_index`] find the leader's id from its address.
+    pub fn learn_membership(&self, metrics: watch::Receiver<RaftMetrics<NodeId, NodeInfo>>) {
+        let _ = self.members.set(metrics);
+    }
+
+    /// The id of the member whose peer address is `peer_addr`.
+    fn member_at(&self, peer_addr: &str) -> Option<NodeId> {
+        let metrics = self.members.get()?.borrow();
+        let membership = metrics.membership_config.membership();
+        let found = membership
+            .nodes()
+            .find(|(_, node)| node.peer_addr == peer_addr)
+            .map(|(id, _)| *id);
+        found
     }
 
     /// POSTs a bincode body and decodes a bincode `Result<Resp, Err>` answer, all within
     /// `timeout` (connecting included).
     pub async fn call<Req: Serialize, Resp: DeserializeOwned, Err: DeserializeOwned>(
         &self,
+        target: NodeId,
         peer_addr: &str,
         path: &str,
         req: &Req,
         timeout: Duration,
     ) -> Result<Result<Resp, Err>, CallError> {
         let body = Bytes::from(codec::encode(req));
-        let bytes = tokio::time::timeout(timeout, self.exchange(peer_addr, path, body))
+        let bytes = tokio::time::timeout(timeout, self.exchange(target, peer_addr, path, body))
             .await
             .map_err(|_| {
                 CallError::Network(std::io::Error::new(
@@ -112,19 +153,28 @@ impl PeerClient {
                     format!("no answer from {peer_addr} within {timeout:?}"),
                 ))
             })??;
-        codec::decode(&bytes).map_err(|e| CallError::Network(std::io::Error::other(e)))
+        wire::decode(&bytes).map_err(|e| CallError::Network(std::io::Error::other(e)))
     }
 
     /// One request and its answer's body, on an idle connection or a new one. The
     /// connection goes back to the pool only if the exchange completed: when it fails, or
     /// the caller's timeout drops this future, the connection is dropped with it.
-    async fn exchange(&self, peer_addr: &str, path: &str, body: Bytes) -> Result<Bytes, CallError> {
-        let mut conn = match self.idle.take(peer_addr) {
+    async fn exchange(
+        &self,
+        target: NodeId,
+        peer_addr: &str,
+        path: &str,
+        body: Bytes,
+    ) -> Result<Bytes, CallError> {
+        // Keyed by id too: a connection verified as `node-2` never serves node 3, even if
+        // node 3 later takes node 2's address.
+        let key = format!("{target}@{peer_addr}");
+        let mut conn = match self.idle.take(&key) {
             Some(conn) => conn,
-            None => PeerConn::open(self, peer_addr).await?,
+            None => PeerConn::open(self, target, peer_addr).await?,
         };
-        let answer = conn.exchange(peer_addr, path, body).await?;
-        self.idle.put_back(peer_addr, conn);
+        let answer = conn.exchange(peer_addr, path, &self.headers, body).await?;
+        self.idle.put_back(&key, conn);
         Ok(answer)
     }
 
@@ -134,8 +184,11 @@ impl PeerClient {
         leader_peer_addr: &str,
         timeout: Duration,
     ) -> Result<u64, String> {
+        let leader = self
+            .member_at(leader_peer_addr)
+            .ok_or_else(|| format!("no member has the peer address {leader_peer_addr}"))?;
         match self
-            .call::<(), u64, String>(leader_peer_addr, READ_INDEX_PATH, &(), timeout)
+            .call::<(), u64, String>(leader, leader_peer_addr, READ_INDEX_PATH, &(), timeout)
             .await
         {
             Ok(answer) => answer,
@@ -203,7 +256,13 @@ impl PeerNetwork {
     ) -> Result<Resp, RPCError<NodeId, NodeInfo, RaftError<NodeId, E>>> {
         match self
             .client
-            .call::<Req, Resp, RaftError<NodeId, E>>(&self.peer_addr, path, req, option.hard_ttl())
+            .call::<Req, Resp, RaftError<NodeId, E>>(
+                self.target,
+                &self.peer_addr,
+                path,
+                req,
+                option.hard_ttl(),
+            )
             .await
         {
             Ok(Ok(resp)) => Ok(resp),
@@ -224,13 +283,18 @@ impl PeerNetwork {
 /// or fails the next exchange, and the connection is dropped.
 struct PeerConn {
     sender: SendRequest<Full<Bytes>>,
-    connection: Pin<Box<http1::Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
+    connection: Pin<Box<http1::Connection<TokioIo<PeerStream>, Full<Bytes>>>>,
 }
 
 impl PeerConn {
     /// Connects from the node's own peer IP (see [`PeerClient`]) within the connect
-    /// timeout. Failing to connect is `Unreachable`, which makes openraft back off.
-    async fn open(client: &PeerClient, peer_addr: &str) -> Result<PeerConn, CallError> {
+    /// timeout, then, with peer TLS, shakes hands expecting `node-<target>`. Failing to
+    /// connect or to shake hands is `Unreachable`, which makes openraft back off.
+    async fn open(
+        client: &PeerClient,
+        target: NodeId,
+        peer_addr: &str,
+    ) -> Result<PeerConn, CallError> {
         let unreachable = CallError::Unreachable;
         let addr: SocketAddr = tokio::net::lookup_host(peer_addr)
             .await
@@ -259,6 +323,22 @@ impl PeerConn {
             })?
             .map_err(unreachable)?;
         stream.set_nodelay(true).map_err(unreachable)?;
+        let stream = match &client.tls {
+            None => PeerStream::Plain(stream),
+            Some(tls) => {
+                let handshake = tls.connect(PeerTls::server_name(target), stream);
+                let tls = tokio::time::timeout(client.connect_timeout, handshake)
+                    .await
+                    .map_err(|_| {
+                        unreachable(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            format!("TLS handshake with node {target} at {peer_addr} timed out"),
+                        ))
+                    })?
+                    .map_err(unreachable)?;
+                PeerStream::Tls(Box::new(tls))
+            }
+        };
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| unreachable(std::io::Error::other(e)))?;
@@ -276,13 +356,20 @@ impl PeerConn {
 
     /// POSTs `body` to `path` and returns the answer's body, polling the connection in
     /// the same task until the answer is complete.
-    async fn exchange(&mut self, host: &str, path: &str, body: Bytes) -> Result<Bytes, CallError> {
+    async fn exchange(
+        &mut self,
+        host: &str,
+        path: &str,
+        proof: &http::HeaderMap,
+        body: Bytes,
+    ) -> Result<Bytes, CallError> {
         let network = |e: hyper::Error| CallError::Network(std::io::Error::other(e));
-        let request = http::Request::post(path)
+        let mut request = http::Request::post(path)
             .header(http::header::HOST, host)
             .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
             .body(Full::new(body))
             .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
+        request.headers_mut().extend(proof.clone());
         let PeerConn { sender, connection } = self;
         let roundtrip = async {
             sender.ready().await.map_err(network)?;
@@ -395,7 +482,11 @@ mod tests {
     }
 
     fn client() -> PeerClient {
-        PeerClient::new(None, Duration::from_secs(1))
+        let proof = ClientProof {
+            own_id: 1,
+            secret: None,
+        };
+        PeerClient::new(None, Duration::from_secs(1), proof, None)
     }
 
     async fn echo(net: &PeerNetwork, n: u64, ttl_ms: u64) -> Result<u64, String> {

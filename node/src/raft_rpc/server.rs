@@ -1,4 +1,5 @@
-//! The server side of the peer transport: bincode in, bincode out.
+//! The server side of the peer transport: bincode in, bincode out, behind the peer proof
+//! ([`super::proof`]), which refuses a caller before its body is read.
 
 use std::time::Duration;
 
@@ -12,22 +13,32 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::proof::{self, PeerGate, ServerProof};
+use super::{wire, APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::consensus::{NodeId, Raft, TypeConfig};
 use crate::store::codec;
 
 /// Largest peer request body: a full `max_payload_entries` append of large values, or one
-/// snapshot chunk, fits well within it.
+/// snapshot chunk, fits well within it. Enforced while the body streams in (axum's
+/// `Bytes` extractor reads through a length-limited body and answers 413 past it), so a
+/// larger body is never buffered whole, whatever its `content-length` says.
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
 /// A ReadIndex round must finish within this, or the follower's token request fails.
 const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 
-pub fn router(raft: Raft) -> Router {
+/// The peer routes. `proof` runs first on every route: a request without it never
+/// reaches a handler, so its body is neither read nor decoded and Raft never sees it.
+pub fn router(raft: Raft, proof: ServerProof) -> Router {
+    let gate = PeerGate {
+        proof,
+        raft: raft.clone(),
+    };
     Router::new()
         .route(APPEND_PATH, post(append))
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(READ_INDEX_PATH, post(read_index))
+        .route_layer(axum::middleware::from_fn_with_state(gate, proof::require))
         .layer(axum::extract::DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
         .with_state(raft)
 }
@@ -36,7 +47,7 @@ pub fn router(raft: Raft) -> Router {
 // only add an allocation to a path that ends the request anyway.
 #[allow(clippy::result_large_err)]
 fn decode_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    codec::decode(body).map_err(|e| {
+    wire::decode(body).map_err(|e| {
         (
             StatusCode::BAD_REQUEST,
             format!("undecodable peer request: {e}"),

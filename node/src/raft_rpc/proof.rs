@@ -1,0 +1,231 @@
+//! Peer proof (SPEC §8): who may call the peer port.
+//!
+//! - **Mutual TLS**: the handshake already checked that the caller's certificate chains
+//!   to the cluster CA. [`require`] then checks that the certificate is valid for
+//!   `node-<ID>`, the id the caller claims in [`PEER_ID_HEADER`], and, once this node
+//!   knows a membership, that the id is one of its voters or learners.
+//! - **Shared secret** (loopback only): [`PEER_SECRET_HEADER`] must carry the secret;
+//!   compared as SHA-256 digests in constant time, so neither its bytes nor its length
+//!   leak through timing.
+//! - **Open**: a loopback development node without either accepts every caller.
+//!
+//! [`require`] runs as middleware before any handler, so a request without proof is
+//! refused before its body is read or decoded and before Raft sees it: term, vote and log
+//! stay as they were.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::consensus::{NodeId, Raft};
+use crate::tls::configs::node_dns_name;
+use crate::tls::PeerCertificate;
+
+/// The node id a peer request is sent by (its certificate must name `node-<ID>`).
+pub const PEER_ID_HEADER: &str = "x-cairn-peer-id";
+/// The shared peer secret, hex-encoded.
+pub const PEER_SECRET_HEADER: &str = "x-cairn-peer-secret";
+
+/// The shared peer secret. Its `Debug` is redacted and it has no `Display`, so it cannot
+/// reach a log line, an error or a metric by accident.
+#[derive(Clone)]
+pub struct PeerSecret(Arc<Vec<u8>>);
+
+impl std::fmt::Debug for PeerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerSecret(<redacted>)")
+    }
+}
+
+impl PeerSecret {
+    pub fn new(bytes: Vec<u8>) -> PeerSecret {
+        PeerSecret(Arc::new(bytes))
+    }
+
+    /// The header value a caller sends: hex, so any secret bytes make a valid header;
+    /// marked sensitive so HTTP libraries keep it out of their debug output.
+    pub fn header_value(&self) -> HeaderValue {
+        let mut value =
+            HeaderValue::from_str(&hex::encode(self.0.as_slice())).expect("hex is a valid header");
+        value.set_sensitive(true);
+        value
+    }
+
+    fn digest(&self) -> [u8; 32] {
+        Sha256::digest(hex::encode(self.0.as_slice()).as_bytes()).into()
+    }
+}
+
+/// What the peer port demands of a caller.
+#[derive(Debug, Clone)]
+pub enum ServerProof {
+    Open,
+    /// Mutual TLS: the listener requires a certificate from the cluster CA.
+    Tls,
+    Secret(PeerSecret),
+}
+
+/// What a node presents when it calls a peer, besides its TLS certificate.
+#[derive(Debug, Clone)]
+pub struct ClientProof {
+    pub own_id: NodeId,
+    pub secret: Option<PeerSecret>,
+}
+
+impl ClientProof {
+    /// Headers every peer request carries.
+    pub fn headers(&self) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(PEER_ID_HEADER, HeaderValue::from(self.own_id));
+        if let Some(secret) = &self.secret {
+            headers.insert(PEER_SECRET_HEADER, secret.header_value());
+        }
+        headers
+    }
+}
+
+/// The middleware's state: the proof demanded, and Raft for the membership.
+#[derive(Clone)]
+pub struct PeerGate {
+    pub proof: ServerProof,
+    pub raft: Raft,
+}
+
+/// Refuses a request without proof (401 when none is given, 403 when it is wrong), else
+/// passes it on.
+pub async fn require(State(gate): State<PeerGate>, request: Request, next: Next) -> Response {
+    match check(&gate, &request) {
+        Ok(()) => next.run(request).await,
+        Err((status, reason)) => {
+            tracing::warn!(path = %request.uri().path(), %reason, "peer request refused");
+            (status, reason).into_response()
+        }
+    }
+}
+
+type Refusal = (StatusCode, String);
+
+fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
+    match &gate.proof {
+        ServerProof::Open => Ok(()),
+        ServerProof::Secret(secret) => check_secret(secret, request.headers()),
+        ServerProof::Tls => {
+            let id = claimed_id(request.headers())?;
+            let cert = request
+                .extensions()
+                .get::<PeerCertificate>()
+                .and_then(|c| c.0.as_ref())
+                .ok_or_else(|| forbidden("no client certificate".to_string()))?;
+            check_certificate_names(cert, id)?;
+            check_member(&gate.raft, id)
+        }
+    }
+}
+
+fn forbidden(reason: String) -> Refusal {
+    (StatusCode::FORBIDDEN, reason)
+}
+
+fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {
+    let value = headers.get(PEER_ID_HEADER).ok_or_else(|| {
+        (
+            StatusCode::UNAUTHORIZED,
+            format!("missing {PEER_ID_HEADER}"),
+        )
+    })?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.parse::<NodeId>().ok())
+        .ok_or_else(|| forbidden(format!("{PEER_ID_HEADER} is not a node id")))
+}
+
+fn check_secret(secret: &PeerSecret, headers: &HeaderMap) -> Result<(), Refusal> {
+    let given = headers.get(PEER_SECRET_HEADER).ok_or_else(|| {
+        (
+            StatusCode::UNAUTHORIZED,
+            format!("missing {PEER_SECRET_HEADER}"),
+        )
+    })?;
+    let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+    if bool::from(given.ct_eq(&secret.digest())) {
+        Ok(())
+    } else {
+        Err(forbidden("wrong peer secret".to_string()))
+    }
+}
+
+/// The certificate (already verified against the cluster CA by the handshake) must name
+/// `node-<id>`: a node's valid certificate cannot speak for another node.
+fn check_certificate_names(
+    cert: &rustls_pki_types::CertificateDer<'_>,
+    id: NodeId,
+) -> Result<(), Refusal> {
+    let name = crate::tls::configs::PeerTls::server_name(id);
+    let valid = webpki::EndEntityCert::try_from(cert)
+        .map_err(|e| forbidden(format!("unreadable client certificate: {e}")))?
+        .verify_is_valid_for_subject_name(&name);
+    valid.map_err(|_| {
+        forbidden(format!(
+            "the client certificate is not valid for {}",
+            node_dns_name(id)
+        ))
+    })
+}
+
+/// Once this node knows a membership (any voter), only its voters and learners may call.
+/// A node that was never initialized knows none, and must accept the first leader.
+fn check_member(raft: &Raft, id: NodeId) -> Result<(), Refusal> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let membership = metrics.membership_config.membership();
+    let known = membership.voter_ids().next().is_some();
+    if known && membership.get_node(&id).is_none() {
+        return Err(forbidden(format!("node {id} is not a cluster member")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secret_never_shows_in_debug() {
+        let secret = PeerSecret::new(b"correct horse battery staple 0123456789".to_vec());
+        let shown = format!("{secret:?} {:?}", ServerProof::Secret(secret.clone()));
+        assert!(!shown.contains("horse"), "{shown}");
+        assert!(!shown.contains(&hex::encode("horse")), "{shown}");
+        let client = ClientProof {
+            own_id: 1,
+            secret: Some(secret),
+        };
+        let shown = format!("{client:?} {:?}", client.headers());
+        assert!(!shown.contains(&hex::encode("horse")), "{shown}");
+    }
+
+    #[test]
+    fn secrets_compare_by_value() {
+        let secret = PeerSecret::new(vec![7; 32]);
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            check_secret(&secret, &headers).unwrap_err().0,
+            StatusCode::UNAUTHORIZED
+        );
+        headers.insert(
+            PEER_SECRET_HEADER,
+            PeerSecret::new(vec![8; 32]).header_value(),
+        );
+        assert_eq!(
+            check_secret(&secret, &headers).unwrap_err().0,
+            StatusCode::FORBIDDEN
+        );
+        headers.insert(PEER_SECRET_HEADER, secret.header_value());
+        assert!(check_secret(&secret, &headers).is_ok());
+    }
+}

@@ -1,0 +1,123 @@
+//! The node's rustls configurations, each from the paths in its [`NodeConfig`].
+//!
+//! Certificates are used exactly as the cluster CA issued them: the peer port requires a
+//! client certificate chaining to `peer_tls_ca` in the handshake, and the client side
+//! accepts a peer's server certificate only for the DNS name `node-<id>` of the node it
+//! meant to reach, so a valid certificate of one node cannot impersonate another.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cairn_config::NodeConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{ClientConfig, ServerConfig};
+use rustls_pki_types::ServerName;
+
+use super::{pem, provider, TlsError};
+
+/// Both ends speak HTTP/1.1 only (no HTTP/2 anywhere in the build).
+const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// The DNS name every node's peer certificate carries among its subject alternative
+/// names, and the name its peers verify it by.
+pub fn node_dns_name(id: u64) -> String {
+    format!("node-{id}")
+}
+
+/// The client port's server: `tls_cert`/`tls_key`, and client certificates from
+/// `tls_client_ca` required when it is set. `None` without client TLS.
+pub fn client_port_server(config: &NodeConfig) -> Result<Option<Arc<ServerConfig>>, TlsError> {
+    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
+        return Ok(None);
+    };
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(rustls("client port TLS"))?;
+    let builder = match &config.tls_client_ca {
+        Some(ca) => builder.with_client_cert_verifier(client_verifier(ca)?),
+        None => builder.with_no_client_auth(),
+    };
+    let mut server = builder
+        .with_single_cert(pem::certs(cert)?, pem::key(key)?)
+        .map_err(rustls("tls_cert and tls_key"))?;
+    server.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+    Ok(Some(Arc::new(server)))
+}
+
+/// The TLS of a node's own peer port and peer calls: both configurations share the node's
+/// certificate and the cluster CA.
+#[derive(Clone)]
+pub struct PeerTls {
+    pub server: Arc<ServerConfig>,
+    pub client: Arc<ClientConfig>,
+}
+
+impl PeerTls {
+    /// From `peer_tls_cert`, `peer_tls_key` and `peer_tls_ca`; `None` without peer TLS.
+    pub fn from_config(config: &NodeConfig) -> Result<Option<PeerTls>, TlsError> {
+        let (Some(cert), Some(key), Some(ca)) = (
+            &config.peer_tls_cert,
+            &config.peer_tls_key,
+            &config.peer_tls_ca,
+        ) else {
+            return Ok(None);
+        };
+        let (chain, key) = (pem::certs(cert)?, pem::key(key)?);
+        let mut server = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(rustls("peer TLS"))?
+            .with_client_cert_verifier(client_verifier(ca)?)
+            .with_single_cert(chain.clone(), key.clone_key())
+            .map_err(rustls("peer_tls_cert and peer_tls_key"))?;
+        server.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        let mut client = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(rustls("peer TLS"))?
+            .with_root_certificates(pem::roots(ca)?)
+            .with_client_auth_cert(chain, key)
+            .map_err(rustls("peer_tls_cert and peer_tls_key"))?;
+        client.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        Ok(Some(PeerTls {
+            server: Arc::new(server),
+            client: Arc::new(client),
+        }))
+    }
+
+    /// The name a peer's server certificate must carry: `node-<id>`.
+    pub fn server_name(id: u64) -> ServerName<'static> {
+        ServerName::try_from(node_dns_name(id)).expect("node-<digits> is a valid DNS name")
+    }
+}
+
+/// The client a node relays with to another node's HTTPS client port (followers relay
+/// mutations to the leader): trusts [`NodeConfig::client_port_ca`] and presents this
+/// node's client-port certificate, which a leader requiring client certificates
+/// (`tls_client_ca`) checks like any client's. `None` without client TLS.
+pub fn relay_client(config: &NodeConfig) -> Result<Option<ClientConfig>, TlsError> {
+    let (Some(cert), Some(key), Some(ca)) =
+        (&config.tls_cert, &config.tls_key, config.client_port_ca())
+    else {
+        return Ok(None);
+    };
+    let mut client = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(rustls("relay TLS"))?
+        .with_root_certificates(pem::roots(ca)?)
+        .with_client_auth_cert(pem::certs(cert)?, pem::key(key)?)
+        .map_err(rustls("tls_cert and tls_key"))?;
+    client.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+    Ok(Some(client))
+}
+
+fn client_verifier(
+    ca: &Path,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    Ok(
+        WebPkiClientVerifier::builder_with_provider(Arc::new(pem::roots(ca)?), provider())
+            .build()?,
+    )
+}
+
+fn rustls(what: &'static str) -> impl FnOnce(rustls::Error) -> TlsError {
+    move |source| TlsError::Rustls { what, source }
+}

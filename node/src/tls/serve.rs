@@ -1,0 +1,114 @@
+//! Serving an axum router over TLS: accept, handshake, HTTP/1.1 per connection, with the
+//! same graceful shutdown as the plain `axum::serve` path in `node.rs` (stop accepting,
+//! let each connection finish its request, close idle ones).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::Service as _;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use rustls::ServerConfig;
+use rustls_pki_types::CertificateDer;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+
+/// A client that connected but has not finished its handshake by then is dropped, so
+/// half-open connections cannot pile up.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pause after a failed `accept` (out of file descriptors): retrying at once would spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+
+/// The end-entity certificate the client presented in the TLS handshake (already verified
+/// against the configured CA), as a request extension. Absent on plain-HTTP connections.
+#[derive(Debug, Clone)]
+pub struct PeerCertificate(pub Option<CertificateDer<'static>>);
+
+/// Serves `router` on `listener` over TLS until `shutdown` turns true, then drains the
+/// open connections (the caller bounds how long it waits for the returned task).
+pub fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let acceptor = TlsAcceptor::from(tls);
+    tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        let stopping = stopped(shutdown.clone());
+        tokio::pin!(stopping);
+        loop {
+            tokio::select! {
+                () = &mut stopping => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _)) => {
+                        let conn = connection(acceptor.clone(), tcp, router.clone(), shutdown.clone());
+                        conns.spawn(conn);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accepting a TLS connection");
+                        tokio::time::sleep(ACCEPT_RETRY).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        drop(listener);
+        while conns.join_next().await.is_some() {}
+    })
+}
+
+/// One connection: handshake, then HTTP/1.1 until the client closes or shutdown.
+async fn connection(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    router: Router,
+    shutdown: watch::Receiver<bool>,
+) {
+    let _ = tcp.set_nodelay(true);
+    let from = tcp.peer_addr().ok();
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(?from, error = %e, "TLS handshake refused");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(?from, "TLS handshake timed out");
+            return;
+        }
+    };
+    let cert = PeerCertificate(
+        tls.get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|c| c.clone().into_owned()),
+    );
+    let service = TowerToHyperService::new(router);
+    let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
+        req.extensions_mut().insert(cert.clone());
+        service.call(req)
+    });
+    let conn =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
+    tokio::pin!(conn);
+    let served = tokio::select! {
+        served = conn.as_mut() => served,
+        () = stopped(shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = served {
+        tracing::debug!(?from, error = %e, "TLS connection ended with an error");
+    }
+}
+
+/// Resolves once `shutdown` turns true (or its sender is gone).
+async fn stopped(mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}

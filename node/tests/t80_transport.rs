@@ -1,0 +1,655 @@
+//! Transport security on real nodes (SPEC §8): an HTTPS cluster with mutual TLS between
+//! peers, client certificates, rogue callers on the peer port (no certificate, another
+//! CA, a valid certificate of a non-member, a wrong or missing peer secret) that must not
+//! move term, vote or log, and the refusal to listen beyond loopback without TLS.
+//!
+//! The TLS nodes are started here rather than by `support::Cluster`, whose status polling
+//! speaks plain HTTP; the peer-secret cluster uses `support::Cluster` with a config file.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_api::{ClusterStatus, NodeSpec};
+use cairn_node::consensus::{NodeId, TypeConfig, Vote};
+use cairn_node::raft_rpc::proof::{PEER_ID_HEADER, PEER_SECRET_HEADER};
+use cairn_node::raft_rpc::{APPEND_PATH, CONTENT_TYPE, VOTE_PATH};
+use cairn_node::store::codec;
+use cairn_node::tls::certs::{self, Generated};
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::LogId;
+use rustls_pki_types::pem::PemObject;
+use serde_json::{json, Value};
+use support::{free_addr_pair, node_command, wait_for, wait_until, Cluster, LEADER_TIMEOUT};
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How far above the cluster's term the rogue callers bid.
+const ROGUE_TERM_JUMP: u64 = 1_000;
+
+// -- certificates and clients -------------------------------------------------------------
+
+fn generate(dir: &Path, nodes: &[u64]) -> Generated {
+    certs::generate(dir, nodes, &BTreeMap::new()).expect("generating certificates")
+}
+
+/// A reqwest client trusting `ca`, presenting `identity` (cert and key files) if given.
+fn https_client(ca: &Path, identity: Option<(&Path, &Path)>) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(&fs::read(ca).unwrap()).unwrap();
+    let mut builder = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy();
+    if let Some((cert, key)) = identity {
+        let mut pem = fs::read(cert).unwrap();
+        pem.extend(fs::read(key).unwrap());
+        builder = builder.identity(reqwest::Identity::from_pem(&pem).unwrap());
+    }
+    builder.build().unwrap()
+}
+
+/// A rustls client for the peer port: trusts `ca`, presents `identity` if given.
+fn peer_tls_client(ca: &Path, identity: Option<(&Path, &Path)>) -> reqwest::Client {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = rustls_pki_types::CertificateDer::pem_file_iter(cert)
+                .unwrap()
+                .collect::<Result<Vec<_>, _>>()
+                .unwrap();
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    reqwest::Client::builder()
+        .use_preconfigured_tls(config)
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy()
+        .build()
+        .unwrap()
+}
+
+// -- a TLS cluster ------------------------------------------------------------------------
+
+/// Real `cairn-node` processes serving HTTPS on the client port and mutual TLS between
+/// peers, all certificates from one CA in `certs`.
+struct TlsCluster {
+    dir: tempfile::TempDir,
+    certs: Generated,
+    specs: BTreeMap<u64, NodeSpec>,
+    children: BTreeMap<u64, Child>,
+    client: reqwest::Client,
+}
+
+impl TlsCluster {
+    /// `size` nodes, initialized; with `client_certs`, the client port requires client
+    /// certificates from the cluster CA.
+    async fn start(size: u64, client_certs: bool) -> TlsCluster {
+        let dir = tempfile::tempdir().unwrap();
+        let ids: Vec<u64> = (1..=size).collect();
+        let certs = generate(&dir.path().join("certs"), &ids);
+        let client = https_client(
+            &certs.ca_cert,
+            Some((&certs.client_cert, &certs.client_key)),
+        );
+        let mut cluster = TlsCluster {
+            dir,
+            certs,
+            specs: BTreeMap::new(),
+            children: BTreeMap::new(),
+            client,
+        };
+        let ca = cluster.certs.ca_cert.display().to_string();
+        let extra = if client_certs {
+            vec!["--tls-client-ca", ca.as_str()]
+        } else {
+            vec![]
+        };
+        for id in ids {
+            cluster.spawn(id, &extra);
+        }
+        for id in 1..=size {
+            let url = cluster.url(id, "/healthz");
+            let client = cluster.client.clone();
+            wait_until(
+                START_TIMEOUT,
+                &format!("node {id} to serve HTTPS"),
+                async || {
+                    client
+                        .get(&url)
+                        .send()
+                        .await
+                        .is_ok_and(|r| r.status().is_success())
+                },
+            )
+            .await;
+        }
+        let nodes: Vec<&NodeSpec> = cluster.specs.values().collect();
+        let answer = cluster
+            .client
+            .post(cluster.url(1, "/cluster/init"))
+            .json(&json!({ "nodes": nodes }))
+            .timeout(START_TIMEOUT)
+            .send()
+            .await
+            .expect("POST /cluster/init");
+        assert!(answer.status().is_success(), "init: {}", answer.status());
+        cluster.wait_settled().await;
+        cluster
+    }
+
+    fn spawn(&mut self, id: u64, extra: &[&str]) {
+        let (client_addr, peer_addr) = free_addr_pair();
+        let node_dir = self.dir.path().join(format!("node-{id}"));
+        fs::create_dir_all(&node_dir).unwrap();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(node_dir.join("node.log"))
+            .unwrap();
+        let (cert, key) = &self.certs.nodes[&id];
+        let mut cmd = node_command(&node_dir);
+        cmd.args(["--id", &id.to_string(), "--data-dir", "data"])
+            .args(["--client-addr", &client_addr, "--peer-addr", &peer_addr])
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .arg("--tls-ca")
+            .arg(&self.certs.ca_cert)
+            .arg("--peer-tls-cert")
+            .arg(cert)
+            .arg("--peer-tls-key")
+            .arg(key)
+            .arg("--peer-tls-ca")
+            .arg(&self.certs.ca_cert)
+            .args(extra)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        self.children
+            .insert(id, cmd.spawn().expect("spawning cairn-node"));
+        self.specs.insert(
+            id,
+            NodeSpec {
+                id,
+                client_addr,
+                peer_addr,
+            },
+        );
+    }
+
+    fn url(&self, id: u64, path: &str) -> String {
+        format!("https://{}{path}", self.specs[&id].client_addr)
+    }
+
+    fn peer_url(&self, id: u64, path: &str) -> String {
+        format!("https://{}{path}", self.specs[&id].peer_addr)
+    }
+
+    fn log(&self, id: u64) -> String {
+        fs::read_to_string(self.dir.path().join(format!("node-{id}/node.log"))).unwrap_or_default()
+    }
+
+    async fn status(&self, id: u64) -> Option<ClusterStatus> {
+        let answer = self
+            .client
+            .get(self.url(id, "/cluster/status"))
+            .send()
+            .await
+            .ok()?;
+        answer.json().await.ok()
+    }
+
+    async fn statuses(&self) -> BTreeMap<u64, ClusterStatus> {
+        let mut out = BTreeMap::new();
+        for &id in self.specs.keys() {
+            if let Some(s) = self.status(id).await {
+                out.insert(id, s);
+            }
+        }
+        out
+    }
+
+    /// Every node follows one leader at one term and has applied its commit index.
+    async fn wait_settled(&self) -> u64 {
+        wait_for(LEADER_TIMEOUT, "the TLS cluster to settle", async || {
+            let statuses = self.statuses().await;
+            let leader = statuses.values().find(|s| s.role == "leader")?;
+            let settled = statuses.len() == self.specs.len()
+                && statuses.values().all(|s| {
+                    s.leader_id == Some(leader.node_id)
+                        && s.term == leader.term
+                        && s.applied_index >= leader.commit_index
+                });
+            settled.then_some(leader.node_id)
+        })
+        .await
+    }
+
+    fn print_logs(&self) {
+        for &id in self.specs.keys() {
+            let log = self.log(id);
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!("--- node {id} log tail ---");
+            for line in tail.into_iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+impl Drop for TlsCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.print_logs();
+        }
+        for child in self.children.values_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+// -- rogue peer requests --------------------------------------------------------------------
+
+/// Term, vote-holder, log and leadership of every node, as `/cluster/status` shows them.
+fn raft_state(
+    statuses: &BTreeMap<u64, ClusterStatus>,
+) -> Vec<(u64, u64, Option<u64>, u64, String)> {
+    statuses
+        .values()
+        .map(|s| {
+            (
+                s.node_id,
+                s.term,
+                s.leader_id,
+                s.last_log_index,
+                s.role.clone(),
+            )
+        })
+        .collect()
+}
+
+/// A vote request and an empty append at a much higher term, from node `from`: either
+/// would depose the leader (the append at once; the vote once the lease ran out).
+fn rogue_bodies(term: u64, from: NodeId, last_log_index: u64) -> [(&'static str, Vec<u8>); 2] {
+    let term = term + ROGUE_TERM_JUMP;
+    let last = LogId::new(
+        openraft::CommittedLeaderId::new(term, from),
+        last_log_index + 1_000,
+    );
+    let vote = VoteRequest::<NodeId>::new(Vote::new(term, from), Some(last));
+    let append = AppendEntriesRequest::<TypeConfig> {
+        vote: Vote::new_committed(term, from),
+        prev_log_id: None,
+        entries: vec![],
+        leader_commit: None,
+    };
+    [
+        (VOTE_PATH, codec::encode(&vote)),
+        (APPEND_PATH, codec::encode(&append)),
+    ]
+}
+
+/// Sends the rogue bodies to `url_of(path)` with `headers`; returns each answer's status
+/// (`None`: the connection or handshake failed).
+async fn send_rogue(
+    client: &reqwest::Client,
+    url_of: impl Fn(&str) -> String,
+    headers: &[(&str, String)],
+    bodies: [(&'static str, Vec<u8>); 2],
+) -> Vec<Option<u16>> {
+    let mut out = Vec::new();
+    for (path, body) in bodies {
+        let mut request = client
+            .post(url_of(path))
+            .header("content-type", CONTENT_TYPE)
+            .body(body);
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let answer = request.send().await;
+        out.push(answer.ok().map(|r| r.status().as_u16()));
+    }
+    out
+}
+
+// -- tests ------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_cluster_serves_https_and_relays_over_it() {
+    // Client certificates required: a follower's relay must present its own.
+    let cluster = TlsCluster::start(3, true).await;
+    let leader = cluster.wait_settled().await;
+    let follower = *cluster.specs.keys().find(|id| **id != leader).unwrap();
+    // A write sent to a follower is relayed to the leader over HTTPS.
+    let written: Value = cluster
+        .client
+        .post(cluster.url(follower, "/v1/write"))
+        .json(&json!({"key": "tls/k", "value": "over https", "actor": "t80"}))
+        .send()
+        .await
+        .expect("write through a follower")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(written["version"], 1, "{written}");
+    for &id in cluster.specs.keys() {
+        let read: Value = cluster
+            .client
+            .post(cluster.url(id, "/v1/read"))
+            .json(&json!({"key": "tls/k", "consistency": "linearizable"}))
+            .send()
+            .await
+            .expect("linearizable read")
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(read["value"], "over https", "node {id}: {read}");
+    }
+    // Plain HTTP is not served on either port.
+    let plain = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy()
+        .build()
+        .unwrap();
+    let spec = &cluster.specs[&leader];
+    for addr in [&spec.client_addr, &spec.peer_addr] {
+        let answer = plain.get(format!("http://{addr}/healthz")).send().await;
+        assert!(
+            answer.is_err() || !answer.unwrap().status().is_success(),
+            "{addr} spoke plain HTTP"
+        );
+    }
+    let log = cluster.log(leader);
+    assert!(!log.contains("accepts unauthenticated peers"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_are_required_when_a_client_ca_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TlsCluster::start(1, true).await;
+    let url = cluster.url(1, "/healthz");
+    // With the cluster CA's client certificate: served.
+    let answer = cluster
+        .client
+        .get(&url)
+        .send()
+        .await
+        .expect("a client with a certificate");
+    assert!(answer.status().is_success());
+    // Without a certificate, or with one the client CA did not sign: refused in the
+    // handshake, no HTTP answer at all.
+    let anonymous = https_client(&cluster.certs.ca_cert, None);
+    assert!(
+        anonymous.get(&url).send().await.is_err(),
+        "served a client without a certificate"
+    );
+    let other = generate(&dir.path().join("other"), &[]);
+    let wrong = https_client(
+        &cluster.certs.ca_cert,
+        Some((&other.client_cert, &other.client_key)),
+    );
+    assert!(
+        wrong.get(&url).send().await.is_err(),
+        "served a certificate from another CA"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
+    let cluster = TlsCluster::start(3, false).await;
+    let leader = cluster.wait_settled().await;
+    let before = cluster.statuses().await;
+    let term = before[&leader].term;
+    let last = before.values().map(|s| s.last_log_index).max().unwrap();
+    let ca = cluster.certs.ca_cert.clone();
+    let dir = tempfile::tempdir().unwrap();
+    // The same CA, a node that is not a member.
+    let outsider = certs::generate(
+        cluster.dir.path().join("certs").as_path(),
+        &[9],
+        &BTreeMap::new(),
+    )
+    .unwrap()
+    .nodes[&9]
+        .clone();
+    let other_ca = generate(dir.path(), &[9]);
+    let stranger = other_ca.nodes[&9].clone();
+
+    let no_cert = peer_tls_client(&ca, None);
+    let other_ca_cert = peer_tls_client(&ca, Some((&stranger.0, &stranger.1)));
+    let non_member = peer_tls_client(&ca, Some((&outsider.0, &outsider.1)));
+    for target in cluster.specs.keys().copied() {
+        let url = |path: &str| cluster.peer_url(target, path);
+        // (a) no client certificate, (b) another CA: refused in the handshake.
+        for client in [&no_cert, &other_ca_cert] {
+            let answers = send_rogue(
+                client,
+                url,
+                &[(PEER_ID_HEADER, "9".into())],
+                rogue_bodies(term, 9, last),
+            )
+            .await;
+            assert_eq!(answers, vec![None, None], "node {target}");
+        }
+        // (c) a valid certificate of node 9, not a member, claiming to be 9 or a member.
+        for claimed in [9, leader] {
+            let headers = [(PEER_ID_HEADER, claimed.to_string())];
+            let answers = send_rogue(
+                &non_member,
+                url,
+                &headers,
+                rogue_bodies(term, claimed, last),
+            )
+            .await;
+            assert_eq!(
+                answers,
+                vec![Some(403), Some(403)],
+                "node {target}, claiming {claimed}"
+            );
+        }
+        // No id at all.
+        let answers = send_rogue(&non_member, url, &[], rogue_bodies(term, 9, last)).await;
+        assert_eq!(answers, vec![Some(401), Some(401)], "node {target}");
+    }
+    // Give a deposed leader time to show it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = cluster.statuses().await;
+    assert_eq!(
+        raft_state(&after),
+        raft_state(&before),
+        "term, vote or log moved"
+    );
+    assert_eq!(cluster.wait_settled().await, leader, "the leader changed");
+    let log = cluster.log(leader);
+    assert!(log.contains("peer request refused"), "refusals are logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret_path = dir.path().join("peer.secret");
+    let secret = "0123456789abcdef0123456789abcdef-cairn-t80";
+    fs::write(&secret_path, format!("{secret}\n")).unwrap();
+    let config = format!(
+        "peer_secret_file = {:?}\n",
+        secret_path.display().to_string()
+    );
+    let cluster = Cluster::builder(3).config(&config).start().await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let before = cluster.statuses().await;
+    let term = before[&leader].term;
+    let last = before.values().map(|s| s.last_log_index).max().unwrap();
+    let plain = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy()
+        .build()
+        .unwrap();
+    let wrong = hex::encode("0123456789abcdef0123456789abcdeX-cairn-t80");
+    let truncated = hex::encode(&secret[..31]);
+    for id in cluster.ids() {
+        let peer_addr = cluster.spec(id).peer_addr;
+        let url = |path: &str| format!("http://{peer_addr}{path}");
+        let missing = send_rogue(
+            &plain,
+            url,
+            &[(PEER_ID_HEADER, "2".into())],
+            rogue_bodies(term, 2, last),
+        )
+        .await;
+        assert_eq!(missing, vec![Some(401), Some(401)], "node {id}");
+        for bad in [&wrong, &truncated, &secret.to_string()] {
+            let headers = [
+                (PEER_ID_HEADER, "2".into()),
+                (PEER_SECRET_HEADER, bad.clone()),
+            ];
+            let refused = send_rogue(&plain, url, &headers, rogue_bodies(term, 2, last)).await;
+            assert_eq!(refused, vec![Some(403), Some(403)], "node {id}");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = cluster.statuses().await;
+    assert_eq!(
+        raft_state(&after),
+        raft_state(&before),
+        "term, vote or log moved"
+    );
+    assert_eq!(
+        cluster.wait_settled(LEADER_TIMEOUT).await,
+        leader,
+        "the leader changed"
+    );
+    // The cluster itself, which has the secret, still commits writes.
+    let written = plain
+        .post(format!("{}/v1/write", cluster.endpoint(leader)))
+        .json(&json!({"key": "secret/k", "value": "v", "actor": "t80"}))
+        .send()
+        .await
+        .expect("a write");
+    assert!(written.status().is_success(), "{}", written.status());
+    for id in cluster.ids() {
+        let log = cluster.log_text(id);
+        assert!(!log.contains(secret), "node {id} logged the secret");
+        assert!(
+            !log.contains(&hex::encode(secret)),
+            "node {id} logged the secret's header"
+        );
+    }
+}
+
+/// Runs `cairn-node` with `args` in `dir` until it exits (at most 30 s); exit code and
+/// everything it printed.
+async fn run_to_exit(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let log_path: PathBuf = dir.join("out.log");
+    let log = fs::File::create(&log_path).unwrap();
+    let mut cmd = tokio::process::Command::from(node_command(dir));
+    cmd.args(args)
+        .stdout(log.try_clone().unwrap())
+        .stderr(Stdio::from(log))
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawning cairn-node");
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("cairn-node kept running")
+        .unwrap();
+    (status.code(), fs::read_to_string(&log_path).unwrap())
+}
+
+#[tokio::test]
+async fn a_port_beyond_loopback_needs_tls_or_insecure() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, peer_addr) = free_addr_pair();
+    // 192.0.2.1 (TEST-NET-1) is on no interface: the node is accepted or refused by its
+    // config, and with --insecure it then fails to bind, so nothing ever listens beyond
+    // loopback.
+    let base = [
+        "--id",
+        "1",
+        "--data-dir",
+        "data",
+        "--client-addr",
+        "192.0.2.1:7401",
+        "--peer-addr",
+        &peer_addr,
+    ];
+    let (code, out) = run_to_exit(dir.path(), &base).await;
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("client_addr") && out.contains("--insecure"),
+        "{out}"
+    );
+
+    let mut insecure = base.to_vec();
+    insecure.push("--insecure");
+    let (code, out) = run_to_exit(dir.path(), &insecure).await;
+    assert_eq!(
+        code,
+        Some(1),
+        "the config was accepted and only the bind failed: {out}"
+    );
+    assert!(
+        out.contains("--insecure: listening beyond loopback without TLS"),
+        "{out}"
+    );
+    assert!(out.contains("binding the client address"), "{out}");
+    assert!(out.contains("accepts unauthenticated peers"), "{out}");
+
+    // A certificate that does not exist is a config error too.
+    let (code, out) = run_to_exit(
+        dir.path(),
+        &[
+            "--id",
+            "1",
+            "--data-dir",
+            "data",
+            "--peer-addr",
+            &peer_addr,
+            "--tls-cert",
+            "missing.pem",
+            "--tls-key",
+            "missing.key",
+            "--tls-ca",
+            "missing-ca.pem",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("missing.pem"), "{out}");
+}
+
+#[tokio::test]
+async fn a_short_peer_secret_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("short.secret");
+    fs::write(&secret, "only-31-bytes-long-secret-value").unwrap();
+    let (code, out) = run_to_exit(
+        dir.path(),
+        &[
+            "--id",
+            "1",
+            "--data-dir",
+            "data",
+            "--peer-secret-file",
+            secret.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("at least 32 bytes"), "{out}");
+    assert!(!out.contains("only-31-bytes"), "the secret leaked: {out}");
+}
