@@ -434,6 +434,9 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     let no_cert = peer_tls_client(&ca, None);
     let other_ca_cert = peer_tls_client(&ca, Some((&stranger.0, &stranger.1)));
     let non_member = peer_tls_client(&ca, Some((&outsider.0, &outsider.1)));
+    // (what, answers, expected answers): checked after the state, so that a missing check
+    // shows first as moved Raft state.
+    let mut answers_seen = Vec::new();
     for target in cluster.specs.keys().copied() {
         let url = |path: &str| cluster.peer_url(target, path);
         // (a) no client certificate, (b) another CA: refused in the handshake.
@@ -445,7 +448,7 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
                 rogue_bodies(term, 9, last),
             )
             .await;
-            assert_eq!(answers, vec![None, None], "node {target}");
+            answers_seen.push((format!("node {target}"), answers, vec![None, None]));
         }
         // (c) a valid certificate of node 9, not a member, claiming to be 9 or a member.
         for claimed in [9, leader] {
@@ -457,15 +460,13 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
                 rogue_bodies(term, claimed, last),
             )
             .await;
-            assert_eq!(
-                answers,
-                vec![Some(403), Some(403)],
-                "node {target}, claiming {claimed}"
-            );
+            let what = format!("node {target}, claiming {claimed}");
+            answers_seen.push((what, answers, vec![Some(403), Some(403)]));
         }
         // No id at all.
         let answers = send_rogue(&non_member, url, &[], rogue_bodies(term, 9, last)).await;
-        assert_eq!(answers, vec![Some(401), Some(401)], "node {target}");
+        let what = format!("node {target}, no id");
+        answers_seen.push((what, answers, vec![Some(401), Some(401)]));
     }
     // Give a deposed leader time to show it.
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -476,6 +477,9 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
         "term, vote or log moved"
     );
     assert_eq!(cluster.wait_settled().await, leader, "the leader changed");
+    for (what, answers, expected) in answers_seen {
+        assert_eq!(answers, expected, "{what}");
+    }
     let log = cluster.log(leader);
     assert!(log.contains("peer request refused"), "refusals are logged");
 }
@@ -502,6 +506,7 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
         .unwrap();
     let wrong = hex::encode("0123456789abcdef0123456789abcdeX-cairn-t80");
     let truncated = hex::encode(&secret[..31]);
+    let mut answers_seen = Vec::new();
     for id in cluster.ids() {
         let peer_addr = cluster.spec(id).peer_addr;
         let url = |path: &str| format!("http://{peer_addr}{path}");
@@ -512,14 +517,14 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
             rogue_bodies(term, 2, last),
         )
         .await;
-        assert_eq!(missing, vec![Some(401), Some(401)], "node {id}");
+        answers_seen.push((format!("node {id}, no secret"), missing, Some(401)));
         for bad in [&wrong, &truncated, &secret.to_string()] {
             let headers = [
                 (PEER_ID_HEADER, "2".into()),
                 (PEER_SECRET_HEADER, bad.clone()),
             ];
             let refused = send_rogue(&plain, url, &headers, rogue_bodies(term, 2, last)).await;
-            assert_eq!(refused, vec![Some(403), Some(403)], "node {id}");
+            answers_seen.push((format!("node {id}, wrong secret"), refused, Some(403)));
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -534,6 +539,9 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
         leader,
         "the leader changed"
     );
+    for (what, answers, expected) in answers_seen {
+        assert_eq!(answers, vec![expected; 2], "{what}");
+    }
     // The cluster itself, which has the secret, still commits writes.
     let written = plain
         .post(format!("{}/v1/write", cluster.endpoint(leader)))
