@@ -369,7 +369,10 @@ impl PeerConn {
             .header(http::header::CONTENT_TYPE, CONTENT_TYPE)
             .body(Full::new(body))
             .map_err(|e| CallError::Network(std::io::Error::other(e)))?;
-        request.headers_mut().extend(proof.clone());
+        let headers = request.headers_mut();
+        for (name, value) in proof {
+            headers.insert(name, value.clone());
+        }
         let PeerConn { sender, connection } = self;
         let roundtrip = async {
             sender.ready().await.map_err(network)?;
