@@ -93,6 +93,8 @@ struct TlsCluster {
     specs: BTreeMap<u64, NodeSpec>,
     children: BTreeMap<u64, Child>,
     client: reqwest::Client,
+    /// Added to every node's command line.
+    extra: Vec<String>,
 }
 
 impl TlsCluster {
@@ -101,7 +103,11 @@ impl TlsCluster {
     async fn start(size: u64, client_certs: bool) -> TlsCluster {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<u64> = (1..=size).collect();
-        let certs = generate(&dir.path().join("certs"), &ids);
+        // One spare certificate, for a node that joins later.
+        let certs = generate(
+            &dir.path().join("certs"),
+            &[ids.clone(), vec![size + 1]].concat(),
+        );
         let client = https_client(
             &certs.ca_cert,
             Some((&certs.client_cert, &certs.client_key)),
@@ -112,31 +118,17 @@ impl TlsCluster {
             specs: BTreeMap::new(),
             children: BTreeMap::new(),
             client,
+            extra: Vec::new(),
         };
-        let ca = cluster.certs.ca_cert.display().to_string();
-        let extra = if client_certs {
-            vec!["--tls-client-ca", ca.as_str()]
-        } else {
-            vec![]
-        };
-        for id in ids {
-            cluster.spawn(id, &extra);
+        if client_certs {
+            let ca = cluster.certs.ca_cert.display().to_string();
+            cluster.extra = vec!["--tls-client-ca".to_string(), ca];
         }
-        for id in 1..=size {
-            let url = cluster.url(id, "/healthz");
-            let client = cluster.client.clone();
-            wait_until(
-                START_TIMEOUT,
-                &format!("node {id} to serve HTTPS"),
-                async || {
-                    client
-                        .get(&url)
-                        .send()
-                        .await
-                        .is_ok_and(|r| r.status().is_success())
-                },
-            )
-            .await;
+        for &id in &ids {
+            cluster.spawn(id);
+        }
+        for id in ids {
+            cluster.wait_https(id).await;
         }
         let nodes: Vec<&NodeSpec> = cluster.specs.values().collect();
         let answer = cluster
@@ -152,7 +144,23 @@ impl TlsCluster {
         cluster
     }
 
-    fn spawn(&mut self, id: u64, extra: &[&str]) {
+    async fn wait_https(&self, id: u64) {
+        let url = self.url(id, "/healthz");
+        wait_until(
+            START_TIMEOUT,
+            &format!("node {id} to serve HTTPS"),
+            async || {
+                self.client
+                    .get(&url)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+            },
+        )
+        .await;
+    }
+
+    fn spawn(&mut self, id: u64) {
         let (client_addr, peer_addr) = free_addr_pair();
         let node_dir = self.dir.path().join(format!("node-{id}"));
         fs::create_dir_all(&node_dir).unwrap();
@@ -177,7 +185,7 @@ impl TlsCluster {
             .arg(key)
             .arg("--peer-tls-ca")
             .arg(&self.certs.ca_cert)
-            .args(extra)
+            .args(&self.extra)
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         self.children
@@ -377,6 +385,43 @@ async fn tls_cluster_serves_https_and_relays_over_it() {
     }
     let log = cluster.log(leader);
     assert!(!log.contains("accepts unauthenticated peers"), "{log}");
+
+    // A fourth node joins over mutual TLS (relayed to the leader, which replicates to it
+    // and promotes it), then serves a linearizable read of what was written before.
+    let mut cluster = cluster;
+    cluster.spawn(4);
+    cluster.wait_https(4).await;
+    let joined = cluster
+        .client
+        .post(cluster.url(follower, "/cluster/join"))
+        .json(&cluster.specs[&4])
+        .timeout(START_TIMEOUT)
+        .send()
+        .await
+        .expect("POST /cluster/join");
+    assert!(joined.status().is_success(), "join: {}", joined.status());
+    assert_eq!(cluster.wait_settled().await, leader);
+    let read: Value = cluster
+        .client
+        .post(cluster.url(4, "/v1/read"))
+        .json(&json!({"key": "tls/k", "consistency": "linearizable"}))
+        .send()
+        .await
+        .expect("read on the joined node")
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["value"], "over https", "{read}");
+
+    // SIGTERM: the TLS servers drain and the node exits cleanly.
+    let child = cluster.children.get_mut(&4).unwrap();
+    // SAFETY: plain syscall on a child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let status = wait_for(Duration::from_secs(15), "node 4 to exit", async || {
+        child.try_wait().unwrap()
+    })
+    .await;
+    assert!(status.success(), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
