@@ -28,8 +28,28 @@ use crate::types::{
 use crate::write::Write;
 use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write};
 
+/// Decides at apply time whether a command's author may still do an operation (SPEC §8).
+///
+/// The node checks grants before proposing; this is the second check, against the grants
+/// at the entry's own log position, so that a grant revoked (or a principal deleted) while
+/// its command was in flight refuses that command identically on every replica.
+pub trait Permit {
+    fn check(&self, op: &Op) -> Result<(), OpError>;
+}
+
+/// The permit of a cluster without auth: every operation is allowed.
+pub struct AllowAll;
+
+impl Permit for AllowAll {
+    fn check(&self, _: &Op) -> Result<(), OpError> {
+        Ok(())
+    }
+}
+
 /// Executes `cmd` at `ctx` against `src`; `retention_ms` is the dedup retention window.
 ///
+/// - Permission first: if `permit` refuses any mutation, the command is `Rejected` with
+///   that refusal (and `op_index` for a batch) before any rule runs.
 /// - All or nothing: on the first rejected mutation the response is `Rejected` (with
 ///   `op_index` for a batch) and no key changes; the only effect is the dedup record of
 ///   the rejection if the command has a `request_id`.
@@ -41,6 +61,7 @@ use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write}
 pub fn execute<S: SlotSource>(
     cmd: &Command,
     src: &S,
+    permit: &dyn Permit,
     ctx: &Ctx,
     retention_ms: u64,
 ) -> Result<(CommandResponse, Vec<Effect>), S::Error> {
@@ -52,7 +73,10 @@ pub fn execute<S: SlotSource>(
             return Ok((replay(cmd, id, record), Vec::new()));
         }
     }
-    let (response, mut effects) = match apply_all(&cmd.mutations, src, ctx)? {
+    let (response, mut effects) = match permitted(&cmd.mutations, permit).map_or_else(
+        || apply_all(&cmd.mutations, src, ctx),
+        |denied| Ok(Err(denied)),
+    )? {
         Ok(changes) => {
             let results = changes.iter().map(|c| c.result.clone()).collect();
             let response = CommandResponse::Applied {
@@ -136,6 +160,14 @@ fn replay(cmd: &Command, id: &str, record: DedupRecord) -> CommandResponse {
 type Outcome = Result<Vec<Change>, (usize, OpError)>;
 
 /// Applies `mutations` in order, each seeing the slots the earlier ones produced.
+/// The first mutation `permit` refuses, with its index.
+fn permitted(mutations: &[Mutation], permit: &dyn Permit) -> Option<(usize, OpError)> {
+    mutations
+        .iter()
+        .enumerate()
+        .find_map(|(i, m)| permit.check(&m.op).err().map(|e| (i, e)))
+}
+
 fn apply_all<S: SlotSource>(
     mutations: &[Mutation],
     src: &S,
@@ -290,7 +322,7 @@ mod tests {
                 revision,
                 now_ms: revision * 1000,
             };
-            let (resp, effects) = execute(cmd, self, &ctx, RETENTION).unwrap();
+            let (resp, effects) = execute(cmd, self, &AllowAll, &ctx, RETENTION).unwrap();
             for e in &effects {
                 match e {
                     Effect::PutSlot(s) => {
@@ -664,6 +696,50 @@ mod tests {
             .any(|e| matches!(e, Effect::PutDedup { record, .. } if record.revision == 15)));
     }
 
+    /// Refuses every forget of `k2`.
+    struct NoForgetOfK2;
+    impl Permit for NoForgetOfK2 {
+        fn check(&self, op: &Op) -> Result<(), OpError> {
+            match op {
+                Op::Forget { key, .. } if key == "k2" => Err(OpError::new(
+                    ErrorCode::PermissionDenied,
+                    "no forget on k2",
+                    json!({"permission": "forget", "key": "k2"}),
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_permit_rejects_the_whole_batch_and_is_remembered() {
+        let mut map = Map::default();
+        let mut batch = cmd(vec![write_m("k1", "1", &[]), forget_m("k2")], Some("r-1"));
+        batch.is_batch = true;
+        let ctx = Ctx {
+            revision: 3,
+            now_ms: 3000,
+        };
+        let (resp, effects) = execute(&batch, &map, &NoForgetOfK2, &ctx, RETENTION).unwrap();
+        let CommandResponse::Rejected { error, op_index } = resp else {
+            panic!("{resp:?}");
+        };
+        assert_eq!(
+            (error.code, op_index),
+            (ErrorCode::PermissionDenied, Some(1))
+        );
+        assert!(
+            effects.iter().all(|e| matches!(e, Effect::PutDedup { .. })),
+            "only the rejection's dedup record: {effects:?}"
+        );
+        assert_eq!(effects.len(), 1);
+        // Permitted, the same batch (under a new request_id) applies both operations.
+        let mut again = batch.clone();
+        again.request_id = Some("r-2".into());
+        let (resp, _) = map.run(&again, 4);
+        assert_eq!(applied(&resp).len(), 2);
+    }
+
     #[test]
     fn a_failing_source_is_an_error_not_a_rejection() {
         struct Broken;
@@ -681,7 +757,13 @@ mod tests {
             now_ms: 1,
         };
         assert_eq!(
-            execute(&cmd(vec![forget_m("k")], Some("x")), &Broken, &ctx, 1),
+            execute(
+                &cmd(vec![forget_m("k")], Some("x")),
+                &Broken,
+                &AllowAll,
+                &ctx,
+                1
+            ),
             Err("disk on fire")
         );
     }

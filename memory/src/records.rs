@@ -154,7 +154,8 @@ pub struct WatchEvent {
 /// the apply rules produce. Stored in dedup records (a remembered rejection), so the
 /// variant order is the stored layout: it is the order of the first nine
 /// `cairn_api::ErrorCode`s, which is what dedup records held before this type existed.
-/// `InvalidTransition` is no rule's answer today; it keeps its position.
+/// `InvalidTransition` is no rule's answer today; it keeps its position. Codes added
+/// later are appended, which leaves every earlier record's bytes as they were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorCode {
     InvalidRequest,
@@ -166,6 +167,9 @@ pub enum ErrorCode {
     InvalidTransition,
     TooLarge,
     RequestIdReused,
+    /// The command's author lost the grant (or was deleted) between proposal and apply
+    /// (SPEC §8): refused by the [`crate::execute::Permit`] the state machine passes.
+    PermissionDenied,
 }
 
 impl ErrorCode {
@@ -181,6 +185,7 @@ impl ErrorCode {
             ErrorCode::InvalidTransition => "invalid_transition",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::RequestIdReused => "request_id_reused",
+            ErrorCode::PermissionDenied => "permission_denied",
         }
     }
 }

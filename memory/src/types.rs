@@ -109,6 +109,18 @@ impl Op {
         }
     }
 
+    /// Who the operation is logged as done by (with auth on: the principal's name).
+    pub fn actor(&self) -> &str {
+        match self {
+            Op::Write { actor, .. }
+            | Op::Forget { actor, .. }
+            | Op::Revoke { actor, .. }
+            | Op::Reinstate { actor, .. }
+            | Op::FlagStale { actor, .. }
+            | Op::Supersede { actor, .. } => actor,
+        }
+    }
+
     /// The operation's name as the API spells it (`write`, `forget`, …, `flag_stale`).
     pub fn name(&self) -> &'static str {
         match self {

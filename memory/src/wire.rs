@@ -99,6 +99,7 @@ impl From<ErrorCode> for api::ErrorCode {
             ErrorCode::InvalidTransition => api::ErrorCode::InvalidTransition,
             ErrorCode::TooLarge => api::ErrorCode::TooLarge,
             ErrorCode::RequestIdReused => api::ErrorCode::RequestIdReused,
+            ErrorCode::PermissionDenied => api::ErrorCode::PermissionDenied,
         }
     }
 }

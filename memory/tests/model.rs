@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 
-use cairn_memory::execute::execute;
+use cairn_memory::execute::{execute, AllowAll};
 use cairn_memory::{
     Command, CommandResponse, Conditions, Ctx, DedupRecord, Effect, ErrorCode, HistoryEvent,
     Mutation, Op, Slot, SlotSource, State, Tombstone, WatchEvent,
@@ -529,7 +529,7 @@ proptest! {
                     Submit::Retry(i) => submitted[i % submitted.len()].clone(),
                 };
                 submitted.push(cmd.clone());
-                let (resp, effects) = execute(&cmd, &store, &ctx, RETENTION_MS).unwrap();
+                let (resp, effects) = execute(&cmd, &store, &AllowAll, &ctx, RETENTION_MS).unwrap();
                 let expected = model.run(&cmd, revision, now_ms);
                 prop_assert_eq!(as_ref_response(&resp), expected, "command {:?}", cmd);
                 let applies = matches!(resp, CommandResponse::Applied { replayed: false, .. });

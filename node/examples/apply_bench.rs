@@ -77,6 +77,7 @@ fn entry(index: u64, commands: Vec<Command>) -> Entry {
             now_ms: 1_800_000_000_000 + index,
             dedup_retention_ms: 86_400_000,
             commands: commands.into(),
+            access: None,
         }),
     }
 }

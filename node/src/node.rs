@@ -206,6 +206,7 @@ async fn start(
         sm,
     } = storage;
     let applied = sm.applied_watch();
+    let access = sm.access();
     let applied_on_disk = *applied.borrow();
     let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
     let peer_ip = config
@@ -252,7 +253,7 @@ async fn start(
         raft: raft.clone(),
         batcher,
         reads,
-        view: StateView::new(state, log, engine),
+        view: StateView::new(state, log, engine, access),
         forwarder: relay_client(peer_ip, transport.relay.clone())?,
         metrics: Arc::new(Metrics::default()),
         compacting: tokio::sync::Mutex::new(()),

@@ -101,6 +101,7 @@ fn normal(index: u64, commands: Vec<Command>) -> Entry {
         now_ms: now_of(index),
         dedup_retention_ms: RETENTION_MS,
         commands: commands.into(),
+        access: None,
     };
     Entry {
         log_id: log_id(index),
@@ -231,8 +232,14 @@ fn stage_entry_10_without_commit(state: &StateEngine) {
         revision: 10,
         now_ms: now_of(10),
     };
-    let (_, effects) =
-        execute::execute(&write("lost", "\"never\""), &txn, &ctx, RETENTION_MS).unwrap();
+    let (_, effects) = execute::execute(
+        &write("lost", "\"never\""),
+        &txn,
+        &execute::AllowAll,
+        &ctx,
+        RETENTION_MS,
+    )
+    .unwrap();
     assert!(!effects.is_empty());
     txn.begin_revision();
     txn.apply_effects(effects).unwrap();
@@ -540,7 +547,14 @@ fn leave_half_installed(state: &StateEngine, path: &Path) {
         revision: 50,
         now_ms: now_of(50),
     };
-    let (_, effects) = execute::execute(&write("half", "1"), &txn, &ctx, RETENTION_MS).unwrap();
+    let (_, effects) = execute::execute(
+        &write("half", "1"),
+        &txn,
+        &execute::AllowAll,
+        &ctx,
+        RETENTION_MS,
+    )
+    .unwrap();
     txn.apply_effects(effects).unwrap();
     txn.put_meta(meta::LAST_APPLIED, &codec::encode(&Some(log_id(50))));
     txn.commit().unwrap();

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::Path;
 
-use cairn_memory::execute::{dedup_live, execute};
+use cairn_memory::execute::{dedup_live, execute, AllowAll};
 use cairn_memory::{
     Command, Conditions, Ctx, Decision, DedupRecord, Effect, Mutation, Op, Slot, SlotSource,
 };
@@ -201,6 +201,7 @@ fn entries(case: &Case) -> Vec<Entry> {
                     now_ms,
                     dedup_retention_ms: case.retention_ms,
                     commands: commands.into(),
+                    access: None,
                 };
                 EntryPayload::Normal(request)
             }
@@ -265,11 +266,14 @@ impl Reference {
         let mut responses = Vec::with_capacity(request.commands.len());
         for command in request.commands.iter() {
             let (response, effects) =
-                execute(command, &*self, &ctx, request.dedup_retention_ms).unwrap();
+                execute(command, &*self, &AllowAll, &ctx, request.dedup_retention_ms).unwrap();
             self.absorb(effects);
             responses.push(response);
         }
-        Response { responses }
+        Response {
+            responses,
+            access: None,
+        }
     }
 
     fn absorb(&mut self, effects: Vec<Effect>) {
@@ -482,6 +486,7 @@ fn a_dedup_record_expires_the_same_whatever_the_chunking() {
             now_ms,
             dedup_retention_ms: 1000,
             commands: vec![command.clone()].into(),
+            access: None,
         }),
     };
     let log = [normal(1, T0, &remembered), normal(2, T0 + 5000, &plain)];

@@ -325,6 +325,7 @@ async fn writer(
             now_ms: cairn_node::consensus::batcher::unix_ms(),
             dedup_retention_ms: 60_000,
             commands: vec![command(op, &key, value)].into(),
+            access: None,
         };
         let written =
             tokio::time::timeout(Duration::from_secs(2), leader.client_write(request)).await;

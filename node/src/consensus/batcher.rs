@@ -158,6 +158,7 @@ async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
         now_ms: unix_ms(),
         dedup_retention_ms,
         commands: commands.into(),
+        access: None,
     };
     match raft.client_write(request).await {
         Ok(written) => {

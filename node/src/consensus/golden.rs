@@ -1,24 +1,28 @@
-//! Golden bytes of what consensus stores through [`codec::encode`] at [`codec::FORMAT`]:
-//! Raft log entries (`log` family, and the peer wire's append requests carry the same
-//! entries), and the metadata blobs (vote, committed and applied log ids, membership).
-//! The store keeps them as opaque bytes, so their layout is pinned here, next to the
-//! types: openraft's, and the entry payload [`Request`] with the key model's logged
-//! [`Command`]s.
+//! Golden bytes of what consensus stores: Raft log entries at [`entry_codec::FORMAT`]
+//! (`log` family; the peer wire's append requests carry the same entries), and the
+//! metadata blobs (vote, committed and applied log ids, membership) at
+//! [`codec::FORMAT`]. The store keeps them as opaque bytes, so their layout is pinned
+//! here, next to the types: openraft's, and the entry payload [`Request`] with the key
+//! model's logged [`Command`]s and its optional access change.
 //!
-//! The hex below was generated from commit 7ebcaca (the build before the key model had
-//! its own record types) by encoding the same samples. A failure means data dirs and
-//! snapshots written before the change no longer read: a layout change needs a format
-//! bump and a decoder for the old bytes, and only then new golden hex.
+//! The `*_V3` entries and the metadata hex were generated from commit 7ebcaca (the build
+//! before the key model had its own record types); the format-4 entries when the access
+//! field was added. A failure means data dirs and snapshots written before the change no
+//! longer read: a layout change needs a format bump and a decoder for the old bytes, and
+//! only then new golden hex.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use cairn_access::{AccessChange, GrantRecord, Permissions, TokenHash};
+use cairn_api::Permission;
 use cairn_memory::{Command, Conditions, Mutation, Op};
 use openraft::{CommittedLeaderId, EntryPayload, Membership};
 
-use super::{Entry, LogId, NodeInfo, Request, StoredMembership, Vote};
+use super::{entry_codec, Entry, LogId, NodeInfo, Request, StoredMembership, Vote};
 use crate::store::codec;
 
-const ENTRY_NORMAL: &str = concat!(
+/// Entries as format 3 stored them (before the access field): still read.
+const ENTRY_NORMAL_V3: &str = concat!(
     "03020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
     "00005c26050000000002000000000000000105000000000000007265712d310200000000",
     "000000706801000000000000000000000001000000000000006b07000000000000007b22",
@@ -33,8 +37,8 @@ const ENTRY_NORMAL: &str = concat!(
     "0000000000706174683a6101000000000000006800000500000001000000000000007001",
     "000000000000007101000000000000006100000001",
 );
-const ENTRY_BLANK: &str = "0302000000000000000100000000000000280000000000000000000000";
-const ENTRY_MEMBERSHIP: &str = concat!(
+const ENTRY_BLANK_V3: &str = "0302000000000000000100000000000000280000000000000000000000";
+const ENTRY_MEMBERSHIP_V3: &str = concat!(
     "030100000000000000010000000000000001000000000000000200000001000000000000",
     "000100000000000000010000000000000002000000000000000100000000000000020000",
     "000000000063310200000000000000703102000000000000000200000000000000633202",
@@ -45,6 +49,51 @@ const STORED_MEMBERSHIP: &str = concat!(
     "000000000000010000000000000002000000000000000100000000000000020000000000",
     "000063310200000000000000703102000000000000000200000000000000633202000000",
     "000000007032",
+);
+/// Format 4 (entries carry an optional access change).
+const ENTRY_NORMAL: &str = concat!(
+    "04020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
+    "00005c26050000000002000000000000000105000000000000007265712d310200000000",
+    "000000706801000000000000000000000001000000000000006b07000000000000007b22",
+    "61223a317d0500000000000000616c696365010300000000000000737263010000000000",
+    "00000600000000000000706174683a610100000000000000010000000000000074010101",
+    "030000000000000077687901030000000000000001280000000000000000000000000000",
+    "000000060000000000000000000000010000000000000077010000000000000031010000",
+    "000000000061000000000000000000000000000000000000000000000100000001000000",
+    "000000006601000000000000006101000000000000007200000200000001000000000000",
+    "007201000000000000006101000000000000007200000300000001000000000000006901",
+    "000000000000006100000004000000010000000000000073010000000000000061060000",
+    "0000000000706174683a6101000000000000006800000500000001000000000000007001",
+    "00000000000000710100000000000000610000000100",
+);
+const ENTRY_ACCESS: &str = concat!(
+    "04020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
+    "00005c26050000000002000000000000000105000000000000007265712d310200000000",
+    "000000706801000000000000000000000001000000000000006b07000000000000007b22",
+    "61223a317d0500000000000000616c696365010300000000000000737263010000000000",
+    "00000600000000000000706174683a610100000000000000010000000000000074010101",
+    "030000000000000077687901030000000000000001280000000000000000000000000000",
+    "000000060000000000000000000000010000000000000077010000000000000031010000",
+    "000000000061000000000000000000000000000000000000000000000100000001000000",
+    "000000006601000000000000006101000000000000007200000200000001000000000000",
+    "007201000000000000006101000000000000007200000300000001000000000000006901",
+    "000000000000006100000004000000010000000000000073010000000000000061060000",
+    "0000000000706174683a6101000000000000006800000500000001000000000000007001",
+    "00000000000000710100000000000000610000000101040000000400000000000000726f",
+    "6f740500000000000000616c696365010000000000000006000000000000006661637473",
+    "2f05",
+);
+const ENTRY_ENABLE: &str = concat!(
+    "040100000000000000010000000000000002000000000000000100000005000000000000",
+    "000600000000000000000000000000000001000000000400000000000000726f6f740707",
+    "070707070707070707070707070707070707070707070707070707070707",
+);
+const ENTRY_BLANK: &str = "0402000000000000000100000000000000280000000000000000000000";
+const ENTRY_MEMBERSHIP: &str = concat!(
+    "040100000000000000010000000000000001000000000000000200000001000000000000",
+    "000100000000000000010000000000000002000000000000000100000000000000020000",
+    "000000000063310200000000000000703102000000000000000200000000000000633202",
+    "000000000000007032",
 );
 const APPLIED_SOME: &str = "0301020000000000000001000000000000002900000000000000";
 const APPLIED_NONE: &str = "0300";
@@ -161,35 +210,91 @@ where
     assert_eq!(&codec::decode::<T>(&bytes).unwrap(), value);
 }
 
-#[test]
-fn golden_normal_entry_with_every_operation() {
-    let entry = Entry {
+fn normal_entry(access: Option<AccessChange>) -> Entry {
+    Entry {
         log_id: log_id(2, 1, 41),
         payload: EntryPayload::Normal(Request {
             now_ms: 1_700_000_000_000,
             dedup_retention_ms: 86_400_000,
             commands: commands().into(),
+            access,
+        }),
+    }
+}
+
+fn blank_entry() -> Entry {
+    Entry {
+        log_id: log_id(2, 1, 40),
+        payload: EntryPayload::Blank,
+    }
+}
+
+fn membership_entry() -> Entry {
+    Entry {
+        log_id: log_id(1, 1, 1),
+        payload: EntryPayload::Membership(membership()),
+    }
+}
+
+fn access_change() -> AccessChange {
+    AccessChange::SetGrants {
+        by: "root".into(),
+        name: "alice".into(),
+        grants: vec![GrantRecord {
+            prefix: "facts/".into(),
+            permissions: Permissions::of([Permission::Read, Permission::Forget]),
+        }],
+    }
+}
+
+fn entry_round_trip(entry: &Entry, golden_hex: &str) {
+    let bytes = entry_codec::encode(entry);
+    assert_golden("log entry", &bytes, golden_hex);
+    assert_eq!(&entry_codec::decode(&bytes).unwrap(), entry);
+    assert_eq!(entry_codec::log_id(&bytes).unwrap(), entry.log_id);
+}
+
+#[test]
+fn golden_normal_entries_with_and_without_an_access_change() {
+    entry_round_trip(&normal_entry(None), ENTRY_NORMAL);
+    entry_round_trip(&normal_entry(Some(access_change())), ENTRY_ACCESS);
+    let enable = Entry {
+        log_id: log_id(1, 1, 2),
+        payload: EntryPayload::Normal(Request {
+            now_ms: 5,
+            dedup_retention_ms: 6,
+            commands: Vec::new().into(),
+            access: Some(AccessChange::Enable {
+                admin: "root".into(),
+                token_hash: TokenHash([7; 32]),
+            }),
         }),
     };
-    let bytes = codec::encode(&entry);
-    assert_golden("log entry", &bytes, ENTRY_NORMAL);
-    let back: Entry = codec::decode(&bytes).unwrap();
-    assert_eq!(back.log_id, entry.log_id);
-    assert!(matches!(back.payload, EntryPayload::Normal(r) if *r.commands == *commands()));
+    entry_round_trip(&enable, ENTRY_ENABLE);
 }
 
 #[test]
 fn golden_blank_and_membership_entries() {
-    let blank = Entry {
-        log_id: log_id(2, 1, 40),
-        payload: EntryPayload::Blank,
-    };
-    assert_golden("log entry", &codec::encode(&blank), ENTRY_BLANK);
-    let change = Entry {
-        log_id: log_id(1, 1, 1),
-        payload: EntryPayload::Membership(membership()),
-    };
-    assert_golden("log entry", &codec::encode(&change), ENTRY_MEMBERSHIP);
+    entry_round_trip(&blank_entry(), ENTRY_BLANK);
+    entry_round_trip(&membership_entry(), ENTRY_MEMBERSHIP);
+}
+
+#[test]
+fn format_3_entries_still_decode() {
+    let decode = |h: &str| entry_codec::decode(&hex::decode(h).unwrap()).unwrap();
+    assert_eq!(decode(ENTRY_NORMAL_V3), normal_entry(None));
+    assert_eq!(decode(ENTRY_BLANK_V3), blank_entry());
+    assert_eq!(decode(ENTRY_MEMBERSHIP_V3), membership_entry());
+    let id = entry_codec::log_id(&hex::decode(ENTRY_NORMAL_V3).unwrap()).unwrap();
+    assert_eq!(id, log_id(2, 1, 41));
+}
+
+#[test]
+fn unknown_entry_formats_are_refused() {
+    let mut bytes = entry_codec::encode(&blank_entry());
+    bytes[0] = 2;
+    assert!(entry_codec::decode(&bytes).is_err());
+    assert!(entry_codec::log_id(&bytes).is_err());
 }
 
 #[test]

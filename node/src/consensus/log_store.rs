@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{RaftLogId, RaftLogReader};
 
+use super::entry_codec;
 use super::types::{Entry, LogId, StorageError, StorageIOError, TypeConfig, Vote};
 use crate::planted::{self, Bug};
 use crate::store::codec;
@@ -94,7 +95,7 @@ impl RecentEntries {
         let (entry, _) = self.entries.get(&index)?;
         // An encoded entry starts with its log id (bincode, fields in order), and a log
         // id names one entry (Raft's log matching), so equal ids mean equal entries.
-        let id: LogId = codec::decode(bytes).ok()?;
+        let id = entry_codec::log_id(bytes).ok()?;
         (entry.log_id == id).then(|| entry.clone())
     }
 }
@@ -193,7 +194,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
             let recent = self.recent().get(index, &bytes);
             let entry: Entry = match recent {
                 Some(entry) => entry,
-                None => codec::decode(&bytes).map_err(read_err)?,
+                None => entry_codec::decode(&bytes).map_err(read_err)?,
             };
             // Read-side assertion: the entry is stored under its own index.
             if entry.get_log_id().index != index {
@@ -218,11 +219,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let last_purged_log_id = self.last_purged()?;
         let last_log_id = match self.writer.last().map_err(read_err)? {
-            Some((_, bytes)) => Some(
-                *codec::decode::<Entry>(&bytes)
-                    .map_err(read_err)?
-                    .get_log_id(),
-            ),
+            Some((_, bytes)) => Some(entry_codec::log_id(&bytes).map_err(read_err)?),
             None => last_purged_log_id,
         };
         Ok(LogState {
@@ -277,7 +274,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let entries: Vec<(Entry, Vec<u8>)> = entries
             .into_iter()
             .map(|e| {
-                let bytes = codec::encode(&e);
+                let bytes = entry_codec::encode(&e);
                 (e, bytes)
             })
             .collect();
@@ -376,7 +373,7 @@ mod tests {
     }
 
     fn insert(recent: &mut RecentEntries, e: Entry) -> Vec<u8> {
-        let bytes = codec::encode(&e);
+        let bytes = entry_codec::encode(&e);
         recent.insert(e, bytes.len());
         bytes
     }
@@ -390,7 +387,7 @@ mod tests {
             Some(entry(2, 7).log_id)
         );
         // Same index written by another leader (the copy is stale): decode instead.
-        let other = codec::encode(&entry(3, 7));
+        let other = entry_codec::encode(&entry(3, 7));
         assert!(recent.get(7, &other).is_none());
         assert!(recent.get(8, &bytes).is_none(), "nothing cached at 8");
         assert!(

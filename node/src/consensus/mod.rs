@@ -6,6 +6,9 @@
 //!   [`crate::store::LogWriter`].
 //! - `state_machine`: `RaftStateMachine` over [`crate::store::StateEngine`], applying
 //!   commands with the pure rules of `cairn_memory`.
+//! - `access`: [`access::AccessCell`], the applied principals and grants (SPEC §8) as
+//!   the API layer reads them.
+//! - `entry_codec`: the stored layout of log entries (format 4, and format 3 still read).
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
 //! - `reads`: the read gate (ReadIndex, bounded-staleness tokens, `min_revision` waits).
@@ -17,8 +20,10 @@
 // boxing it here would only add a conversion at every trait boundary.
 #![allow(clippy::result_large_err)]
 
+pub mod access;
 pub mod batcher;
 pub mod config;
+pub mod entry_codec;
 #[cfg(test)]
 mod golden;
 pub mod log_store;

@@ -8,15 +8,22 @@
 //!   monotonic by the apply clock), retention is stamped in the entry, identities come from
 //!   log indexes.
 //! - A snapshot's header is read from the same RocksDB snapshot as its data.
+//! - Access (SPEC §8): an entry's access change applies first; every command is then
+//!   checked against the grants at its own log position ([`StatePermit`]), so a grant
+//!   revoked while a command was in flight refuses it identically on every replica. The
+//!   shared [`AccessCell`] is replaced only after the batch that changed it committed, and
+//!   reloaded at open and after a snapshot install.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use cairn_access::{AccessState, StatePermit};
 use cairn_memory::{execute, Command, Ctx, Op, SlotSource};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, RaftSnapshotBuilder};
 use tokio::sync::watch;
 
+use super::access::AccessCell;
 use super::types::{
     LogId, Response, Snapshot, SnapshotMeta, StorageError, StorageIOError, StoredMembership,
     TypeConfig,
@@ -40,6 +47,8 @@ pub struct StateMachine {
     receiving: Option<PathBuf>,
     /// Applied index, published after each commit (wakes watchers and `min_revision` waits).
     applied_tx: Arc<watch::Sender<u64>>,
+    /// Applied principals and grants, published after each commit that changed them.
+    access: AccessCell,
 }
 
 fn sm_err(e: impl std::error::Error + 'static) -> StorageError {
@@ -59,7 +68,9 @@ impl StateMachine {
             snapshots,
             receiving: None,
             applied_tx: Arc::new(watch::channel(0).0),
+            access: AccessCell::default(),
         };
+        sm.reload_access()?;
         let applied = sm
             .read_applied()
             .map_err(|e| StoreError::Invariant(e.to_string()))?;
@@ -70,6 +81,17 @@ impl StateMachine {
 
     pub fn applied_watch(&self) -> Arc<watch::Sender<u64>> {
         self.applied_tx.clone()
+    }
+
+    pub fn access(&self) -> AccessCell {
+        self.access.clone()
+    }
+
+    /// Publishes the stored access record (at open, and after a snapshot replaced it).
+    fn reload_access(&self) -> Result<(), StoreError> {
+        let record = self.state.access()?;
+        self.access.store(Arc::new(AccessState::new(record)));
+        Ok(())
     }
 
     fn read_applied(&self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
@@ -95,6 +117,8 @@ impl StateMachine {
             return Ok(Vec::new());
         }
         let mut clock_ms = self.state.clock_ms()?;
+        let mut access = self.access.load();
+        let mut access_changed = false;
         let mut txn = self.state.txn();
         let mut responses = Vec::with_capacity(entries.len());
         let mut last = None;
@@ -115,14 +139,30 @@ impl StateMachine {
                         revision: index,
                         now_ms: clock_ms,
                     };
+                    let access_outcome = request.access.as_ref().map(|change| {
+                        let mut next = (*access).clone();
+                        let outcome = cairn_access::change::apply(&mut next, change, clock_ms);
+                        if outcome.is_ok() {
+                            txn.put_access(next.record());
+                            access = Arc::new(next);
+                            access_changed = true;
+                        }
+                        outcome
+                    });
                     txn.begin_revision();
+                    let permit = StatePermit(&access);
                     let mut out = Vec::with_capacity(request.commands.len());
                     for command in request.commands.iter() {
                         let planted_command = planted_write_through_tombstone(command);
                         let command = planted_command.as_ref().unwrap_or(command);
                         let source = PlantedDedup(&txn);
-                        let (response, effects) =
-                            execute::execute(command, &source, &ctx, request.dedup_retention_ms)?;
+                        let (response, effects) = execute::execute(
+                            command,
+                            &source,
+                            &permit,
+                            &ctx,
+                            request.dedup_retention_ms,
+                        )?;
                         txn.apply_effects(effects)?;
                         out.push(response);
                     }
@@ -130,7 +170,10 @@ impl StateMachine {
                         clock_ms.saturating_sub(request.dedup_retention_ms),
                         DEDUP_EXPIRE_PER_ENTRY_MAX,
                     )?;
-                    responses.push(Response { responses: out });
+                    responses.push(Response {
+                        responses: out,
+                        access: access_outcome,
+                    });
                 }
             }
             if index % FEED_TRIM_EVERY == 0 {
@@ -140,6 +183,9 @@ impl StateMachine {
         txn.put_meta(meta::LAST_APPLIED, &codec::encode(&last));
         txn.put_clock_ms(clock_ms);
         txn.commit()?;
+        if access_changed {
+            self.access.store(access);
+        }
         if let Some(id) = last {
             self.applied_tx.send_replace(id.index);
         }
@@ -211,6 +257,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         .await
         .map_err(|e| snap_err(std::io::Error::other(e.to_string())))?
         .map_err(snap_err)?;
+        self.reload_access().map_err(snap_err)?;
         tracing::info!(index = installed, id = %meta.snapshot_id, "installed snapshot");
         self.applied_tx.send_replace(installed);
         Ok(())

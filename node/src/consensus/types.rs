@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use cairn_access::{AccessChange, AccessError};
 use cairn_memory::{Command, CommandResponse};
 use serde::{Deserialize, Serialize};
 
@@ -25,12 +26,17 @@ pub struct Request {
     /// Shared: an entry is cloned for each follower's replication and for apply, and the
     /// commands never change after proposal (encoded exactly like a `Vec`).
     pub commands: Arc<[Command]>,
+    /// A change of principals or grants (SPEC §8), proposed in an entry of its own (no
+    /// commands). Applied before the entry's commands would be.
+    pub access: Option<AccessChange>,
 }
 
-/// One response per command of the entry, in order.
+/// One response per command of the entry, in order, and the access change's outcome
+/// (the new `acl_revision`, or why it was refused).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
     pub responses: Vec<CommandResponse>,
+    pub access: Option<Result<u64, AccessError>>,
 }
 
 openraft::declare_raft_types!(

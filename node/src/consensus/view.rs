@@ -17,6 +17,9 @@ use std::sync::Arc;
 
 use cairn_memory::{HistoryEvent, Slot, Tombstone, WatchEvent};
 
+use cairn_access::AccessState;
+
+use super::access::AccessCell;
 use super::log_store::LogStore;
 use super::types::StorageError;
 use crate::store::{Engine, StateEngine, StoreError};
@@ -61,12 +64,25 @@ pub struct StateView {
     state: StateEngine,
     log: LogStore,
     engine: Arc<Engine>,
+    access: AccessCell,
 }
 
 impl StateView {
-    /// `state` and `log` must be the handles the state machine and Raft use, over `engine`.
-    pub fn new(state: StateEngine, log: LogStore, engine: Arc<Engine>) -> Self {
-        StateView { state, log, engine }
+    /// `state` and `log` must be the handles the state machine and Raft use, over
+    /// `engine`, and `access` the state machine's own cell.
+    pub fn new(state: StateEngine, log: LogStore, engine: Arc<Engine>, access: AccessCell) -> Self {
+        StateView {
+            state,
+            log,
+            engine,
+            access,
+        }
+    }
+
+    /// The applied principals and grants (SPEC §8), as of the call. Like every read here,
+    /// the node's applied state: a linearizable request reads it after its barrier.
+    pub fn access(&self) -> Arc<AccessState> {
+        self.access.load()
     }
 
     /// The slot of `key` in the applied state (`None`: never written). For read, probe

@@ -16,6 +16,7 @@
 //! | [`tombstone`] | `tombstones` | 3      |                                     |
 //! | [`dedup`]     | `dedup`      | 3      |                                     |
 //! | [`feed`]      | `feed`       | 3      |                                     |
+//! | [`access`]    | `sm_meta`    | 1      |                                     |
 //!
 //! Changing a record's layout means a new `FORMAT` for that record, decoding the old one
 //! (a `…V<n>` type with the old fields in the old order), and new golden bytes. Each
@@ -24,6 +25,7 @@
 //! and applied ids are openraft's types, encoded by `consensus` at [`super::codec::FORMAT`];
 //! the store keeps them as opaque bytes.
 
+pub mod access;
 pub mod dedup;
 pub mod feed;
 pub mod history;

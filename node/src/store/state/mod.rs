@@ -34,6 +34,8 @@ pub mod meta {
     /// u64: the apply clock, the highest leader time applied (keeps time monotonic across
     /// leader changes).
     pub const CLOCK_MS: &[u8] = b"clock_ms";
+    /// The access record (`store::records::access`): principals, grants, `acl_revision`.
+    pub const ACCESS: &[u8] = b"access";
 }
 
 #[derive(Clone)]
@@ -61,6 +63,14 @@ impl StateEngine {
 
     pub fn meta(&self, name: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.get(cf::SM_META, name)
+    }
+
+    /// The access record; the default (auth off, no principals) if none was ever stored.
+    pub fn access(&self) -> Result<cairn_access::state::AccessRecord, StoreError> {
+        Ok(match self.meta(meta::ACCESS)? {
+            Some(b) => super::records::access::decode(&b).map_err(in_family(cf::SM_META))?,
+            None => Default::default(),
+        })
     }
 
     pub fn clock_ms(&self) -> Result<u64, StoreError> {

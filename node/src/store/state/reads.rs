@@ -143,7 +143,8 @@ impl StateEngine {
 
     /// sha256 over every key and value of the state families except `sm_meta` (applied id,
     /// membership, clock: they legitimately differ between replicas caught up to different
-    /// points), in order: two replicas that applied the same log have the same digest.
+    /// points), in order, and then the access record (principals, grants, `acl_revision`,
+    /// from `sm_meta`): two replicas that applied the same log have the same digest.
     /// Slots and history events are hashed in the current format, so a record still
     /// stored at format 3 hashes like the same record written by this build.
     pub fn digest(&self) -> Result<String, StoreError> {
@@ -170,6 +171,9 @@ impl StateEngine {
                 hasher.update(&v);
             }
         }
+        let access = snapshot.get_cf(self.engine.cf(cf::SM_META), super::meta::ACCESS)?;
+        hasher.update(b"access");
+        hasher.update(access.unwrap_or_default());
         Ok(hex::encode(hasher.finalize()))
     }
 

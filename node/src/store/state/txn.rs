@@ -194,6 +194,10 @@ impl<'a> StateTxn<'a> {
         self.batch.put_cf(self.cf(cf::SM_META), name, bytes);
     }
 
+    pub fn put_access(&mut self, record: &cairn_access::state::AccessRecord) {
+        self.put_meta(meta::ACCESS, &super::super::records::access::encode(record));
+    }
+
     pub fn put_clock_ms(&mut self, clock_ms: u64) {
         self.put_meta(meta::CLOCK_MS, &codec::encode(&clock_ms));
     }

@@ -1,0 +1,92 @@
+//! Limits and syntax of access requests, checked before anything is logged.
+
+use cairn_api::{Grant, Permission};
+
+use crate::change::AccessError;
+use crate::grants::{GrantRecord, Permissions};
+
+/// Most principals a cluster holds.
+pub const PRINCIPALS_MAX: usize = 1024;
+/// Most grants one principal holds.
+pub const GRANTS_MAX: usize = 64;
+/// Longest principal name, in bytes (the same bound as `actor`, which it becomes).
+pub const NAME_BYTES_MAX: usize = 128;
+/// Longest grant prefix, in bytes (the longest key).
+pub const PREFIX_BYTES_MAX: usize = 512;
+
+/// A principal name: 1-128 bytes of ASCII letters, digits and `_ - . @ :`, so it is safe
+/// in a URL path segment, a log line and a header.
+pub fn name(name: &str) -> Result<(), AccessError> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "_-.@:".contains(c);
+    if name.is_empty() || name.len() > NAME_BYTES_MAX || !name.chars().all(ok_char) {
+        return Err(AccessError::Invalid(format!(
+            "principal name {name:?}: 1-{NAME_BYTES_MAX} bytes of letters, digits and _ - . @ :"
+        )));
+    }
+    Ok(())
+}
+
+/// Grants as requested, made stored records: each with at least one permission, a
+/// prefix of at most 512 bytes without control characters, `admin` only on the empty
+/// prefix; at most 64.
+pub fn grants(grants: &[Grant]) -> Result<Vec<GrantRecord>, AccessError> {
+    if grants.len() > GRANTS_MAX {
+        return Err(AccessError::Invalid(format!(
+            "{} grants; at most {GRANTS_MAX}",
+            grants.len()
+        )));
+    }
+    grants.iter().map(grant).collect()
+}
+
+fn grant(g: &Grant) -> Result<GrantRecord, AccessError> {
+    let invalid = |why: &str| AccessError::Invalid(format!("grant on {:?}: {why}", g.prefix));
+    if g.permissions.is_empty() {
+        return Err(invalid("no permissions"));
+    }
+    if g.prefix.len() > PREFIX_BYTES_MAX {
+        return Err(invalid("prefix longer than 512 bytes"));
+    }
+    if g.prefix.chars().any(char::is_control) {
+        return Err(invalid("control character in the prefix"));
+    }
+    if g.permissions.contains(&Permission::Admin) && !g.prefix.is_empty() {
+        return Err(invalid("admin is granted on the empty prefix only"));
+    }
+    Ok(GrantRecord {
+        prefix: g.prefix.clone(),
+        permissions: Permissions::of(g.permissions.iter().copied()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_url_and_log_safe() {
+        for good in ["alice", "planner-1", "svc:summarizer", "a@b.c"] {
+            assert!(name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "a/b", "ä", "x\n", &"n".repeat(129)] {
+            assert!(name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn grants_are_checked_one_by_one() {
+        let ok = grants(&[Grant::new("facts/", [Permission::Read, Permission::Write])]).unwrap();
+        assert!(ok[0].permissions.contains(Permission::Write));
+        for bad in [
+            Grant::new("facts/", []),
+            Grant::new("facts/", [Permission::Admin]),
+            Grant::new("a\u{7}", [Permission::Read]),
+            Grant::new("p".repeat(513), [Permission::Read]),
+        ] {
+            assert!(grants(std::slice::from_ref(&bad)).is_err(), "{bad:?}");
+        }
+        let many = vec![Grant::new("x", [Permission::Read]); GRANTS_MAX + 1];
+        assert!(grants(&many).is_err());
+        assert!(grants(&[Grant::new("", [Permission::Admin])]).is_ok());
+    }
+}
