@@ -144,6 +144,18 @@ pub enum BatchOp {
 }
 
 impl BatchOp {
+    /// The operation's `actor`, for the node to bind to the authenticated principal.
+    pub fn actor_mut(&mut self) -> &mut String {
+        match self {
+            BatchOp::Write(r) => &mut r.actor,
+            BatchOp::Forget(r) => &mut r.actor,
+            BatchOp::Revoke(r) => &mut r.actor,
+            BatchOp::Reinstate(r) => &mut r.actor,
+            BatchOp::FlagStale(r) => &mut r.actor,
+            BatchOp::Supersede(r) => &mut r.actor,
+        }
+    }
+
     pub fn key(&self) -> &str {
         match self {
             BatchOp::Write(r) => &r.key,

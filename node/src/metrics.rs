@@ -15,6 +15,8 @@ pub struct Metrics {
     pub reads_any: AtomicU64,
     pub reads_stale_refused: AtomicU64,
     pub bad_requests: AtomicU64,
+    /// Requests refused 401 or 403 (SPEC §8).
+    pub auth_refused: AtomicU64,
     /// Sum of mutation latency in microseconds (with `mutations_ok` gives the mean).
     pub mutation_latency_us_sum: AtomicU64,
 }
@@ -30,7 +32,7 @@ impl Metrics {
 
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 10] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             (
                 "cairn_mutations_ok_total",
                 "mutations applied",
@@ -50,6 +52,11 @@ impl Metrics {
                 "cairn_mutations_forwarded_total",
                 "mutations forwarded to the leader",
                 &self.mutations_forwarded,
+            ),
+            (
+                "cairn_auth_refused_total",
+                "requests refused as unauthenticated or not permitted",
+                &self.auth_refused,
             ),
             (
                 "cairn_reads_linearizable_total",

@@ -9,13 +9,14 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{
-    ClusterStatus, CompactResponse, ErrorCode, InitRequest, MembershipResponse, NodeSpec,
-    RemoveRequest,
+    AuthEnabled, ClusterStatus, CompactResponse, EnableAuthRequest, ErrorBody, ErrorCode,
+    InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
 };
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde_json::json;
 
+use super::auth::{self, endpoints};
 use super::body::JsonBody;
 use super::error::ApiError;
 use super::forward::{self, Kind};
@@ -25,6 +26,10 @@ use crate::metrics::{counter, gauge};
 
 type Result<T> = std::result::Result<T, ApiError>;
 
+/// How long init with `auth` keeps trying to reach a leader to turn auth on.
+const AUTH_ENABLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest answer of a relayed `/v1/auth/enable` read back (it is a few hundred bytes).
+const ENABLE_ANSWER_BYTES_MAX: usize = 64 << 10;
 /// How long compaction waits for the snapshot and the purge to land.
 const COMPACT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
 /// A voter counts as live when its replicated log is at most this far behind the leader's
@@ -74,6 +79,10 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
                 .with("field", "nodes"),
         );
     }
+    if let Some(auth) = &body.value.auth {
+        cairn_access::validate::name(&auth.admin)
+            .map_err(|e| ApiError::from(e).with("field", "auth.admin"))?;
+    }
     match app.raft.initialize(members).await {
         Ok(()) => {}
         Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
@@ -90,7 +99,69 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
         m.membership_config.membership().nodes().next().is_some()
     })
     .await?;
-    Ok(Json(membership(&app)).into_response())
+    let mut answer = membership(&app);
+    if let Some(auth) = &body.value.auth {
+        answer.auth = Some(enable_on_leader(&app, &auth.admin).await?);
+    }
+    Ok(Json(answer).into_response())
+}
+
+/// Turns auth on right after init, through whichever node won the first election (SPEC
+/// §8: `POST /cluster/init` with `auth`). The admin's token comes back in init's answer.
+async fn enable_on_leader(app: &App, admin: &str) -> Result<AuthEnabled> {
+    let deadline = tokio::time::Instant::now() + AUTH_ENABLE_TIMEOUT;
+    loop {
+        wait_metric(app, "leader", |m| m.current_leader.is_some()).await?;
+        let attempt = if app.is_leader() {
+            endpoints::enable_here(app, admin).await
+        } else {
+            enable_through_leader(app, admin).await
+        };
+        match attempt {
+            Err(e) if e.code == ErrorCode::NoLeader && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// `POST /v1/auth/enable` relayed to the leader, its answer decoded.
+async fn enable_through_leader(app: &App, admin: &str) -> Result<AuthEnabled> {
+    let body = serde_json::to_vec(&EnableAuthRequest {
+        admin: admin.to_string(),
+    })
+    .map_err(ApiError::internal)?;
+    let path = "/v1/auth/enable";
+    let answer = forward::to_leader(
+        app,
+        &HeaderMap::new(),
+        path,
+        body.into(),
+        Kind::Mutation,
+        None,
+    )
+    .await?;
+    let status = answer.status();
+    let bytes = axum::body::to_bytes(answer.into_body(), ENABLE_ANSWER_BYTES_MAX)
+        .await
+        .map_err(ApiError::internal)?;
+    if status.is_success() {
+        return serde_json::from_slice(&bytes).map_err(ApiError::internal);
+    }
+    let body: ErrorBody = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
+    let mut error = ApiError::new(body.error.code, body.error.message);
+    error.details = body.error.details;
+    Err(error)
+}
+
+/// The caller must hold `admin` (SPEC §8: membership and compaction are admin's), by
+/// this node's applied grants.
+fn require_admin(app: &App, headers: &HeaderMap) -> Result<()> {
+    auth::caller(app, headers)
+        .map_err(|e| auth::refused(app, e.into_error()))?
+        .require_admin()
+        .map_err(|e| auth::refused(app, e))
 }
 
 pub async fn join(
@@ -101,6 +172,7 @@ pub async fn join(
     let spec = &body.value;
     let info = node_info(spec, "")?;
     if !app.is_leader() {
+        auth::refuse_malformed(&app, &headers)?;
         return forward::to_leader(
             &app,
             &headers,
@@ -111,6 +183,7 @@ pub async fn join(
         )
         .await;
     }
+    require_admin(&app, &headers)?;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum;
     // `blocking` returns once it has caught up, and only then is it made a voter.
     app.raft
@@ -133,6 +206,7 @@ pub async fn remove(
 ) -> Result<Response> {
     let id = body.value.id;
     if !app.is_leader() {
+        auth::refuse_malformed(&app, &headers)?;
         return forward::to_leader(
             &app,
             &headers,
@@ -143,6 +217,7 @@ pub async fn remove(
         )
         .await;
     }
+    require_admin(&app, &headers)?;
     check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
     app.raft
@@ -275,7 +350,13 @@ fn membership(app: &App) -> MembershipResponse {
     }
 }
 
-pub async fn status(State(app): State<SharedApp>) -> Result<Json<ClusterStatus>> {
+/// `GET /cluster/status`: with auth on, for any principal (this node's applied state
+/// authenticates: a token it does not know yet is 401 here).
+pub async fn status(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+) -> Result<Json<ClusterStatus>> {
+    auth::caller(&app, &headers).map_err(|e| auth::refused(&app, e.into_error()))?;
     Ok(Json(status_of(&app)?))
 }
 
@@ -301,7 +382,11 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
 
 /// Snapshot, purge the log through it, then compact RocksDB and drop obsolete WAL files:
 /// afterwards a forgotten value's bytes are in no file of this node.
-pub async fn compact(State(app): State<SharedApp>) -> Result<Json<CompactResponse>> {
+pub async fn compact(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+) -> Result<Json<CompactResponse>> {
+    require_admin(&app, &headers)?;
     let _one_at_a_time = app.compacting.lock().await;
     let applied = app.reads.applied_index();
     app.raft

@@ -83,6 +83,16 @@ impl From<OpError> for ApiError {
     }
 }
 
+impl From<cairn_access::AccessError> for ApiError {
+    fn from(e: cairn_access::AccessError) -> Self {
+        let mut error = ApiError::new(e.code(), e.to_string());
+        if let Value::Object(details) = e.details() {
+            error.details = details;
+        }
+        error
+    }
+}
+
 impl From<ViewError> for ApiError {
     fn from(e: ViewError) -> Self {
         ApiError::internal(e)

@@ -1,7 +1,7 @@
 //! Relaying a request to the leader (followers accept every request, SPEC §5).
 
 use axum::body::Bytes;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cairn_api::ErrorCode;
 
@@ -31,6 +31,27 @@ pub async fn to_leader(
     kind: Kind,
     request_id: Option<&str>,
 ) -> Result<Response, ApiError> {
+    let method = if raw.is_empty() && kind == Kind::Query {
+        Method::GET
+    } else {
+        Method::POST
+    };
+    to_leader_as(app, method, headers, path, raw, kind, request_id).await
+}
+
+/// [`to_leader`] with the request's own method (DELETE, PUT of the auth endpoints).
+///
+/// The client's `Authorization` header travels with the request: the leader
+/// authenticates it again (SPEC §8). Nothing else of the client's headers does.
+pub async fn to_leader_as(
+    app: &App,
+    method: Method,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+    kind: Kind,
+    request_id: Option<&str>,
+) -> Result<Response, ApiError> {
     if headers.contains_key(FORWARDED_BY) {
         return Err(ApiError::new(
             ErrorCode::NoLeader,
@@ -45,11 +66,12 @@ pub async fn to_leader(
         app.config.client_scheme(),
         leader.client_addr
     );
-    let request = if raw.is_empty() && kind == Kind::Query {
-        app.forwarder.get(url)
-    } else {
-        app.forwarder.post(url)
-    };
+    let mut request = app.forwarder.request(method, url);
+    if let Some(token) = headers.get(header::AUTHORIZATION) {
+        let mut token = token.clone();
+        token.set_sensitive(true);
+        request = request.header(header::AUTHORIZATION, token);
+    }
     let sent = request
         .header(FORWARDED_BY, app.node_id.to_string())
         .header(header::CONTENT_TYPE, "application/json")

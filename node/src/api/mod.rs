@@ -1,5 +1,6 @@
 //! The client-facing HTTP API (SPEC §5, §6): JSON in, JSON out, unknown fields rejected.
 //!
+//! - `auth`: who is asking (bearer token → principal), what it may do, `/v1/auth/*`.
 //! - `error`: the `{"error": {...}}` body and the mapping of every internal error to it.
 //! - `body`: the JSON extractor (strict, size-limited, keeps the raw bytes for forwarding).
 //! - `forward`: relays a request to the leader.
@@ -8,6 +9,7 @@
 //! - `watch`: the change feed as Server-Sent Events.
 //! - `cluster`: init, join, remove, status, compact, healthz, metrics.
 
+pub mod auth;
 pub mod body;
 pub mod cluster;
 pub mod error;
@@ -110,6 +112,24 @@ pub fn router(app: SharedApp) -> Router {
         .route("/v1/list", post(reads::list))
         .route("/v1/recall", post(reads::recall))
         .route("/v1/watch", get(watch::watch))
+        .route("/v1/auth/enable", post(auth::endpoints::enable))
+        .route(
+            "/v1/auth/principals",
+            post(auth::endpoints::create).get(auth::endpoints::list),
+        )
+        .route(
+            "/v1/auth/principals/{name}",
+            axum::routing::delete(auth::endpoints::delete),
+        )
+        .route(
+            "/v1/auth/principals/{name}/rotate",
+            post(auth::endpoints::rotate),
+        )
+        .route(
+            "/v1/auth/principals/{name}/grants",
+            axum::routing::put(auth::endpoints::set_grants),
+        )
+        .route("/v1/auth/whoami", get(auth::endpoints::whoami))
         .route("/cluster/init", post(cluster::init))
         .route("/cluster/join", post(cluster::join))
         .route("/cluster/remove", post(cluster::remove))

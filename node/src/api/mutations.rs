@@ -1,8 +1,9 @@
 //! Mutation endpoints: validate before the log, propose through the batcher, answer.
 //!
-//! Every handler is the same three steps: turn the wire request into a logged
-//! [`Command`] (all limits checked here, nothing reaches the log otherwise), submit it
-//! (relaying to the leader when this node is not it), and shape the answer.
+//! Every handler is the same steps: relay to the leader unless this node leads; on the
+//! leader, authenticate the caller and bind `actor` to it (SPEC §8); turn the wire request
+//! into a logged [`Command`] (all limits checked here, nothing reaches the log otherwise);
+//! authorize each of its operations; submit it; shape the answer.
 
 use std::time::Instant;
 
@@ -17,6 +18,7 @@ use cairn_api::{
 };
 use cairn_memory::{admit, Command, CommandResponse, Mutation, OpError};
 
+use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::{write_failure, ApiError};
 use super::forward::{self, Kind};
@@ -31,14 +33,24 @@ pub async fn write(
     headers: HeaderMap,
     body: JsonBody<WriteRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(&app, &headers, "/v1/write", &raw, req.request_id.as_deref()).await? {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::write(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/write",
-        body.raw.clone(),
-        admit::write(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -48,14 +60,32 @@ pub async fn forget(
     headers: HeaderMap,
     body: JsonBody<ForgetRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(
+        &app,
+        &headers,
+        "/v1/forget",
+        &raw,
+        req.request_id.as_deref(),
+    )
+    .await?
+    {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::forget(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/forget",
-        body.raw.clone(),
-        admit::forget(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -65,14 +95,32 @@ pub async fn revoke(
     headers: HeaderMap,
     body: JsonBody<RevokeRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(
+        &app,
+        &headers,
+        "/v1/revoke",
+        &raw,
+        req.request_id.as_deref(),
+    )
+    .await?
+    {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::revoke(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/revoke",
-        body.raw.clone(),
-        admit::revoke(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -82,14 +130,32 @@ pub async fn reinstate(
     headers: HeaderMap,
     body: JsonBody<ReinstateRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(
+        &app,
+        &headers,
+        "/v1/reinstate",
+        &raw,
+        req.request_id.as_deref(),
+    )
+    .await?
+    {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::reinstate(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/reinstate",
-        body.raw.clone(),
-        admit::reinstate(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -99,14 +165,32 @@ pub async fn flag_stale(
     headers: HeaderMap,
     body: JsonBody<FlagStaleRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(
+        &app,
+        &headers,
+        "/v1/flag-stale",
+        &raw,
+        req.request_id.as_deref(),
+    )
+    .await?
+    {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::flag_stale(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/flag-stale",
-        body.raw.clone(),
-        admit::flag_stale(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -116,14 +200,32 @@ pub async fn supersede(
     headers: HeaderMap,
     body: JsonBody<SupersedeRequest>,
 ) -> Result<Response> {
-    let req = &body.value;
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let caller = match gate(
+        &app,
+        &headers,
+        "/v1/supersede",
+        &raw,
+        req.request_id.as_deref(),
+    )
+    .await?
+    {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    caller.bind_actor(&mut req.actor)?;
+    let mutation = admit::supersede(&req, &app.config.limits);
     single(
         &app,
         &headers,
         "/v1/supersede",
-        body.raw.clone(),
-        admit::supersede(req, &app.config.limits),
-        req.request_id.clone(),
+        raw,
+        &caller,
+        mutation,
+        req.request_id,
     )
     .await
 }
@@ -133,14 +235,31 @@ pub async fn batch(
     headers: HeaderMap,
     body: JsonBody<BatchRequest>,
 ) -> Result<Response> {
-    let command =
-        admit::batch(&body.value, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
-    let request_id = body.value.request_id.clone();
+    let JsonBody {
+        value: mut req,
+        raw,
+    } = body;
+    let request_id = req.request_id.clone();
+    let caller = match gate(&app, &headers, "/v1/batch", &raw, request_id.as_deref()).await? {
+        Gate::Leader(caller) => caller,
+        Gate::Relayed(resp) => return Ok(resp),
+    };
+    for (i, op) in req.ops.iter_mut().enumerate() {
+        caller
+            .bind_actor(op.actor_mut())
+            .map_err(|e| e.with("op_index", i))?;
+    }
+    let command = admit::batch(&req, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
+    for (i, m) in command.mutations.iter().enumerate() {
+        caller
+            .require_op(&m.op)
+            .map_err(|e| denied(&app, e.with("op_index", i)))?;
+    }
     match submit(
         &app,
         &headers,
         "/v1/batch",
-        body.raw,
+        raw,
         command,
         request_id.as_deref(),
     )
@@ -160,15 +279,53 @@ pub async fn batch(
     }
 }
 
+/// Where a mutation is decided.
+enum Gate {
+    /// This node leads: the request goes on, as this caller.
+    Leader(Caller),
+    /// A follower relayed it (with its token) to the leader: this is the leader's answer.
+    Relayed(Response),
+}
+
+/// A follower refuses a missing or malformed token and relays everything else to the
+/// leader, which authenticates and authorizes again against its own applied state (a
+/// follower's may be older). The leader authenticates here.
+async fn gate(
+    app: &SharedApp,
+    headers: &HeaderMap,
+    path: &str,
+    raw: &Bytes,
+    request_id: Option<&str>,
+) -> Result<Gate> {
+    if app.is_leader() {
+        return auth::caller(app, headers)
+            .map(Gate::Leader)
+            .map_err(|e| denied(app, e.into_error()));
+    }
+    auth::refuse_malformed(app, headers)?;
+    Metrics::inc(&app.metrics.mutations_forwarded);
+    forward::to_leader(app, headers, path, raw.clone(), Kind::Mutation, request_id)
+        .await
+        .map(Gate::Relayed)
+}
+
+fn denied(app: &SharedApp, e: ApiError) -> ApiError {
+    auth::refused(app, e)
+}
+
 async fn single(
     app: &SharedApp,
     headers: &HeaderMap,
     path: &str,
     raw: Bytes,
+    caller: &Caller,
     mutation: std::result::Result<Mutation, OpError>,
     request_id: Option<String>,
 ) -> Result<Response> {
     let mutation = mutation.map_err(|e| rejected_input(app, e))?;
+    caller
+        .require_op(&mutation.op)
+        .map_err(|e| denied(app, e))?;
     let command = admit::single(mutation, request_id.clone(), &app.config.limits)
         .map_err(|e| rejected_input(app, e))?;
     match submit(app, headers, path, raw, command, request_id.as_deref()).await? {

@@ -9,12 +9,13 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{
-    Consistency, ErrorCode, HistoryRequest, HistoryResponse, ListRequest, ListResponse,
+    Consistency, ErrorCode, HistoryRequest, HistoryResponse, ListRequest, ListResponse, Permission,
     ProbeRequest, ProbeResponse, ReadOptions, ReadRequest, ReadResponse, RecallNote, RecallRequest,
     RecallResponse, Served, State as KeyState,
 };
 use cairn_memory::{admit, anchors, render, Slot};
 
+use super::auth::{self, Caller};
 use super::body::{JsonBody, StrictQuery};
 use super::error::ApiError;
 use super::forward::{self, Kind};
@@ -54,6 +55,7 @@ async fn barrier(
     raw: Bytes,
     opts: ReadOptions,
 ) -> Result<Barrier> {
+    auth::refuse_malformed(app, headers)?;
     let consistency = opts.consistency.unwrap_or_default();
     let reads = &app.reads;
     let checked = match consistency {
@@ -126,6 +128,16 @@ fn check_key(app: &App, key: &str) -> Result<()> {
     admit::key("key", key, &app.config.limits).map_err(ApiError::from)
 }
 
+/// The read's caller (after its barrier), or the leader's answer to a relayed read.
+macro_rules! reader_or_relay {
+    ($app:expr, $headers:expr, $path:expr, $raw:expr) => {
+        match auth::reader($app, $headers, $path, $raw).await? {
+            Ok(caller) => caller,
+            Err(relayed) => return Ok(relayed),
+        }
+    };
+}
+
 macro_rules! local_or_relay {
     ($barrier:expr) => {
         match $barrier {
@@ -157,6 +169,11 @@ pub async fn read(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
+    reader_or_relay!(&app, &headers, "/v1/read", body.raw.clone()).require_counted(
+        &app,
+        Permission::Read,
+        &req.key,
+    )?;
     let slot = app
         .view
         .slot(&req.key)?
@@ -186,6 +203,11 @@ pub async fn probe(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
+    reader_or_relay!(&app, &headers, "/v1/probe", body.raw.clone()).require_counted(
+        &app,
+        Permission::Read,
+        &req.key,
+    )?;
     let slot = app.view.slot(&req.key)?;
     let log_purged_through = app.view.log_purged_through()?;
     Ok(Json(probe_of(
@@ -232,6 +254,11 @@ pub async fn history(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
+    reader_or_relay!(&app, &headers, "/v1/history", body.raw.clone()).require_counted(
+        &app,
+        Permission::Read,
+        &req.key,
+    )?;
     let events = app.view.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
         return Err(not_found(&req.key));
@@ -260,9 +287,13 @@ pub async fn tombstone(
     let id = id.to_ascii_lowercase();
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
     let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
+    let caller = reader_or_relay!(&app, &headers, &path, Bytes::new());
+    // A tombstone of a key the caller may not read is "not found": its id must not
+    // reveal the key's name.
     let tombstone = app
         .view
         .tombstone(&id)?
+        .filter(|t| caller.may(Permission::Read, &t.key))
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no tombstone {id}")))?;
     Ok(Json(cairn_api::Tombstone::from(tombstone)).into_response())
 }
@@ -319,15 +350,15 @@ pub async fn list(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/list", body.raw.clone(), opts).await?);
+    let caller = reader_or_relay!(&app, &headers, "/v1/list", body.raw.clone());
     let wanted = |s: &Slot| {
         req.states
             .as_ref()
             .is_none_or(|states| states.contains(&s.state.into()))
     };
-    let scanned =
-        app.view
-            .slots_after(&req.prefix, req.after.as_deref(), limit * LIST_SCAN_FACTOR)?;
-    let scan_full = scanned.len() == limit * LIST_SCAN_FACTOR;
+    let scan_max = limit * LIST_SCAN_FACTOR;
+    let scanned = scan_readable(&app, &caller, &req.prefix, req.after.as_deref(), scan_max)?;
+    let scan_full = scanned.len() == scan_max;
     let mut items = Vec::new();
     let mut last_seen = None;
     for slot in &scanned {
@@ -347,6 +378,24 @@ pub async fn list(
         served,
     })
     .into_response())
+}
+
+/// The first `max` slots after `after` under `prefix` that `caller` may read, in key
+/// order: one scan per readable range ([`auth::readable_ranges`]), merged.
+fn scan_readable(
+    app: &App,
+    caller: &Caller,
+    prefix: &str,
+    after: Option<&str>,
+    max: usize,
+) -> Result<Vec<Slot>> {
+    let mut slots = Vec::new();
+    for range in auth::readable_ranges(caller, prefix) {
+        slots.extend(app.view.slots_after(&range, after, max)?);
+    }
+    slots.sort_by(|a, b| a.key.cmp(&b.key));
+    slots.truncate(max);
+    Ok(slots)
 }
 
 pub async fn recall(
@@ -370,11 +419,18 @@ pub async fn recall(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/recall", body.raw.clone(), opts).await?);
-    let notes = recall_notes(&app, req, limit)?;
+    let caller = reader_or_relay!(&app, &headers, "/v1/recall", body.raw.clone());
+    let notes = recall_notes(&app, &caller, req, limit)?;
     Ok(Json(RecallResponse { notes, served }).into_response())
 }
 
-fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<RecallNote>> {
+/// Notes of the keys `caller` may read whose anchors match the cues, best first.
+fn recall_notes(
+    app: &App,
+    caller: &Caller,
+    req: &RecallRequest,
+    limit: usize,
+) -> Result<Vec<RecallNote>> {
     let include = req
         .include
         .clone()
@@ -405,6 +461,7 @@ fn recall_notes(app: &App, req: &RecallRequest, limit: usize) -> Result<Vec<Reca
             .prefix
             .as_ref()
             .is_some_and(|p| !key.starts_with(p.as_str()))
+            || !caller.may(Permission::Read, &key)
         {
             continue;
         }

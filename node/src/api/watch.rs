@@ -2,17 +2,21 @@
 //!
 //! One event per change, in revision order, each with `id: REVISION` so a client resumes
 //! with `from_revision = last id + 1`. The stream serves this node's applied state (like a
-//! `consistency=any` read) and ends when the node shuts down.
+//! `consistency=any` read) and ends when the node shuts down. With auth on, only changes
+//! of keys the watching principal may read are sent, by its grants at each page.
 
 use std::convert::Infallible;
 use std::time::Duration;
 
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
+use cairn_api::{ErrorCode, Permission};
 use futures::stream::{self, Stream};
 use serde::Deserialize;
 
+use super::auth;
 use super::body::StrictQuery;
 use super::error::ApiError;
 use super::{App, SharedApp};
@@ -34,14 +38,20 @@ pub struct WatchQuery {
 
 pub async fn watch(
     State(app): State<SharedApp>,
+    headers: HeaderMap,
     StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
+    // A stream is not relayed: a token this node does not know yet is refused here.
+    let reader = auth::caller(&app, &headers)
+        .map_err(|e| auth::refused(&app, e.into_error()))?
+        .name()
+        .map(str::to_string);
     let from = match q.from_revision {
         None => app.reads.applied_index() + 1,
         Some(0) => 0,
         Some(from) => check_retained(&app, from)?,
     };
-    Ok(Sse::new(events(app, q.prefix, from))
+    Ok(Sse::new(events(app, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
@@ -70,6 +80,9 @@ fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
 
 struct Cursor {
     app: SharedApp,
+    /// The principal watching (`None` while auth is off): each page is filtered by its
+    /// grants as they are when the page is read, and the stream ends once it is deleted.
+    reader: Option<String>,
     prefix: String,
     position: (u64, u64),
     pending: std::collections::VecDeque<Event>,
@@ -77,11 +90,13 @@ struct Cursor {
 
 fn events(
     app: SharedApp,
+    reader: Option<String>,
     prefix: String,
     from: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let cursor = Cursor {
         app,
+        reader,
         prefix,
         position: (from, 0),
         pending: Default::default(),
@@ -103,15 +118,37 @@ fn events(
 }
 
 impl Cursor {
-    /// Reads the next page into `pending`; `Ok(false)` when caught up.
+    /// Whether the watcher may read a key, by the grants applied now.
+    fn may_read(&self) -> Result<impl Fn(&str) -> bool, ApiError> {
+        let access = self.app.view.access();
+        let grants = match &self.reader {
+            None => None,
+            Some(name) => Some(
+                access
+                    .principal(name)
+                    .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "principal deleted"))?
+                    .grants
+                    .clone(),
+            ),
+        };
+        Ok(move |key: &str| {
+            grants
+                .as_ref()
+                .is_none_or(|g| cairn_access::grants::allows(g, Permission::Read, key))
+        })
+    }
+
+    /// Reads the next page into `pending`; `Ok(false)` when caught up; an error ends the
+    /// stream (also when the watching principal no longer exists).
     fn fill(&mut self) -> Result<bool, ApiError> {
+        let may_read = self.may_read()?;
         let page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
         let Some(((rev, seq), _)) = page.last() else {
             return Ok(false);
         };
         self.position = (*rev, seq + 1);
         for (_, event) in page {
-            if event.key.starts_with(&self.prefix) {
+            if event.key.starts_with(&self.prefix) && may_read(&event.key) {
                 let revision = event.revision;
                 // The stored record is the key model's; clients get the wire type's JSON.
                 let wire = cairn_api::WatchEvent::from(event);

@@ -20,3 +20,31 @@ impl AccessCell {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = state;
     }
 }
+
+/// Proposes `change` in an entry of its own and waits until it is applied on this node
+/// (the leader). The inner result is the state machine's verdict: the new `acl_revision`,
+/// or why the change was refused (identically on every replica).
+///
+/// Access changes are rare administrative writes, so they bypass the write batcher; like
+/// a batch, a `NotLeader` failure proves nothing was appended.
+pub async fn propose(
+    raft: &super::Raft,
+    change: cairn_access::AccessChange,
+    dedup_retention_ms: u64,
+) -> Result<Result<u64, cairn_access::AccessError>, super::batcher::WriteError> {
+    let request = super::Request {
+        now_ms: super::batcher::unix_ms(),
+        dedup_retention_ms,
+        commands: Vec::new().into(),
+        access: Some(change),
+    };
+    let written = raft
+        .client_write(request)
+        .await
+        .map_err(super::batcher::classify)?;
+    // Both sides of the log: the state machine answers every access change it applies.
+    Ok(written
+        .data
+        .access
+        .expect("the state machine gives every applied access change a verdict"))
+}

@@ -186,7 +186,7 @@ async fn propose(raft: &Raft, batch: Vec<Pending>, dedup_retention_ms: u64) {
 /// `ForwardToLeader` is the one error that proves the entry is not in any log that can
 /// commit it: either it was never appended, or it was truncated as a conflicting suffix
 /// (a committed entry is never truncated). Everything else is indeterminate.
-fn classify(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> WriteError {
+pub(crate) fn classify(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> WriteError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => WriteError::NotLeader {
             leader_id: f.leader_id,

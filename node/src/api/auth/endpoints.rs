@@ -1,0 +1,250 @@
+//! `/v1/auth/*` (SPEC §8): turning auth on, principals, grants, whoami.
+//!
+//! Changes are Raft entries proposed by the leader (a follower relays the request with
+//! its token). A new token is generated on the leader, only its sha256 enters the log,
+//! and the token itself is in exactly one answer.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, Method};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cairn_access::{validate, wire, AccessChange, AccessError, Token};
+use cairn_api::{
+    AclChanged, AuthEnabled, CreatePrincipalRequest, CreatedPrincipal, EnableAuthRequest,
+    RotatedToken, SetGrantsRequest, WhoAmI,
+};
+
+use super::{caller, refuse_malformed, Caller, Unauthenticated};
+use crate::api::body::JsonBody;
+use crate::api::error::{write_failure, ApiError};
+use crate::api::forward::{self, Kind};
+use crate::api::{App, SharedApp};
+use crate::consensus::access::propose;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+/// Proposes `change` and waits for its verdict on this node (the leader).
+async fn apply(app: &App, change: AccessChange) -> Result<u64> {
+    let subject = change.subject().to_string();
+    let verdict = propose(&app.raft, change, app.config.dedup_retention_ms)
+        .await
+        .map_err(|e| write_failure(e, None))?;
+    let acl_revision = verdict.map_err(ApiError::from)?;
+    tracing::info!(principal = %subject, acl_revision, "access changed");
+    Ok(acl_revision)
+}
+
+/// Relays an access request to the leader (refusing a malformed token first).
+async fn relay(app: &App, headers: &HeaderMap, path: &str, raw: Bytes) -> Result<Response> {
+    refuse_malformed(app, headers)?;
+    forward::to_leader(app, headers, path, raw, Kind::Mutation, None).await
+}
+
+/// The caller of an admin request on the leader: authenticated, and holding `admin`.
+fn admin(app: &App, headers: &HeaderMap) -> Result<String> {
+    match caller(app, headers).map_err(Unauthenticated::into_error)? {
+        Caller::Open => Err(AccessError::NotEnabled.into()),
+        principal => {
+            principal.require_admin()?;
+            Ok(principal.name().unwrap_or_default().to_string())
+        }
+    }
+}
+
+/// Turns auth on for this cluster with `admin` as its first principal (the leader's
+/// half of `POST /v1/auth/enable` and of `POST /cluster/init` with `auth`).
+pub async fn enable_here(app: &App, admin: &str) -> Result<AuthEnabled> {
+    validate::name(admin)?;
+    let token = Token::generate();
+    let change = AccessChange::Enable {
+        admin: admin.to_string(),
+        token_hash: token.hash(),
+    };
+    let acl_revision = apply(app, change).await?;
+    Ok(AuthEnabled {
+        admin: admin.to_string(),
+        token: token.reveal().to_string(),
+        acl_revision,
+    })
+}
+
+/// `POST /v1/auth/enable {admin}`: allowed while auth is off, by anyone who can reach
+/// the port (the first admin's token is in the answer, once).
+pub async fn enable(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<EnableAuthRequest>,
+) -> Result<Response> {
+    validate::name(&body.value.admin)?;
+    if !app.is_leader() {
+        return relay(&app, &headers, "/v1/auth/enable", body.raw.clone()).await;
+    }
+    Ok(Json(enable_here(&app, &body.value.admin).await?).into_response())
+}
+
+/// `POST /v1/auth/principals {name, grants}` → `{name, token}`.
+pub async fn create(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<CreatePrincipalRequest>,
+) -> Result<Response> {
+    let req = &body.value;
+    validate::name(&req.name)?;
+    let grants = validate::grants(&req.grants)?;
+    if !app.is_leader() {
+        return relay(&app, &headers, "/v1/auth/principals", body.raw.clone()).await;
+    }
+    let by = admin(&app, &headers)?;
+    let token = Token::generate();
+    let change = AccessChange::AddPrincipal {
+        by,
+        name: req.name.clone(),
+        grants,
+        token_hash: token.hash(),
+    };
+    apply(&app, change).await?;
+    Ok(Json(CreatedPrincipal {
+        name: req.name.clone(),
+        token: token.reveal().to_string(),
+    })
+    .into_response())
+}
+
+/// `POST /v1/auth/principals/{name}/rotate` → `{token}`; the old token stops at once.
+pub async fn rotate(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Response> {
+    validate::name(&name)?;
+    if !app.is_leader() {
+        let path = format!("/v1/auth/principals/{name}/rotate");
+        return relay(&app, &headers, &path, Bytes::new()).await;
+    }
+    let by = admin(&app, &headers)?;
+    let token = Token::generate();
+    let change = AccessChange::RotateToken {
+        by,
+        name,
+        token_hash: token.hash(),
+    };
+    apply(&app, change).await?;
+    Ok(Json(RotatedToken {
+        token: token.reveal().to_string(),
+    })
+    .into_response())
+}
+
+/// `DELETE /v1/auth/principals/{name}`: its token stops at once.
+pub async fn delete(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Response> {
+    validate::name(&name)?;
+    if !app.is_leader() {
+        refuse_malformed(&app, &headers)?;
+        let path = format!("/v1/auth/principals/{name}");
+        return forward::to_leader_as(
+            &app,
+            Method::DELETE,
+            &headers,
+            &path,
+            Bytes::new(),
+            Kind::Mutation,
+            None,
+        )
+        .await;
+    }
+    let by = admin(&app, &headers)?;
+    let change = AccessChange::DeletePrincipal {
+        by,
+        name: name.clone(),
+    };
+    let acl_revision = apply(&app, change).await?;
+    Ok(Json(AclChanged { name, acl_revision }).into_response())
+}
+
+/// `PUT /v1/auth/principals/{name}/grants {grants}`: replaces every grant.
+pub async fn set_grants(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: JsonBody<SetGrantsRequest>,
+) -> Result<Response> {
+    validate::name(&name)?;
+    let grants = validate::grants(&body.value.grants)?;
+    if !app.is_leader() {
+        refuse_malformed(&app, &headers)?;
+        let path = format!("/v1/auth/principals/{name}/grants");
+        return forward::to_leader_as(
+            &app,
+            Method::PUT,
+            &headers,
+            &path,
+            body.raw.clone(),
+            Kind::Mutation,
+            None,
+        )
+        .await;
+    }
+    let by = admin(&app, &headers)?;
+    let change = AccessChange::SetGrants {
+        by,
+        name: name.clone(),
+        grants,
+    };
+    let acl_revision = apply(&app, change).await?;
+    Ok(Json(AclChanged { name, acl_revision }).into_response())
+}
+
+/// `GET /v1/auth/principals`: every principal and its grants, from the leader.
+pub async fn list(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
+    if !app.is_leader() {
+        refuse_malformed(&app, &headers)?;
+        return forward::to_leader(
+            &app,
+            &headers,
+            "/v1/auth/principals",
+            Bytes::new(),
+            Kind::Query,
+            None,
+        )
+        .await;
+    }
+    admin(&app, &headers)?;
+    Ok(Json(wire::principal_list(&app.view.access())).into_response())
+}
+
+/// `GET /v1/auth/whoami` → `{name, grants, acl_revision}`. A token this node does not
+/// know yet is asked of the leader.
+pub async fn whoami(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
+    let caller = match caller(&app, &headers) {
+        Err(Unauthenticated::Unknown(_)) if !app.is_leader() => {
+            return forward::to_leader(
+                &app,
+                &headers,
+                "/v1/auth/whoami",
+                Bytes::new(),
+                Kind::Query,
+                None,
+            )
+            .await
+        }
+        other => other.map_err(Unauthenticated::into_error)?,
+    };
+    let Caller::Principal { name, access } = caller else {
+        return Err(AccessError::NotEnabled.into());
+    };
+    let grants = access
+        .principal(&name)
+        .map(|p| wire::grants(&p.grants))
+        .unwrap_or_default();
+    Ok(Json(WhoAmI {
+        name,
+        grants,
+        acl_revision: access.acl_revision(),
+    })
+    .into_response())
+}

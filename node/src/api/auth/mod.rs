@@ -1,0 +1,244 @@
+//! Authentication and authorization of client requests (SPEC §8).
+//!
+//! - [`caller`] turns the `Authorization` header into a [`Caller`] against this node's
+//!   applied access state: `Open` while auth is off, a principal once it is on.
+//! - [`Caller`] answers "may it do this": one permission on one key, a key-model
+//!   operation, or admin; and binds a request's `actor` to the principal.
+//! - `endpoints`: `/v1/auth/*`.
+//!
+//! Where each check runs:
+//! - mutations: a follower refuses a missing or malformed token itself and relays the rest
+//!   (token included) to the leader, which authenticates and authorizes against its
+//!   applied state; the state machine checks every operation again at apply
+//!   (`cairn_access::StatePermit`), so a grant revoked in between still refuses it;
+//! - reads: after the consistency barrier, against the state the read is served from (a
+//!   linearizable read sees every change that returned before it; a bounded one, grants
+//!   as old as its bound). A token this node does not know is relayed to the leader
+//!   ("asks the leader"): the principal may be newer than this node's applied state.
+
+pub mod endpoints;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap};
+use axum::response::Response;
+use cairn_access::{required, AccessState, Token};
+use cairn_api::{ErrorCode, Permission};
+use cairn_memory::Op;
+use serde_json::json;
+
+use super::error::ApiError;
+use super::forward::{self, Kind};
+use super::App;
+use crate::metrics::Metrics;
+
+/// Who is asking.
+pub enum Caller {
+    /// Auth is off: every request is allowed and `actor` is what the request says.
+    Open,
+    /// An authenticated principal and the access state it was authenticated against.
+    Principal {
+        name: String,
+        access: Arc<AccessState>,
+    },
+}
+
+/// Why a request carries no usable identity.
+pub enum Unauthenticated {
+    /// No token, or not a token: refused on any node.
+    Malformed(ApiError),
+    /// A well-formed token this node's applied state does not know: refused on the
+    /// leader, relayed to it elsewhere.
+    Unknown(ApiError),
+}
+
+impl Unauthenticated {
+    pub fn into_error(self) -> ApiError {
+        match self {
+            Unauthenticated::Malformed(e) | Unauthenticated::Unknown(e) => e,
+        }
+    }
+}
+
+fn unauthenticated(message: &str) -> ApiError {
+    ApiError::new(ErrorCode::Unauthenticated, message)
+}
+
+/// The request's bearer token, if the header holds one. Never logged, never echoed.
+fn bearer(headers: &HeaderMap) -> Result<Token, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthenticated("auth is on: send Authorization: Bearer <token>"))?;
+    value
+        .to_str()
+        .ok()
+        .and_then(Token::from_bearer)
+        .ok_or_else(|| unauthenticated("malformed Authorization header: expected Bearer cairn_…"))
+}
+
+/// The caller of a request, against this node's applied access state.
+pub fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Unauthenticated> {
+    let access = app.view.access();
+    if !access.enabled() {
+        return Ok(Caller::Open);
+    }
+    let token = bearer(headers).map_err(Unauthenticated::Malformed)?;
+    match access.authenticate(&token) {
+        Some((name, _)) => Ok(Caller::Principal {
+            name: name.to_string(),
+            access: access.clone(),
+        }),
+        None => Err(Unauthenticated::Unknown(unauthenticated(
+            "unknown, rotated or deleted token",
+        ))),
+    }
+}
+
+/// A missing or malformed token while auth is on: the check a follower makes before
+/// relaying a mutation (a malformed token is malformed on every node).
+pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
+    if app.view.access().enabled() {
+        bearer(headers).map_err(|e| refused(app, e))?;
+    }
+    Ok(())
+}
+
+/// The caller of a read, once its barrier passed: authenticated against the state the
+/// read is served from. A token this node does not know is relayed to the leader (unless
+/// this is the leader, or the request was relayed here already): `Err(answer)`.
+pub async fn reader(
+    app: &App,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+) -> Result<Result<Caller, Response>, ApiError> {
+    match caller(app, headers) {
+        Ok(caller) => Ok(Ok(caller)),
+        Err(Unauthenticated::Unknown(_))
+            if !app.is_leader() && !headers.contains_key(forward::FORWARDED_BY) =>
+        {
+            forward::to_leader(app, headers, path, raw, Kind::Query, None)
+                .await
+                .map(Err)
+        }
+        Err(e) => Err(refused(app, e.into_error())),
+    }
+}
+
+/// Counts a 401/403 in `cairn_auth_refused_total` and passes it on.
+pub fn refused(app: &App, e: ApiError) -> ApiError {
+    Metrics::inc(&app.metrics.auth_refused);
+    e
+}
+
+/// The key prefixes to scan so that a list of `prefix` sees exactly the keys the caller
+/// may read: `prefix` itself when a read grant covers all of it (or auth is off), else
+/// each read grant's prefix that lies under `prefix`. No prefix is under another one, so
+/// the scans never overlap. Scanning only readable ranges keeps unreadable names out of
+/// everything a list answers, its cursor included.
+pub fn readable_ranges(caller: &Caller, prefix: &str) -> Vec<String> {
+    let Caller::Principal { name, access } = caller else {
+        return vec![prefix.to_string()];
+    };
+    let Some(principal) = access.principal(name) else {
+        return Vec::new();
+    };
+    let mut ranges: Vec<&str> = Vec::new();
+    for grant in principal
+        .grants
+        .iter()
+        .filter(|g| g.permissions.contains(Permission::Read))
+    {
+        if prefix.starts_with(&grant.prefix) {
+            return vec![prefix.to_string()];
+        }
+        if grant.prefix.starts_with(prefix) {
+            ranges.push(&grant.prefix);
+        }
+    }
+    ranges.sort_unstable();
+    let mut outer: Vec<String> = Vec::new();
+    for range in ranges {
+        if !outer.last().is_some_and(|o| range.starts_with(o.as_str())) {
+            outer.push(range.to_string());
+        }
+    }
+    outer
+}
+
+impl Caller {
+    /// The principal's name; `None` while auth is off.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Caller::Open => None,
+            Caller::Principal { name, .. } => Some(name),
+        }
+    }
+
+    /// Whether the caller may use `permission` on `key`.
+    pub fn may(&self, permission: Permission, key: &str) -> bool {
+        match self {
+            Caller::Open => true,
+            Caller::Principal { name, access } => access
+                .principal(name)
+                .is_some_and(|p| p.allows(permission, key)),
+        }
+    }
+
+    /// 403 `permission_denied` unless the caller may use `permission` on `key`.
+    pub fn require(&self, permission: Permission, key: &str) -> Result<(), ApiError> {
+        if self.may(permission, key) {
+            return Ok(());
+        }
+        Err(required::denied(permission, key).into())
+    }
+
+    /// [`Caller::require`], counted in `cairn_auth_refused_total` when refused.
+    pub fn require_counted(
+        &self,
+        app: &App,
+        permission: Permission,
+        key: &str,
+    ) -> Result<(), ApiError> {
+        self.require(permission, key).map_err(|e| refused(app, e))
+    }
+
+    /// 403 unless the caller holds `admin` (always true while auth is off).
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        self.require(Permission::Admin, "")
+    }
+
+    /// 403 unless the caller may do the logged operation `op`.
+    pub fn require_op(&self, op: &Op) -> Result<(), ApiError> {
+        match self {
+            Caller::Open => Ok(()),
+            Caller::Principal { name, access } => match access.principal(name) {
+                Some(principal) => required::check_op(principal, op).map_err(ApiError::from),
+                None => Err(unauthenticated("the principal was deleted")),
+            },
+        }
+    }
+
+    /// Binds a request's `actor` to the principal: an omitted (empty) actor becomes its
+    /// name, any other name is 403 `actor_mismatch`. While auth is off the actor stays
+    /// as sent (and must then be given).
+    pub fn bind_actor(&self, actor: &mut String) -> Result<(), ApiError> {
+        let Some(name) = self.name() else {
+            return Ok(());
+        };
+        if actor.is_empty() {
+            *actor = name.to_string();
+            return Ok(());
+        }
+        if actor != name {
+            return Err(ApiError::new(
+                ErrorCode::ActorMismatch,
+                format!("actor {actor:?} is not the authenticated principal {name:?}"),
+            )
+            .with("actor", json!(actor))
+            .with("principal", json!(name)));
+        }
+        Ok(())
+    }
+}
