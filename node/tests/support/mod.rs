@@ -297,9 +297,19 @@ pub struct ClusterBuilder {
     init: bool,
     config: Option<String>,
     ip_base: Option<u8>,
+    /// `Some(admin)`: init with `auth: {admin}` (SPEC §8).
+    auth_admin: Option<String>,
 }
 
 impl ClusterBuilder {
+    /// Init with `auth: {admin}`: auth is on from the first entry. The admin token of
+    /// init's answer is kept ([`Cluster::admin_token`]) and sent by the fixture's own
+    /// status polls (`/cluster/status` needs a valid token then).
+    pub fn auth(mut self, admin: &str) -> Self {
+        self.auth_admin = Some(admin.to_string());
+        self
+    }
+
     /// Start the nodes but do not send `POST /cluster/init`.
     pub fn uninitialized(mut self) -> Self {
         self.init = false;
@@ -323,23 +333,23 @@ impl ClusterBuilder {
 
     pub async fn start(self) -> Cluster {
         let serial = serial().lock_owned().await;
-        let status_client = Client::builder(vec!["127.0.0.1:1".into()])
-            .request_timeout(STATUS_TIMEOUT)
-            .connect_timeout(STATUS_TIMEOUT)
-            .build()
-            .expect("status client");
+        let status_client = status_client(None);
         let mut cluster = Cluster {
             nodes: BTreeMap::new(),
             config: self.config,
             ip_base: self.ip_base,
             status_client,
+            admin_token: None,
             _serial: serial,
         };
         for id in 1..=self.size {
             cluster.add_node(id).await;
         }
         if self.init {
-            cluster.init().await;
+            match &self.auth_admin {
+                None => cluster.init().await,
+                Some(admin) => drop(cluster.init_with_auth(admin).await),
+            }
             cluster.wait_settled(LEADER_TIMEOUT).await;
         }
         cluster
@@ -352,8 +362,11 @@ pub struct Cluster {
     config: Option<String>,
     /// See [`ClusterBuilder::ip_base`]; `None`: every node on 127.0.0.1.
     ip_base: Option<u8>,
-    /// One attempt per call, short timeouts: status is polled, never retried.
+    /// One attempt per call, short timeouts: status is polled, never retried. Sends
+    /// [`Cluster::admin_token`] once there is one.
     status_client: Client,
+    /// The admin token of an auth-on cluster (init with `auth`, or [`Cluster::use_token`]).
+    admin_token: Option<String>,
     _serial: OwnedMutexGuard<()>,
 }
 
@@ -369,6 +382,7 @@ impl Cluster {
             init: true,
             config: None,
             ip_base: None,
+            auth_admin: None,
         }
     }
 
@@ -493,6 +507,47 @@ impl Cluster {
             .await
             .expect("POST /cluster/init");
         assert_eq!(answer.voters, self.ids(), "voters after init");
+    }
+
+    /// `POST /cluster/init` with every node and `auth: {admin}`, sent to the lowest id;
+    /// keeps the admin token of the answer for the fixture's status polls and returns it.
+    pub async fn init_with_auth(&mut self, admin: &str) -> String {
+        let first = *self.nodes.keys().next().expect("an empty cluster");
+        let nodes = self.nodes.values().map(|n| n.spec.clone()).collect();
+        let endpoint = self.endpoint(first);
+        let client = Client::builder(vec![endpoint.clone()])
+            .request_timeout(START_TIMEOUT)
+            .build();
+        let answer = client
+            .and_then(|c| c.pinned(&endpoint))
+            .expect("init client")
+            .init(InitRequest {
+                nodes,
+                auth: Some(cairn_api::EnableAuthRequest {
+                    admin: admin.to_string(),
+                }),
+            })
+            .await
+            .expect("POST /cluster/init with auth");
+        assert_eq!(answer.voters, self.ids(), "voters after init");
+        let enabled = answer.auth.expect("init with auth answers the admin token");
+        assert_eq!(enabled.admin, admin, "the admin of init's answer");
+        self.use_token(&enabled.token);
+        enabled.token
+    }
+
+    /// From now on the fixture's status polls send `token` (the admin token after auth
+    /// was turned on by `POST /v1/auth/enable`), and [`Cluster::admin_client`] uses it.
+    pub fn use_token(&mut self, token: &str) {
+        self.status_client = status_client(Some(token));
+        self.admin_token = Some(token.to_string());
+    }
+
+    /// The admin token of an auth-on cluster.
+    pub fn admin_token(&self) -> String {
+        self.admin_token
+            .clone()
+            .expect("no admin token: the cluster was made without auth")
     }
 
     /// SIGKILL (no chance to flush or say goodbye), then reap.
@@ -669,6 +724,29 @@ impl Cluster {
             .expect("pinned client")
     }
 
+    /// A client over every node's endpoint that sends `token`.
+    pub fn client_with_token(&self, token: &str) -> Client {
+        Client::builder(self.nodes.values().map(Node::endpoint).collect())
+            .token(token)
+            .build()
+            .expect("client with a token")
+    }
+
+    /// A client pinned to node `id` that sends `token`.
+    pub fn client_for_with_token(&self, id: u64, token: &str) -> Client {
+        let endpoint = self.endpoint(id);
+        Client::builder(vec![endpoint.clone()])
+            .token(token)
+            .build()
+            .and_then(|c| c.pinned(&endpoint))
+            .expect("pinned client with a token")
+    }
+
+    /// [`Cluster::client_with_token`] with the admin token.
+    pub fn admin_client(&self) -> Client {
+        self.client_with_token(&self.admin_token())
+    }
+
     /// Prints the tail of every node's log to stderr (shown by the test harness).
     pub fn print_logs(&self) {
         for node in self.nodes.values() {
@@ -694,6 +772,17 @@ impl Drop for Cluster {
             }
         }
     }
+}
+
+/// The fixture's status client: one attempt per call, short timeouts, `token` if any.
+fn status_client(token: Option<&str>) -> Client {
+    let mut builder = Client::builder(vec!["127.0.0.1:1".into()])
+        .request_timeout(STATUS_TIMEOUT)
+        .connect_timeout(STATUS_TIMEOUT);
+    if let Some(token) = token {
+        builder = builder.token(token);
+    }
+    builder.build().expect("status client")
 }
 
 /// Whether every thread of `pid` is in state `T` (stopped) per `/proc/PID/task/*/stat`.

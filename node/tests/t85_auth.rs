@@ -1,0 +1,1684 @@
+//! Authentication and authorization against real nodes (SPEC §8): bearer tokens (401
+//! `unauthenticated` for missing, malformed, unknown, rotated-away and deleted ones),
+//! prefix grants (403 `permission_denied` with `permission`, `key` and a batch's
+//! `op_index`, nothing reaching the log), reads that show only readable keys (list,
+//! recall, watch, tombstones), the actor bound to the principal (also through a follower),
+//! principal changes effective at once on every node, access state that survives restarts
+//! and a snapshot install, concurrent principal changes, the access matrix of the
+//! `/cluster/*` and `/v1/auth/*` endpoints, turning auth on later, and no token in any log
+//! line, error body or metric.
+//!
+//! Tokens are secrets even here: assertion messages show [`shown`], never a token.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use cairn_api::{Grant, Permission};
+use cairn_client::{Client, WatchStream};
+use futures::StreamExt;
+use reqwest::Method;
+use serde_json::{json, Value};
+use support::Cluster;
+
+/// Bound on replication waits.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
+/// A join returns once the learner caught up (snapshot install included) and was promoted.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// One raw HTTP request.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bound on waiting for one watch event.
+const EVENT_TIMEOUT: Duration = Duration::from_secs(10);
+const ADMIN: &str = "admin";
+
+use Permission::{Forget, Read, Revoke, Write};
+
+// ------------------------------------------------------------------------------ helpers
+
+/// A token as an assertion message may show it.
+fn shown(token: &str) -> String {
+    format!("<a token of {} chars>", token.len())
+}
+
+/// A well-formed token (`cairn_` + base64url of 32 bytes) that no node ever issued.
+fn unknown_token() -> String {
+    format!("cairn_{}", URL_SAFE_NO_PAD.encode([0x5au8; 32]))
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn grant(prefix: &str, permissions: &[Permission]) -> Grant {
+    Grant::new(prefix, permissions.iter().copied())
+}
+
+/// One HTTP answer: status and JSON body (`Null` when the body is not JSON).
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    body: Value,
+    text: String,
+}
+
+impl Answer {
+    fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// Asserts status and error code (`None`: a success).
+    fn expect(&self, status: u16, code: Option<&str>, what: &str) {
+        assert_eq!(
+            (self.status, code.unwrap_or("")),
+            (status, self.code()),
+            "{what}: got {} {}",
+            self.status,
+            self.body
+        );
+    }
+}
+
+/// Raw HTTP, so tests see exact statuses and bodies and choose the `Authorization` header.
+#[derive(Clone)]
+struct Http {
+    http: reqwest::Client,
+}
+
+impl Http {
+    fn new() -> Http {
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(HTTP_TIMEOUT)
+            .build()
+            .expect("reqwest client");
+        Http { http }
+    }
+
+    /// `auth` is the whole `Authorization` header value; `None` sends none.
+    async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        auth: Option<&str>,
+        body: Option<&Value>,
+    ) -> Answer {
+        self.send_timeout(method, url, auth, body, HTTP_TIMEOUT)
+            .await
+    }
+
+    async fn send_timeout(
+        &self,
+        method: Method,
+        url: &str,
+        auth: Option<&str>,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Answer {
+        let mut request = self.http.request(method.clone(), url).timeout(timeout);
+        if let Some(auth) = auth {
+            request = request.header(reqwest::header::AUTHORIZATION, auth);
+        }
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(body).expect("json"));
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.expect("answer body");
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Answer { status, body, text }
+    }
+}
+
+/// Raw requests to the nodes of a cluster (those it had when this was made), each naming
+/// a node and a token (`None`: no header).
+struct Api {
+    endpoints: std::collections::BTreeMap<u64, String>,
+    http: Http,
+}
+
+impl Api {
+    fn new(cluster: &Cluster) -> Api {
+        Api {
+            endpoints: cluster
+                .ids()
+                .into_iter()
+                .map(|id| (id, cluster.endpoint(id)))
+                .collect(),
+            http: Http::new(),
+        }
+    }
+
+    fn url(&self, id: u64, path: &str) -> String {
+        format!("{}{path}", self.endpoints[&id])
+    }
+
+    /// `POST path` on node `id` with `Bearer token`.
+    async fn post(&self, id: u64, path: &str, token: Option<&str>, body: Value) -> Answer {
+        self.call(Method::POST, id, path, token, Some(body)).await
+    }
+
+    async fn get(&self, id: u64, path: &str, token: Option<&str>) -> Answer {
+        self.call(Method::GET, id, path, token, None).await
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        id: u64,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> Answer {
+        let auth = token.map(bearer);
+        self.http
+            .send(method, &self.url(id, path), auth.as_deref(), body.as_ref())
+            .await
+    }
+
+    /// `POST path` on node `id` with this exact `Authorization` header (or none).
+    async fn post_raw(&self, id: u64, path: &str, auth: Option<&str>, body: Value) -> Answer {
+        self.http
+            .send(Method::POST, &self.url(id, path), auth, Some(&body))
+            .await
+    }
+
+    /// A linearizable read of `key` through node `id`.
+    async fn read(&self, id: u64, token: Option<&str>, key: &str) -> Answer {
+        self.post(id, "/v1/read", token, json!({"key": key})).await
+    }
+
+    /// A write of `value` to `key` through node `id`, `actor` omitted.
+    async fn write(&self, id: u64, token: Option<&str>, key: &str, value: Value) -> Answer {
+        self.post(id, "/v1/write", token, json!({"key": key, "value": value}))
+            .await
+    }
+
+    /// History of `key` as the leader (linearizably) knows it, read with `token`.
+    async fn history_actors(&self, id: u64, token: &str, key: &str) -> Vec<String> {
+        let answer = self
+            .post(id, "/v1/history", Some(token), json!({"key": key}))
+            .await;
+        answer.expect(200, None, &format!("history of {key}"));
+        answer.body["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| e["actor"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+}
+
+/// `last_log_index` of node `id` (the fixture's status client sends the admin token).
+async fn last_log_index(cluster: &Cluster, id: u64) -> u64 {
+    cluster
+        .status(id)
+        .await
+        .expect("GET /cluster/status")
+        .last_log_index
+}
+
+/// Asserts the answer is 403 `permission_denied` naming `permission` and `key`.
+fn assert_denied(answer: &Answer, permission: &str, key: &str, what: &str) {
+    answer.expect(403, Some("permission_denied"), what);
+    assert_eq!(
+        (
+            answer.body["error"]["permission"].as_str(),
+            answer.body["error"]["key"].as_str()
+        ),
+        (Some(permission), Some(key)),
+        "{what}: details of {}",
+        answer.body
+    );
+}
+
+/// A 3-node auth-on cluster, settled; returns it with its leader and followers.
+async fn auth_cluster() -> (Cluster, u64, Vec<u64>) {
+    let cluster = Cluster::builder(3).auth(ADMIN).start().await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let followers = cluster.ids().into_iter().filter(|i| *i != leader).collect();
+    (cluster, leader, followers)
+}
+
+async fn create(admin: &Client, name: &str, grants: Vec<Grant>) -> String {
+    admin
+        .create_principal(name, grants)
+        .await
+        .unwrap_or_else(|e| panic!("create principal {name}: {e}"))
+        .token
+}
+
+/// Waits until every running node has applied what node `leader` has in its log.
+async fn wait_all_applied(cluster: &Cluster, leader: u64) -> u64 {
+    let index = last_log_index(cluster, leader).await;
+    for id in cluster.running_ids() {
+        cluster.wait_applied(id, index, CATCH_UP_TIMEOUT).await;
+    }
+    index
+}
+
+// ------------------------------------------------------------------------------- tests
+
+/// Missing, malformed, unknown, rotated-away and deleted tokens: 401 `unauthenticated` on
+/// every node for a write and a linearizable read; the value stays and nothing reaches
+/// the log. (Without auth the tokenless write lands: the value changes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_01_bad_tokens_are_401_on_every_node_and_change_nothing() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let admin_token = cluster.admin_token();
+    api.write(leader, Some(&admin_token), "k/1", json!("orig"))
+        .await
+        .expect(200, None, "admin writes k/1");
+
+    let rotated_old = create(&admin, "rot", vec![grant("k/", &[Read, Write])]).await;
+    let rotated_new = admin.rotate_token("rot").await.expect("rotate").token;
+    assert_ne!(rotated_old, rotated_new, "rotation makes a new token");
+    let deleted = create(&admin, "del", vec![grant("k/", &[Read, Write])]).await;
+    admin.delete_principal("del").await.expect("delete");
+    let unknown = unknown_token();
+
+    let headers: Vec<(&str, Option<String>)> = vec![
+        ("no header", None),
+        ("malformed `Bearer xyz`", Some("Bearer xyz".into())),
+        ("no scheme", Some(rotated_new.clone())),
+        ("unknown token", Some(bearer(&unknown))),
+        ("rotated-away token", Some(bearer(&rotated_old))),
+        ("deleted token", Some(bearer(&deleted))),
+    ];
+    let before = last_log_index(&cluster, leader).await;
+    for id in cluster.ids() {
+        for (what, header) in &headers {
+            let write = api
+                .post_raw(
+                    id,
+                    "/v1/write",
+                    header.as_deref(),
+                    json!({"key": "k/1", "value": "bad", "actor": "rot"}),
+                )
+                .await;
+            write.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: write, {what}"),
+            );
+            let read = api
+                .post_raw(id, "/v1/read", header.as_deref(), json!({"key": "k/1"}))
+                .await;
+            read.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: read, {what}"),
+            );
+        }
+    }
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        before,
+        "refused requests reached the leader's log"
+    );
+    let read = api.read(leader, Some(&admin_token), "k/1").await;
+    read.expect(200, None, "admin reads k/1");
+    assert_eq!(read.body["value"], json!("orig"), "the value is unchanged");
+    // The rotated token's successor works.
+    api.write(leader, Some(&rotated_new), "k/2", json!(2))
+        .await
+        .expect(200, None, "the new token writes");
+}
+
+/// A refused request: what, token, path, body, the permission and key the 403 names.
+type Refusal<'a> = (&'a str, Option<&'a str>, &'a str, Value, &'a str, &'a str);
+
+/// Each permission guards its operations: write, read (read/probe/history), forget (and
+/// clear_tombstone), revoke (revoke/reinstate, override_revocation, supersede of the
+/// superseded key); flag-stale needs write; any covering grant allows; a batch is refused
+/// whole with `op_index`; a refusal reaches no log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_02_grants_guard_each_operation_and_refusals_reach_no_log() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let at = Some(at.as_str());
+    for (key, value) in [("b/x", "orig"), ("a/y", "y"), ("a/v", "v")] {
+        api.write(leader, at, key, json!(value)).await.expect(
+            200,
+            None,
+            &format!("admin writes {key}"),
+        );
+    }
+    api.post(
+        leader,
+        "/v1/forget",
+        at,
+        json!({"key": "a/y", "reason": "setup"}),
+    )
+    .await
+    .expect(200, None, "admin forgets a/y");
+    api.post(
+        leader,
+        "/v1/revoke",
+        at,
+        json!({"key": "a/v", "reason": "setup"}),
+    )
+    .await
+    .expect(200, None, "admin revokes a/v");
+
+    let p = create(
+        &admin,
+        "p",
+        vec![
+            grant("a/", &[Read, Write]),
+            grant("a/f/", &[Forget]),
+            grant("a/r/", &[Revoke]),
+        ],
+    )
+    .await;
+    let q = create(&admin, "q", vec![grant("a/", &[Read])]).await;
+    let r = create(
+        &admin,
+        "r",
+        vec![grant("c/", &[Read]), grant("c/w/", &[Write])],
+    )
+    .await;
+    let (p, q, r) = (Some(p.as_str()), Some(q.as_str()), Some(r.as_str()));
+
+    // Refused: 403 with details, and the leader's log does not move.
+    let refusals: Vec<Refusal> = vec![
+        (
+            "write outside",
+            p,
+            "/v1/write",
+            json!({"key": "b/x", "value": "bad"}),
+            "write",
+            "b/x",
+        ),
+        (
+            "read outside",
+            p,
+            "/v1/read",
+            json!({"key": "b/x"}),
+            "read",
+            "b/x",
+        ),
+        (
+            "probe outside",
+            p,
+            "/v1/probe",
+            json!({"key": "b/x"}),
+            "read",
+            "b/x",
+        ),
+        (
+            "history outside",
+            p,
+            "/v1/history",
+            json!({"key": "b/x"}),
+            "read",
+            "b/x",
+        ),
+        (
+            "forget without forget",
+            p,
+            "/v1/forget",
+            json!({"key": "a/v", "reason": "x"}),
+            "forget",
+            "a/v",
+        ),
+        (
+            "clear_tombstone without forget",
+            p,
+            "/v1/write",
+            json!({"key": "a/y", "value": 1, "clear_tombstone": true}),
+            "forget",
+            "a/y",
+        ),
+        (
+            "revoke without revoke",
+            p,
+            "/v1/revoke",
+            json!({"key": "b/x", "reason": "x"}),
+            "revoke",
+            "b/x",
+        ),
+        (
+            "revoke without revoke (readable key)",
+            p,
+            "/v1/revoke",
+            json!({"key": "a/y", "reason": "x"}),
+            "revoke",
+            "a/y",
+        ),
+        (
+            "reinstate without revoke",
+            p,
+            "/v1/reinstate",
+            json!({"key": "a/v"}),
+            "revoke",
+            "a/v",
+        ),
+        (
+            "override_revocation without revoke",
+            p,
+            "/v1/write",
+            json!({"key": "a/v", "value": 2, "override_revocation": true}),
+            "revoke",
+            "a/v",
+        ),
+        (
+            "supersede without revoke on the superseded key",
+            p,
+            "/v1/supersede",
+            json!({"key": "a/v", "by": "a/r/n"}),
+            "revoke",
+            "a/v",
+        ),
+        (
+            "flag-stale without write",
+            q,
+            "/v1/flag-stale",
+            json!({"key": "a/v", "anchor": "path:x", "observed_hash": "h"}),
+            "write",
+            "a/v",
+        ),
+        (
+            "write under a read-only prefix",
+            q,
+            "/v1/write",
+            json!({"key": "a/q", "value": 1}),
+            "write",
+            "a/q",
+        ),
+        (
+            "write beside a narrower write grant",
+            r,
+            "/v1/write",
+            json!({"key": "c/1", "value": 1}),
+            "write",
+            "c/1",
+        ),
+    ];
+    let before = last_log_index(&cluster, leader).await;
+    for (what, token, path, body, permission, key) in &refusals {
+        let answer = api.post(leader, path, *token, body.clone()).await;
+        assert_denied(&answer, permission, key, what);
+    }
+    // A batch is allowed only as a whole: op 1 is outside, so op 0 is not applied either.
+    let batch = api
+        .post(
+            leader,
+            "/v1/batch",
+            p,
+            json!({"ops": [
+                {"op": "write", "key": "a/b1", "value": 1},
+                {"op": "write", "key": "b/b1", "value": 1},
+            ]}),
+        )
+        .await;
+    assert_denied(&batch, "write", "b/b1", "batch with an op outside");
+    assert_eq!(batch.body["error"]["op_index"], json!(1), "{}", batch.body);
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        before,
+        "refused requests reached the leader's log"
+    );
+    api.read(leader, at, "a/b1")
+        .await
+        .expect(404, Some("not_found"), "op 0 of the refused batch");
+    let b = api.read(leader, at, "b/x").await;
+    assert_eq!(b.body["value"], json!("orig"), "b/x unchanged: {}", b.body);
+
+    // Allowed: each through a grant that covers it.
+    let allowed: Vec<(&str, Option<&str>, &str, Value)> = vec![
+        ("write", p, "/v1/write", json!({"key": "a/x", "value": 1})),
+        ("read", p, "/v1/read", json!({"key": "a/x"})),
+        ("probe", p, "/v1/probe", json!({"key": "a/x"})),
+        ("history", p, "/v1/history", json!({"key": "a/x"})),
+        (
+            "flag-stale with write",
+            p,
+            "/v1/flag-stale",
+            json!({"key": "a/x", "anchor": "path:x", "observed_hash": "h"}),
+        ),
+        (
+            "write under a/f/",
+            p,
+            "/v1/write",
+            json!({"key": "a/f/x", "value": 1}),
+        ),
+        (
+            "forget under a/f/",
+            p,
+            "/v1/forget",
+            json!({"key": "a/f/x", "reason": "r"}),
+        ),
+        (
+            "clear_tombstone with write (a/) and forget (a/f/)",
+            p,
+            "/v1/write",
+            json!({"key": "a/f/x", "value": 2, "clear_tombstone": true}),
+        ),
+        (
+            "write under a/r/",
+            p,
+            "/v1/write",
+            json!({"key": "a/r/x", "value": 1}),
+        ),
+        (
+            "revoke under a/r/",
+            p,
+            "/v1/revoke",
+            json!({"key": "a/r/x", "reason": "r"}),
+        ),
+        (
+            "reinstate under a/r/",
+            p,
+            "/v1/reinstate",
+            json!({"key": "a/r/x"}),
+        ),
+        (
+            "revoke again",
+            p,
+            "/v1/revoke",
+            json!({"key": "a/r/x", "reason": "r"}),
+        ),
+        (
+            "override_revocation with revoke",
+            p,
+            "/v1/write",
+            json!({"key": "a/r/x", "value": 3, "override_revocation": true}),
+        ),
+        (
+            "supersede with revoke on the superseded key",
+            p,
+            "/v1/supersede",
+            json!({"key": "a/r/x", "by": "a/x"}),
+        ),
+        (
+            "batch inside",
+            p,
+            "/v1/batch",
+            json!({"ops": [
+                {"op": "write", "key": "a/b2", "value": 1},
+                {"op": "forget", "key": "a/f/b2", "reason": "r"},
+            ]}),
+        ),
+        ("read only", q, "/v1/read", json!({"key": "a/x"})),
+        (
+            "write under the narrower grant",
+            r,
+            "/v1/write",
+            json!({"key": "c/w/1", "value": 1}),
+        ),
+        (
+            "read through the broader grant",
+            r,
+            "/v1/read",
+            json!({"key": "c/w/1"}),
+        ),
+    ];
+    for (what, token, path, body) in &allowed {
+        api.post(leader, path, *token, body.clone())
+            .await
+            .expect(200, None, what);
+    }
+}
+
+/// list, recall and watch show only readable keys (and `next_after` never names another),
+/// and a tombstone of an unreadable key is 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_03_list_recall_watch_and_tombstones_show_only_readable_keys() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let at = Some(at.as_str());
+    // Readable and unreadable keys interleave in key order.
+    let readable = ["m/1", "m/3", "m/5", "m/7"];
+    let unreadable = ["m/2", "m/4", "m/6", "m/8"];
+    let token = create(
+        &admin,
+        "reader",
+        readable.iter().map(|k| grant(k, &[Read])).collect(),
+    )
+    .await;
+    let watch_from = last_log_index(&cluster, leader).await + 1;
+    let mut all: Vec<&str> = readable.iter().chain(unreadable.iter()).copied().collect();
+    all.sort();
+    for key in &all {
+        api.post(
+            leader,
+            "/v1/write",
+            at,
+            json!({"key": key, "value": key, "anchors": ["tag:t"]}),
+        )
+        .await
+        .expect(200, None, &format!("admin writes {key}"));
+    }
+    let forget_r = api
+        .post(
+            leader,
+            "/v1/forget",
+            at,
+            json!({"key": "m/1", "reason": "r"}),
+        )
+        .await;
+    forget_r.expect(200, None, "forget m/1");
+    let forget_u = api
+        .post(
+            leader,
+            "/v1/forget",
+            at,
+            json!({"key": "m/2", "reason": "r"}),
+        )
+        .await;
+    forget_u.expect(200, None, "forget m/2");
+    // The last change is readable: the watch below reads up to it.
+    api.write(leader, at, "m/9", json!("end"))
+        .await
+        .expect(200, None, "m/9");
+    admin
+        .set_grants(
+            "reader",
+            readable
+                .iter()
+                .chain(["m/9"].iter())
+                .map(|k| grant(k, &[Read]))
+                .collect(),
+        )
+        .await
+        .expect("grants");
+    let unreadable: BTreeSet<&str> = unreadable.into_iter().collect();
+
+    // list, every page size, through every node.
+    for id in cluster.ids() {
+        for limit in [1, 2, 3, 100] {
+            let mut after: Option<String> = None;
+            let mut seen = Vec::new();
+            for _page in 0..20 {
+                let mut body = json!({"prefix": "m/", "limit": limit,
+                    "states": ["active", "revoked", "forgotten"]});
+                if let Some(a) = &after {
+                    body["after"] = json!(a);
+                }
+                let page = api.post(id, "/v1/list", Some(&token), body).await;
+                page.expect(200, None, &format!("node {id}: list limit {limit}"));
+                for item in page.body["items"].as_array().expect("items") {
+                    seen.push(item["key"].as_str().expect("key").to_string());
+                }
+                after = page.body["next_after"].as_str().map(str::to_string);
+                if let Some(a) = &after {
+                    assert!(
+                        !unreadable.contains(a.as_str()),
+                        "node {id}, limit {limit}: next_after names unreadable {a}"
+                    );
+                }
+                if after.is_none() {
+                    break;
+                }
+            }
+            assert!(
+                after.is_none(),
+                "node {id}, limit {limit}: paging did not end"
+            );
+            assert_eq!(
+                seen,
+                vec!["m/1", "m/3", "m/5", "m/7", "m/9"],
+                "node {id}: list with limit {limit}"
+            );
+        }
+    }
+
+    // recall: the cue matches every key; only readable notes come back.
+    let recall = api
+        .post(
+            leader,
+            "/v1/recall",
+            Some(&token),
+            json!({"cues": ["tag:t"], "limit": 100}),
+        )
+        .await;
+    recall.expect(200, None, "recall");
+    let mut keys: Vec<&str> = recall.body["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .map(|n| n["key"].as_str().expect("key"))
+        .collect();
+    keys.sort();
+    assert_eq!(keys, vec!["m/3", "m/5", "m/7"], "recall (m/1 is forgotten)");
+    let control = api
+        .post(
+            leader,
+            "/v1/recall",
+            at,
+            json!({"cues": ["tag:t"], "limit": 100}),
+        )
+        .await;
+    assert_eq!(
+        control.body["notes"].as_array().map(Vec::len),
+        Some(6),
+        "the admin recalls all six live notes: {}",
+        control.body
+    );
+
+    // watch: events of readable keys only, up to the last change (m/9).
+    let client = cluster.client_for_with_token(leader, &token);
+    let mut stream = client
+        .watch(Some("m/"), Some(watch_from))
+        .await
+        .expect("watch");
+    let events = events_until(&mut stream, "m/9").await;
+    let keys: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec!["m/1", "m/3", "m/5", "m/7", "m/1", "m/9"],
+        "watch events (writes, the forget of m/1, m/9)"
+    );
+
+    // Tombstones: the unreadable key's is 404, the readable one's is served.
+    let id_u = forget_u.body["tombstone"]["id"]
+        .as_str()
+        .expect("tombstone id");
+    let id_r = forget_r.body["tombstone"]["id"]
+        .as_str()
+        .expect("tombstone id");
+    api.get(leader, &format!("/v1/tombstones/{id_u}"), Some(&token))
+        .await
+        .expect(404, Some("not_found"), "tombstone of unreadable m/2");
+    let t = api
+        .get(leader, &format!("/v1/tombstones/{id_r}"), Some(&token))
+        .await;
+    t.expect(200, None, "tombstone of readable m/1");
+    assert_eq!(t.body["key"], json!("m/1"));
+    api.get(leader, &format!("/v1/tombstones/{id_u}"), at)
+        .await
+        .expect(200, None, "the admin reads the tombstone of m/2");
+}
+
+/// Watch events `(key, revision)` until one for `last` (bounded).
+async fn events_until(stream: &mut WatchStream, last: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    loop {
+        let event = tokio::time::timeout(EVENT_TIMEOUT, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("no event within {EVENT_TIMEOUT:?}; so far {out:?}"))
+            .expect("the stream is open")
+            .expect("an event, not an error");
+        let done = event.key == last;
+        out.push((event.key, event.revision));
+        if done {
+            return out;
+        }
+    }
+}
+
+/// `actor` omitted becomes the principal's name (events and tombstones, also for a write
+/// sent to a follower); another name is 403 `actor_mismatch` and applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_04_actor_is_bound_to_the_principal_also_through_a_follower() {
+    let (cluster, leader, followers) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let token = create(&admin, "alice", vec![grant("act/", &[Read, Write, Forget])]).await;
+    let t = Some(token.as_str());
+
+    api.write(leader, t, "act/1", json!(1))
+        .await
+        .expect(200, None, "write, actor omitted");
+    api.post(
+        leader,
+        "/v1/write",
+        t,
+        json!({"key": "act/1", "value": 2, "actor": "alice"}),
+    )
+    .await
+    .expect(200, None, "write, actor = the principal");
+    let forget = api
+        .post(
+            leader,
+            "/v1/forget",
+            t,
+            json!({"key": "act/1", "reason": "done"}),
+        )
+        .await;
+    forget.expect(200, None, "forget, actor omitted");
+    assert_eq!(
+        forget.body["tombstone"]["actor"],
+        json!("alice"),
+        "{}",
+        forget.body
+    );
+    assert_eq!(
+        api.history_actors(leader, &token, "act/1").await,
+        vec!["alice", "alice", "alice"],
+        "history actors"
+    );
+
+    let before = last_log_index(&cluster, leader).await;
+    for id in cluster.ids() {
+        api.post(
+            id,
+            "/v1/write",
+            t,
+            json!({"key": "act/2", "value": 1, "actor": "mallory"}),
+        )
+        .await
+        .expect(
+            403,
+            Some("actor_mismatch"),
+            &format!("node {id}: forged actor"),
+        );
+        api.post(
+            id,
+            "/v1/batch",
+            t,
+            json!({"ops": [
+                {"op": "write", "key": "act/3", "value": 1},
+                {"op": "write", "key": "act/4", "value": 1, "actor": "mallory"},
+            ]}),
+        )
+        .await
+        .expect(
+            403,
+            Some("actor_mismatch"),
+            &format!("node {id}: forged actor in a batch"),
+        );
+    }
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        before,
+        "refused writes reached the log"
+    );
+    for key in ["act/2", "act/3", "act/4"] {
+        api.read(leader, t, key)
+            .await
+            .expect(404, Some("not_found"), key);
+    }
+
+    // Through a follower: relayed with the client's token, recorded as the principal.
+    let follower = followers[0];
+    let pinned = cluster.client_for_with_token(follower, &token);
+    let relayed = pinned
+        .write(cairn_api::WriteRequest::new("act/5", json!(5), ""))
+        .await
+        .expect("write through a follower, actor omitted");
+    assert!(relayed.revision > before);
+    api.post(
+        follower,
+        "/v1/forget",
+        t,
+        json!({"key": "act/5", "reason": "relayed"}),
+    )
+    .await
+    .expect(200, None, "forget through a follower");
+    assert_eq!(
+        api.history_actors(leader, &token, "act/5").await,
+        vec!["alice", "alice"],
+        "history on the leader of writes sent to node {follower}"
+    );
+}
+
+/// Rotation and deletion stop the old token at once on every node (mutations and
+/// linearizable reads); grants revoked while writers keep writing: every request that
+/// starts after the change returns is refused, on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_05_rotation_deletion_and_revoked_grants_take_effect_at_once_everywhere() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let old = create(&admin, "w", vec![grant("r/", &[Read, Write])]).await;
+    api.write(leader, Some(&old), "r/0", json!(0))
+        .await
+        .expect(200, None, "write");
+
+    let new = admin.rotate_token("w").await.expect("rotate").token;
+    for id in cluster.ids() {
+        api.write(id, Some(&old), "r/0", json!("old")).await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: write, rotated token"),
+        );
+        api.read(id, Some(&old), "r/0").await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: read, rotated token"),
+        );
+        api.read(id, Some(&new), "r/0").await.expect(
+            200,
+            None,
+            &format!("node {id}: read, new token"),
+        );
+        api.write(id, Some(&new), &format!("r/new{id}"), json!(id))
+            .await
+            .expect(200, None, &format!("node {id}: write, new token"));
+    }
+
+    // Writers on every node; the grants lose `write` while they run.
+    let http = Http::new();
+    let mut writers = Vec::new();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for id in cluster.ids() {
+        let (http, url, token, stop) = (
+            http.clone(),
+            format!("{}/v1/write", cluster.endpoint(id)),
+            new.clone(),
+            stop.clone(),
+        );
+        writers.push(tokio::spawn(async move {
+            let auth = bearer(&token);
+            let mut log: Vec<(Instant, Answer)> = Vec::new();
+            for i in 0..10_000u64 {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
+                let started = Instant::now();
+                let body = json!({"key": format!("r/loop{id}/{i}"), "value": i});
+                let answer = http
+                    .send(Method::POST, &url, Some(&auth), Some(&body))
+                    .await;
+                log.push((started, answer));
+            }
+            (id, log)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin
+        .set_grants("w", vec![grant("r/", &[Read])])
+        .await
+        .expect("set grants");
+    let changed = Instant::now();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    for writer in writers {
+        let (id, log) = writer.await.expect("writer");
+        let before: Vec<&Answer> = log
+            .iter()
+            .filter(|(s, _)| *s < changed)
+            .map(|(_, a)| a)
+            .collect();
+        let after: Vec<&Answer> = log
+            .iter()
+            .filter(|(s, _)| *s > changed)
+            .map(|(_, a)| a)
+            .collect();
+        assert!(
+            before.iter().any(|a| a.ok()),
+            "node {id}: no write succeeded before the change"
+        );
+        assert!(
+            !after.is_empty(),
+            "node {id}: no write started after the change"
+        );
+        for answer in after {
+            answer.expect(
+                403,
+                Some("permission_denied"),
+                &format!("node {id}: a write after the grants changed"),
+            );
+        }
+    }
+    for id in cluster.ids() {
+        api.read(id, Some(&new), "r/0").await.expect(
+            200,
+            None,
+            &format!("node {id}: read keeps working"),
+        );
+    }
+
+    admin.delete_principal("w").await.expect("delete");
+    for id in cluster.ids() {
+        api.read(id, Some(&new), "r/0").await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: read, deleted principal"),
+        );
+        api.write(id, Some(&new), "r/0", json!(1)).await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: write, deleted principal"),
+        );
+    }
+    let _ = shown(&new);
+}
+
+/// Principals, grants and `acl_revision` survive a restart of every node and reach a new
+/// node through a snapshot (the log was compacted past every access change): the token
+/// works there, a denied op is denied there, and all replicas have one state digest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_06_access_state_survives_restarts_and_snapshot_install() {
+    let (mut cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    api.write(leader, Some(&at), "e/1", json!("hidden"))
+        .await
+        .expect(200, None, "e/1");
+    let old = create(&admin, "dur", vec![grant("d/", &[Read])]).await;
+    let token = admin.rotate_token("dur").await.expect("rotate").token;
+    admin
+        .set_grants("dur", vec![grant("d/", &[Read, Write])])
+        .await
+        .expect("grants");
+    create(&admin, "gone", vec![]).await;
+    admin.delete_principal("gone").await.expect("delete");
+    api.write(leader, Some(&token), "d/1", json!(1))
+        .await
+        .expect(200, None, "d/1");
+    let principals = admin.principals().await.expect("principals");
+    assert_eq!(
+        principals.acl_revision, 6,
+        "enable + create, rotate, grants, create, delete"
+    );
+    drop(api);
+
+    for id in cluster.ids() {
+        cluster.kill9(id);
+    }
+    for id in cluster.ids() {
+        cluster.restart(id).await;
+    }
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    assert_eq!(
+        admin.principals().await.expect("principals"),
+        principals,
+        "after restart"
+    );
+    for id in cluster.ids() {
+        api.write(id, Some(&token), &format!("d/r{id}"), json!(id))
+            .await
+            .expect(200, None, &format!("node {id}: write after restart"));
+        api.write(id, Some(&token), "e/1", json!("x")).await.expect(
+            403,
+            Some("permission_denied"),
+            &format!("node {id}: denied after restart"),
+        );
+        api.read(id, Some(&old), "d/1").await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: rotated token after restart"),
+        );
+    }
+
+    // Compact the leader past every access change, then join node 4: it can only learn
+    // the principals from the snapshot.
+    let before = last_log_index(&cluster, leader).await;
+    let compacted = admin
+        .compact(&cluster.endpoint(leader))
+        .await
+        .expect("compact");
+    assert!(
+        compacted.log_purged_through >= before,
+        "the log is purged past the access changes: {compacted:?}, last index {before}"
+    );
+    let spec = cluster.add_node(4).await;
+    let api = Api::new(&cluster);
+    let patient = Client::builder(cluster.ids().iter().map(|i| cluster.endpoint(*i)).collect())
+        .request_timeout(JOIN_TIMEOUT)
+        .token(cluster.admin_token())
+        .build()
+        .expect("client");
+    let joined = patient.join(spec).await.expect("join");
+    assert_eq!(joined.voters, vec![1, 2, 3, 4], "{joined:?}");
+    let index = wait_all_applied(&cluster, leader).await;
+    let any = json!({"key": "d/1", "consistency": "any", "min_revision": index});
+    let read = api.post(4, "/v1/read", Some(&token), any).await;
+    read.expect(
+        200,
+        None,
+        "node 4: an `any` read with the principal's token",
+    );
+    assert_eq!(read.body["served"]["node_id"], json!(4), "served by node 4");
+    let denied = json!({"key": "e/1", "consistency": "any", "min_revision": index});
+    assert_denied(
+        &api.post(4, "/v1/read", Some(&token), denied).await,
+        "read",
+        "e/1",
+        "node 4: a read outside the grants",
+    );
+    api.post(
+        4,
+        "/v1/read",
+        Some(&old),
+        json!({"key": "d/1", "consistency": "any"}),
+    )
+    .await
+    .expect(401, Some("unauthenticated"), "node 4: the rotated token");
+    api.write(4, Some(&token), "e/2", json!(1)).await.expect(
+        403,
+        Some("permission_denied"),
+        "node 4: a write outside the grants",
+    );
+    let whoami = api.get(4, "/v1/auth/whoami", Some(&token)).await;
+    whoami.expect(200, None, "node 4: whoami");
+    assert_eq!(whoami.body["name"], json!("dur"));
+    assert_eq!(whoami.body["acl_revision"], json!(6));
+
+    // One state digest (access record included) on every replica.
+    let index = wait_all_applied(&cluster, leader).await;
+    drop(api);
+    let mut digests = Vec::new();
+    for id in cluster.ids() {
+        let status = cluster.status(id).await.expect("status");
+        assert_eq!(status.applied_index, index, "node {id} applied everything");
+    }
+    for id in cluster.ids() {
+        cluster.terminate(id);
+    }
+    for id in cluster.ids() {
+        digests.push((id, digest_of(&cluster.data_dir(id))));
+    }
+    for (id, digest) in &digests {
+        assert_eq!(
+            digest, &digests[0].1,
+            "node {id}'s digest differs from node {}'s",
+            digests[0].0
+        );
+    }
+}
+
+/// The state digest of a stopped node's data dir.
+fn digest_of(data_dir: &Path) -> String {
+    let options = cairn_node::store::EngineOptions {
+        block_cache_bytes: 1 << 20,
+        write_buffer_bytes: 1 << 20,
+        background_jobs: 1,
+        slot_cache_bytes: 64 << 10,
+    };
+    let engine = cairn_node::store::Engine::open(&data_dir.join("db"), &options)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", data_dir.display()));
+    cairn_node::store::StateEngine::new(engine)
+        .digest()
+        .expect("digest")
+}
+
+/// Principal changes made concurrently end in one consistent state: every change counted
+/// once in `acl_revision`, each principal with its last grants, on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_07_concurrent_principal_changes_end_consistent() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    const TASKS: usize = 6;
+    let mut tasks = Vec::new();
+    for i in 0..TASKS {
+        let admin = cluster.admin_client();
+        tasks.push(tokio::spawn(async move {
+            let name = format!("c{i}");
+            let prefix = format!("c/{i}/");
+            let mut applied = 0u64;
+            let mut token = admin
+                .create_principal(&name, vec![grant(&prefix, &[Read])])
+                .await
+                .map(|c| c.token);
+            applied += u64::from(token.is_ok());
+            for permissions in [vec![Read, Write], vec![Read, Write, Forget]] {
+                let changed = admin
+                    .set_grants(&name, vec![grant(&prefix, &permissions)])
+                    .await;
+                applied += u64::from(changed.is_ok());
+            }
+            if let Ok(rotated) = admin.rotate_token(&name).await {
+                applied += 1;
+                token = Ok(rotated.token);
+            }
+            (name, prefix, token.ok(), applied)
+        }));
+    }
+    let mut applied = 0;
+    let mut made = Vec::new();
+    for task in tasks {
+        let (name, prefix, token, n) = task.await.expect("task");
+        applied += n;
+        made.push((
+            name,
+            prefix,
+            token.expect("the principal was made and rotated"),
+        ));
+    }
+    assert_eq!(applied, 4 * TASKS as u64, "every change succeeded");
+    let list = cluster
+        .admin_client()
+        .principals()
+        .await
+        .expect("principals");
+    assert_eq!(
+        list.acl_revision,
+        1 + applied,
+        "acl_revision counts enable + every change"
+    );
+    let mut names: Vec<&str> = list.principals.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    let mut expected: Vec<String> = made.iter().map(|(n, _, _)| n.clone()).collect();
+    expected.push(ADMIN.into());
+    expected.sort();
+    assert_eq!(names, expected, "principals");
+    for (name, prefix, token) in &made {
+        let p = list
+            .principals
+            .iter()
+            .find(|p| &p.name == name)
+            .expect("listed");
+        assert_eq!(
+            p.grants,
+            vec![grant(prefix, &[Read, Write, Forget])],
+            "{name}'s grants"
+        );
+        assert_eq!(p.created_by, ADMIN, "{name} made by");
+        for id in cluster.ids() {
+            let whoami = api.get(id, "/v1/auth/whoami", Some(token)).await;
+            whoami.expect(200, None, &format!("node {id}: whoami of {name}"));
+            assert_eq!(whoami.body["name"], json!(name));
+            assert_eq!(whoami.body["acl_revision"], json!(1 + applied), "node {id}");
+            assert_eq!(
+                whoami.body["grants"],
+                json!([{"prefix": prefix, "permissions": ["read", "write", "forget"]}]),
+                "node {id}: {name}"
+            );
+        }
+    }
+    let _ = leader;
+}
+
+/// Who may call which operator endpoint: admin-only ones are 401/401/403/OK for no token,
+/// a bad token, a plain principal and the admin (a refused call changes nothing); status
+/// and whoami need any valid token; healthz and metrics stay open; enable on an auth-on
+/// cluster is 409 and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_08_operator_endpoints_need_the_right_token() {
+    let (mut cluster, leader, _) = auth_cluster().await;
+    let spec4 = cluster.add_node(4).await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let plain = create(&admin, "plain", vec![grant("", &[Read, Write])]).await;
+    let victim = create(&admin, "victim", vec![grant("v/", &[Read])]).await;
+    let unknown = unknown_token();
+    let callers: [(&str, Option<&str>); 3] = [
+        ("no token", None),
+        ("unknown token", Some(&unknown)),
+        ("plain principal", Some(&plain)),
+    ];
+    let expected = [
+        (401, "unauthenticated"),
+        (401, "unauthenticated"),
+        (403, "permission_denied"),
+    ];
+    let join_body = serde_json::to_value(&spec4).expect("spec");
+    let admin_only: Vec<(Method, String, Option<Value>)> = vec![
+        (
+            Method::POST,
+            "/cluster/join".into(),
+            Some(join_body.clone()),
+        ),
+        (
+            Method::POST,
+            "/cluster/remove".into(),
+            Some(json!({"id": 4})),
+        ),
+        (Method::POST, "/cluster/compact".into(), None),
+        (Method::GET, "/v1/auth/principals".into(), None),
+        (
+            Method::POST,
+            "/v1/auth/principals".into(),
+            Some(json!({"name": "intruder", "grants": [{"prefix": "", "permissions": ["admin"]}]})),
+        ),
+        (
+            Method::POST,
+            "/v1/auth/principals/victim/rotate".into(),
+            None,
+        ),
+        (
+            Method::PUT,
+            "/v1/auth/principals/victim/grants".into(),
+            Some(json!({"grants": [{"prefix": "", "permissions": ["admin"]}]})),
+        ),
+        (Method::DELETE, "/v1/auth/principals/victim".into(), None),
+        (
+            Method::POST,
+            "/v1/auth/principals/plain/rotate".into(),
+            None,
+        ),
+    ];
+    let acl_before = admin.principals().await.expect("principals");
+    let log_before = last_log_index(&cluster, leader).await;
+    for (method, path, body) in &admin_only {
+        for ((who, token), (status, code)) in callers.iter().zip(expected) {
+            api.call(method.clone(), leader, path, *token, body.clone())
+                .await
+                .expect(status, Some(code), &format!("{method} {path}, {who}"));
+        }
+    }
+    assert_eq!(
+        admin.principals().await.expect("principals"),
+        acl_before,
+        "refused calls changed principals"
+    );
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        log_before,
+        "refused calls reached the log"
+    );
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!(
+        (status.voters.clone(), status.learners.clone()),
+        (vec![1, 2, 3], vec![]),
+        "membership unchanged"
+    );
+    api.get(leader, "/v1/auth/whoami", Some(&victim))
+        .await
+        .expect(200, None, "the victim's token still works");
+
+    // The admin: OK, in an order that makes each call meaningful.
+    let http = Http::new();
+    let url = |p: &str| format!("{}{p}", cluster.endpoint(leader));
+    let admin_auth = bearer(&at);
+    let joined = http
+        .send_timeout(
+            Method::POST,
+            &url("/cluster/join"),
+            Some(&admin_auth),
+            Some(&join_body),
+            JOIN_TIMEOUT,
+        )
+        .await;
+    joined.expect(200, None, "join, admin");
+    for (method, path, body) in &admin_only[1..] {
+        let answer = http
+            .send_timeout(
+                method.clone(),
+                &url(path),
+                Some(&admin_auth),
+                body.as_ref(),
+                JOIN_TIMEOUT,
+            )
+            .await;
+        assert!(
+            answer.ok(),
+            "{method} {path}, admin: {} {}",
+            answer.status,
+            answer.body
+        );
+    }
+    let after = admin.principals().await.expect("principals");
+    let mut names: Vec<&str> = after.principals.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![ADMIN, "intruder", "plain"],
+        "principals after the admin's calls"
+    );
+    api.get(leader, "/v1/auth/whoami", Some(&plain))
+        .await
+        .expect(401, Some("unauthenticated"), "plain's rotated token");
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+
+    // Any valid token: status and whoami, on every node.
+    for id in [1, 2, 3] {
+        for path in ["/cluster/status", "/v1/auth/whoami"] {
+            api.get(id, path, None).await.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: {path}, no token"),
+            );
+            api.get(id, path, Some(&unknown)).await.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: {path}, unknown token"),
+            );
+            api.get(id, path, Some(&at)).await.expect(
+                200,
+                None,
+                &format!("node {id}: {path}, admin"),
+            );
+        }
+        let whoami = api.get(id, "/v1/auth/whoami", Some(&at)).await;
+        assert_eq!(whoami.body["name"], json!(ADMIN));
+        for path in ["/healthz", "/metrics"] {
+            let answer = api.get(id, path, None).await;
+            assert_eq!(answer.status, 200, "node {id}: {path} without a token");
+        }
+    }
+
+    // Enable on an auth-on cluster: 409 for the admin; refused for others; nothing changes.
+    let acl = admin.principals().await.expect("principals");
+    let log = last_log_index(&cluster, leader).await;
+    api.post(
+        leader,
+        "/v1/auth/enable",
+        Some(&at),
+        json!({"admin": "root2"}),
+    )
+    .await
+    .expect(409, Some("invalid_transition"), "enable with auth on");
+    for (who, token) in [
+        ("no token", None),
+        ("unknown token", Some(unknown.as_str())),
+    ] {
+        let answer = api
+            .post(leader, "/v1/auth/enable", token, json!({"admin": "root3"}))
+            .await;
+        assert!(
+            !answer.ok(),
+            "enable, {who}: {} {}",
+            answer.status,
+            answer.body
+        );
+    }
+    assert_eq!(
+        admin.principals().await.expect("principals"),
+        acl,
+        "enable changed principals"
+    );
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        log,
+        "enable reached the log"
+    );
+}
+
+/// `POST /v1/auth/enable` turns auth on for a cluster made without it: tokenless requests
+/// work before and get 401 after, on every node; the returned token works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_09_enable_turns_auth_on_for_a_cluster_made_without_it() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let api = Api::new(&cluster);
+    api.post(
+        leader,
+        "/v1/write",
+        None,
+        json!({"key": "x/1", "value": 1, "actor": "anon"}),
+    )
+    .await
+    .expect(200, None, "a tokenless write before enable");
+    api.get(leader, "/cluster/status", None)
+        .await
+        .expect(200, None, "status before enable");
+    let enabled = cluster.client().enable_auth("root").await.expect("enable");
+    assert_eq!((enabled.admin.as_str(), enabled.acl_revision), ("root", 1));
+    let token = enabled.token;
+    assert!(
+        token.starts_with("cairn_"),
+        "token shape: {}",
+        shown(&token)
+    );
+    cluster.use_token(&token);
+    for id in cluster.ids() {
+        api.post(
+            id,
+            "/v1/write",
+            None,
+            json!({"key": "x/1", "value": 2, "actor": "anon"}),
+        )
+        .await
+        .expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: a tokenless write after enable"),
+        );
+        api.read(id, None, "x/1").await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: a tokenless read after enable"),
+        );
+        api.get(id, "/cluster/status", None).await.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("node {id}: tokenless status after enable"),
+        );
+        let read = api.read(id, Some(&token), "x/1").await;
+        read.expect(200, None, &format!("node {id}: read with the token"));
+        assert_eq!(
+            read.body["value"],
+            json!(1),
+            "node {id}: the tokenless write after enable did not land"
+        );
+    }
+    api.write(leader, Some(&token), "x/1", json!(3))
+        .await
+        .expect(200, None, "write as root");
+    assert_eq!(
+        api.history_actors(leader, &token, "x/1").await,
+        vec!["anon", "root"],
+        "history actors"
+    );
+    let whoami = api.get(leader, "/v1/auth/whoami", Some(&token)).await;
+    whoami.expect(200, None, "whoami");
+    assert_eq!(whoami.body["name"], json!("root"));
+    api.post(
+        leader,
+        "/v1/auth/enable",
+        Some(&token),
+        json!({"admin": "again"}),
+    )
+    .await
+    .expect(409, Some("invalid_transition"), "enable twice");
+    cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+}
+
+/// No issued token (nor its base64 body), nor a presented bad one, appears in any node's
+/// log (at debug level), in `/metrics`, or in any error body, after principals were made,
+/// rotated and deleted and bad tokens were sent to every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_10_no_token_in_logs_metrics_or_error_bodies() {
+    let cluster = Cluster::builder(3)
+        .config("log_level = \"debug\"\n")
+        .auth(ADMIN)
+        .start()
+        .await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let mut secrets = vec![cluster.admin_token(), unknown_token()];
+    let a1 = create(&admin, "a", vec![grant("s/", &[Read, Write])]).await;
+    let a2 = admin.rotate_token("a").await.expect("rotate").token;
+    let b = create(&admin, "b", vec![grant("s/", &[Read])]).await;
+    admin.delete_principal("b").await.expect("delete");
+    secrets.extend([a1.clone(), a2.clone(), b.clone()]);
+    let mut bodies = Vec::new();
+    for id in cluster.ids() {
+        for token in [&a1, &b, &secrets[1]] {
+            let w = api.write(id, Some(token), "s/1", json!(1)).await;
+            w.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: write, bad token"),
+            );
+            let r = api.read(id, Some(token), "s/1").await;
+            r.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: read, bad token"),
+            );
+            bodies.extend([w.text, r.text]);
+        }
+        // Malformed headers that carry a token: after a wrong scheme, or with junk after it.
+        for auth in [format!("Basic {a2}"), format!("Bearer {a2}x"), a2.clone()] {
+            let w = api
+                .post_raw(
+                    id,
+                    "/v1/write",
+                    Some(&auth),
+                    json!({"key": "s/2", "value": 1}),
+                )
+                .await;
+            w.expect(
+                401,
+                Some("unauthenticated"),
+                &format!("node {id}: malformed header"),
+            );
+            bodies.push(w.text);
+        }
+        let denied = api.write(id, Some(&a2), "t/1", json!(1)).await;
+        denied.expect(
+            403,
+            Some("permission_denied"),
+            &format!("node {id}: denied"),
+        );
+        bodies.push(denied.text);
+        let forged = api
+            .post(
+                id,
+                "/v1/write",
+                Some(&a2),
+                json!({"key": "s/3", "value": 1, "actor": "x"}),
+            )
+            .await;
+        forged.expect(
+            403,
+            Some("actor_mismatch"),
+            &format!("node {id}: forged actor"),
+        );
+        bodies.push(forged.text);
+        api.write(id, Some(&a2), &format!("s/ok{id}"), json!(1))
+            .await
+            .expect(
+                200,
+                None,
+                &format!("node {id}: a good write (relayed from followers)"),
+            );
+    }
+    wait_all_applied(&cluster, leader).await;
+    let mut texts: Vec<(String, String)> = Vec::new();
+    for id in cluster.ids() {
+        let metrics = api.get(id, "/metrics", None).await;
+        assert_eq!(metrics.status, 200, "node {id}: metrics");
+        texts.push((format!("node {id} /metrics"), metrics.text));
+        texts.push((format!("node {id} log"), cluster.log_text(id)));
+    }
+    for (i, body) in bodies.into_iter().enumerate() {
+        texts.push((format!("error body #{i}"), body));
+    }
+    assert!(
+        texts
+            .iter()
+            .any(|(w, t)| w.ends_with("log") && t.contains("DEBUG")),
+        "the nodes log at debug level"
+    );
+    for secret in &secrets {
+        let body = secret.strip_prefix("cairn_").expect("token shape");
+        for (what, text) in &texts {
+            assert!(
+                !text.contains(secret.as_str()) && !text.contains(body),
+                "{what} contains {}",
+                shown(secret)
+            );
+        }
+    }
+}
