@@ -71,6 +71,11 @@ pub struct Args {
     /// Keep the nodes' data directories.
     #[arg(long)]
     pub keep_data: bool,
+    /// Auth and TLS on (SPEC §8): certificates from `cairn-node certs`, HTTPS client
+    /// ports, mutual TLS between peers, init with `auth: {admin: "chaos"}`, every client
+    /// with the admin token and the CA. The checkers are the same.
+    #[arg(long)]
+    pub secure: bool,
 }
 
 impl Args {
@@ -109,6 +114,7 @@ impl Args {
             keep_data: self.keep_data,
             search_budget_ms: defaults.search_budget_ms,
             converge_timeout_ms: defaults.converge_timeout_ms,
+            secure: self.secure,
         })
     }
 }

@@ -5,13 +5,14 @@
 //! change membership update it, and everything that iterates "all nodes" uses it.
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use cairn_api::{ClusterStatus, CompactResponse, InitRequest, NodeSpec};
+use cairn_api::{ClusterStatus, CompactResponse, EnableAuthRequest, InitRequest, NodeSpec};
 use cairn_client::Client;
 
+use super::secure;
 use super::supervisor::{client_addr, endpoint, peer_addr, Supervisor};
 
 /// One status request; a node slower than this counts as not answering.
@@ -33,34 +34,49 @@ pub struct Cluster {
     /// Nodes 1..=n, the ones clients know about.
     pub base: Vec<u64>,
     members: Mutex<BTreeSet<u64>>,
-    /// One attempt, short timeout: for status polling.
-    probe: Client,
+    /// One attempt, short timeout: for status polling. Rebuilt with the admin token
+    /// after a `--secure` init.
+    probe: RwLock<Client>,
     /// Patient: for membership changes and compaction.
-    admin: Client,
+    admin: RwLock<Client>,
+}
+
+/// (probe, admin) clients over `endpoints`, with the run's CA and token if secure.
+fn clients(endpoints: Vec<String>) -> Result<(Client, Client)> {
+    let probe = secure::configure(Client::builder(endpoints.clone()))
+        .request_timeout(STATUS_TIMEOUT)
+        .connect_timeout(STATUS_TIMEOUT)
+        .retries_max(0)
+        .build()?;
+    let admin = secure::configure(Client::builder(endpoints))
+        .request_timeout(ADMIN_TIMEOUT)
+        .connect_timeout(Duration::from_secs(1))
+        .retries_max(4)
+        .backoff_ms(200, 2_000)
+        .build()?;
+    Ok((probe, admin))
 }
 
 impl Cluster {
     pub fn new(supervisor: Arc<Supervisor>, n: u64) -> Result<Arc<Cluster>> {
         let base: Vec<u64> = (1..=n).collect();
         let endpoints: Vec<String> = base.iter().map(|id| endpoint(*id)).collect();
-        let probe = Client::builder(endpoints.clone())
-            .request_timeout(STATUS_TIMEOUT)
-            .connect_timeout(STATUS_TIMEOUT)
-            .retries_max(0)
-            .build()?;
-        let admin = Client::builder(endpoints)
-            .request_timeout(ADMIN_TIMEOUT)
-            .connect_timeout(Duration::from_secs(1))
-            .retries_max(4)
-            .backoff_ms(200, 2_000)
-            .build()?;
+        let (probe, admin) = clients(endpoints)?;
         Ok(Arc::new(Cluster {
             supervisor,
             members: Mutex::new(base.iter().copied().collect()),
             base,
-            probe,
-            admin,
+            probe: RwLock::new(probe),
+            admin: RwLock::new(admin),
         }))
+    }
+
+    fn probe(&self) -> Client {
+        self.probe.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn admin(&self) -> Client {
+        self.admin.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn members(&self) -> Vec<u64> {
@@ -86,7 +102,7 @@ impl Cluster {
     }
 
     pub async fn status(&self, id: u64) -> Result<ClusterStatus> {
-        Ok(self.probe.status(&endpoint(id)).await?)
+        Ok(self.probe().status(&endpoint(id)).await?)
     }
 
     /// Statuses of the given nodes, concurrently; `None` for nodes that did not answer.
@@ -133,7 +149,7 @@ impl Cluster {
     pub async fn wait_healthy(&self, id: u64, timeout: Duration) -> Result<()> {
         let started = Instant::now();
         loop {
-            if self.probe.healthz(&endpoint(id)).await.is_ok() {
+            if self.probe().healthz(&endpoint(id)).await.is_ok() {
                 return Ok(());
             }
             if !self.supervisor.is_running(id) {
@@ -146,14 +162,27 @@ impl Cluster {
         }
     }
 
-    /// `POST /cluster/init` with the base nodes, sent to node 1.
+    /// `POST /cluster/init` with the base nodes, sent to node 1. In a `--secure` run
+    /// auth is turned on with admin [`secure::ADMIN`]; its token (shown once, in the
+    /// answer) goes to every client built from then on, these two included.
     pub async fn init(&self) -> Result<()> {
         let request = InitRequest {
             nodes: self.base.iter().map(|id| spec(*id)).collect(),
-            auth: None,
+            auth: secure::is_on().then(|| EnableAuthRequest {
+                admin: secure::ADMIN.to_string(),
+            }),
         };
-        let one = self.admin.pinned(&endpoint(self.base[0]))?;
-        one.init(request).await?;
+        let one = self.admin().pinned(&endpoint(self.base[0]))?;
+        let answer = one.init(request).await?;
+        if secure::is_on() {
+            let Some(auth) = answer.auth else {
+                bail!("init with auth answered without the admin token");
+            };
+            secure::set_token(auth.token);
+            let (probe, admin) = clients(self.endpoints())?;
+            *self.probe.write().unwrap_or_else(|p| p.into_inner()) = probe;
+            *self.admin.write().unwrap_or_else(|p| p.into_inner()) = admin;
+        }
         Ok(())
     }
 
@@ -163,7 +192,7 @@ impl Cluster {
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < timeout {
-            match self.admin.join(spec(id)).await {
+            match self.admin().join(spec(id)).await {
                 Ok(m) if m.voters.contains(&id) => {
                     self.set_member(id, true);
                     return Ok(());
@@ -185,7 +214,7 @@ impl Cluster {
         let started = Instant::now();
         let mut last = String::new();
         while started.elapsed() < timeout {
-            match self.admin.remove(id).await {
+            match self.admin().remove(id).await {
                 Ok(m) if !m.voters.contains(&id) && !m.learners.contains(&id) => {
                     self.set_member(id, false);
                     return Ok(());
@@ -210,7 +239,7 @@ impl Cluster {
     }
 
     pub async fn compact(&self, id: u64) -> Result<CompactResponse> {
-        Ok(self.admin.compact(&endpoint(id)).await?)
+        Ok(self.admin().compact(&endpoint(id)).await?)
     }
 
     /// Waits until every node in `ids` answers with the same applied index, equal to

@@ -267,11 +267,7 @@ async fn collect_tombstones(
     members: &[u64],
     ids: BTreeSet<String>,
 ) -> BTreeMap<String, PerNode<(String, u64)>> {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("a plain HTTP client");
+    let http = super::secure::reqwest_client(Duration::from_secs(5));
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let looked_up: Vec<_> = stream::iter(ids)
         .map(|id| {

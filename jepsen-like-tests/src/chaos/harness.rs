@@ -85,6 +85,13 @@ impl Harness {
             &dir.join("history.jsonl"),
             Clock::start(),
         )?);
+        if opts.secure {
+            super::secure::install(&opts.node_bin, &dir.join("certs"), opts.nodes)
+                .context("generating the certificates of a --secure run")?;
+            eprintln!("chaos: secure run: HTTPS, peer mTLS, auth (admin token redacted)");
+        } else {
+            super::secure::clear();
+        }
         let net = Arc::new(Net::setup().context("setting up the iptables chain")?);
         let supervisor =
             Supervisor::new(&opts.node_bin, &dir.join("nodes"), opts.planted_bug.clone())?;
@@ -224,6 +231,7 @@ impl Harness {
         }
         report::print(&summary, &self.dir);
         drop(self.guard);
+        super::secure::clear();
         Ok(RunReport {
             dir: self.dir,
             verdicts,

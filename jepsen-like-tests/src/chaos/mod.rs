@@ -20,6 +20,7 @@
 //! - [`checkers`]: the five checkers and the cairn key model.
 //! - [`report`], [`plot`]: `results.json`, the console summary, the PNGs.
 //! - [`planted`]: the planted-bug self-test.
+//! - [`secure`]: `--secure` runs (certificates, HTTPS + peer mTLS, auth, the admin token).
 //! - [`store`]: run directories and the machine-wide run lock; [`sha256`]: value hashes
 //!   (the `sha2` crate).
 
@@ -37,6 +38,7 @@ pub mod planted;
 pub mod plot;
 pub mod report;
 pub mod runner;
+pub mod secure;
 pub mod sha256;
 pub mod store;
 pub mod supervisor;

@@ -31,6 +31,9 @@ pub struct RunOptions {
     pub search_budget_ms: u64,
     /// How long the final phase waits for every member to apply the same index.
     pub converge_timeout_ms: u64,
+    /// SPEC §8 on: HTTPS client ports, mutual TLS between peers, auth with an admin
+    /// token every client presents ([`super::secure`]).
+    pub secure: bool,
 }
 
 impl Default for RunOptions {
@@ -53,6 +56,7 @@ impl Default for RunOptions {
             keep_data: false,
             search_budget_ms: 60_000,
             converge_timeout_ms: 45_000,
+            secure: false,
         }
     }
 }

@@ -50,9 +50,9 @@ pub fn peer_addr(id: u64) -> String {
     format!("{}:{PEER_PORT}", node_ip(id))
 }
 
-/// `http://127.0.0.(10+id):8400`
+/// `http://127.0.0.(10+id):8400` (`https://` in a `--secure` run)
 pub fn endpoint(id: u64) -> String {
-    format!("http://{}", client_addr(id))
+    format!("{}://{}", super::secure::endpoint_scheme(), client_addr(id))
 }
 
 struct Proc {
@@ -126,7 +126,8 @@ impl Supervisor {
             .arg("--client-addr")
             .arg(client_addr(id))
             .arg("--peer-addr")
-            .arg(peer_addr(id));
+            .arg(peer_addr(id))
+            .args(super::secure::node_args(id));
         for var in NODE_ENV {
             cmd.env_remove(var);
         }

@@ -36,13 +36,19 @@ const CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 async fn fill(n: &mut Nemesis) -> Result<()> {
     let client = client_for(n.cluster.endpoints());
     let value = json!("x".repeat(FILL_VALUE_BYTES));
+    // A secure run binds the actor to the token's principal: empty names it.
+    let actor = if crate::chaos::secure::is_on() {
+        ""
+    } else {
+        "chaos-fill"
+    };
     for b in 0..FILL_BATCHES {
         let ops = (0..FILL_OPS)
             .map(|i| {
                 BatchOp::Write(WriteRequest::new(
                     format!("fill/{b}/{i}"),
                     value.clone(),
-                    "chaos-fill",
+                    actor,
                 ))
             })
             .collect();

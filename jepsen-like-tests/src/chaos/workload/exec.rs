@@ -15,8 +15,13 @@ use serde_json::json;
 use crate::chaos::history::{Input, MutOut, Outcome, Output, ReadOut, Record, Recorder, Workload};
 
 /// The actor a harness mutation names: `chaos/<request_id>` of the request (the batch's
-/// for a batch op), so every event in a key's history says which operation made it.
+/// for a batch op), so every event in a key's history says which operation made it. In a
+/// `--secure` run the actor is bound to the token's principal (SPEC §8), so it is left
+/// empty and the node records the admin's name.
 fn actor(request_id: &str) -> String {
+    if crate::chaos::secure::is_on() {
+        return String::new();
+    }
     format!("chaos/{request_id}")
 }
 

@@ -31,6 +31,7 @@ use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
 
 use super::history::Recorder;
+use super::secure;
 use super::supervisor::endpoint;
 
 /// Per-attempt timeout of workload clients: short, so a cut-off leader costs little.
@@ -73,7 +74,7 @@ impl Ctx {
 
     /// A client over every node that makes exactly one attempt per call.
     pub fn one_shot_client(&self) -> Client {
-        Client::builder(self.endpoints())
+        secure::configure(Client::builder(self.endpoints()))
             .request_timeout(REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .discovery_timeout(CONNECT_TIMEOUT)
@@ -96,7 +97,7 @@ impl Ctx {
 }
 
 pub fn client_for(endpoints: Vec<String>) -> Client {
-    Client::builder(endpoints)
+    secure::configure(Client::builder(endpoints))
         .request_timeout(REQUEST_TIMEOUT)
         .connect_timeout(CONNECT_TIMEOUT)
         .discovery_timeout(CONNECT_TIMEOUT)
