@@ -1002,6 +1002,9 @@ async fn t85_05_rotation_deletion_and_revoked_grants_take_effect_at_once_everywh
         .await
         .expect("set grants");
     let changed = Instant::now();
+    // At or after the entry that changed the grants: no write may be applied above it
+    // (one proposed under the old grants is refused at apply).
+    let grants_index_bound = last_log_index(&cluster, leader).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     for writer in writers {
@@ -1031,6 +1034,14 @@ async fn t85_05_rotation_deletion_and_revoked_grants_take_effect_at_once_everywh
                 &format!("node {id}: a write after the grants changed"),
             );
         }
+        for (_, answer) in log.iter().filter(|(_, a)| a.ok()) {
+            let revision = answer.body["revision"].as_u64().expect("revision");
+            assert!(
+                revision <= grants_index_bound,
+                "node {id}: a write applied at {revision}, after the grants lost write \
+                 (log index {grants_index_bound} when set_grants returned)"
+            );
+        }
     }
     for id in cluster.ids() {
         api.read(id, Some(&new), "r/0").await.expect(
@@ -1053,7 +1064,6 @@ async fn t85_05_rotation_deletion_and_revoked_grants_take_effect_at_once_everywh
             &format!("node {id}: write, deleted principal"),
         );
     }
-    let _ = shown(&new);
 }
 
 /// Principals, grants and `acl_revision` survive a restart of every node and reach a new
@@ -1212,7 +1222,7 @@ fn digest_of(data_dir: &Path) -> String {
 /// once in `acl_revision`, each principal with its last grants, on every node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn t85_07_concurrent_principal_changes_end_consistent() {
-    let (cluster, leader, _) = auth_cluster().await;
+    let (cluster, _, _) = auth_cluster().await;
     let api = Api::new(&cluster);
     const TASKS: usize = 6;
     let mut tasks = Vec::new();
@@ -1292,7 +1302,6 @@ async fn t85_07_concurrent_principal_changes_end_consistent() {
             );
         }
     }
-    let _ = leader;
 }
 
 /// Who may call which operator endpoint: admin-only ones are 401/401/403/OK for no token,
