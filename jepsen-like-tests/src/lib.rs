@@ -26,7 +26,8 @@
 //! - [`prereq`]: what the real-process tests need (root and iptables, etcd); under CI
 //!   (`CI=true`) a missing one fails the test, elsewhere the test skips loudly.
 //!
-//! The benchmark (`cairn-jepsen bench`, cairn against etcd) lives in the binary, under
+//! The benchmark (`cairn-jepsen bench`, cairn against etcd, and `cairn-secure`: cairn
+//! with auth + TLS + peer mTLS, for the cost of SPEC §8) lives in the binary, under
 //! `src/bench/`: `mod.rs` has the command line, `run.rs` the run's phases in order (work
 //! dir, inputs, probes, clusters, preload, points, scale, outputs), each phase in its own
 //! function or file.
@@ -36,10 +37,12 @@
 //! - `tests/peer_histories.rs`: checker 1 against published verdicts; no cluster.
 //! - `tests/chaos_smoke.rs`: a short real-process chaos run with a fixed seed (printed);
 //!   `CAIRN_CHAOS_SEED=random` draws one.
+//! - `tests/chaos_secure.rs`: the same with auth and TLS on (`cairn-jepsen run --secure`,
+//!   [`chaos::secure`]), fixed seed.
 //! - `tests/chaos_planted.rs`: the planted-bug self-test.
 //! - `tests/bench_quick.rs`: `cairn-jepsen bench --quick` against cairn and etcd.
 //!
-//! The last three need root and iptables or etcd, checked through [`prereq`]. See
+//! The last four need root and iptables or etcd, checked through [`prereq`]. See
 //! `docs/chaos.md`.
 
 pub mod chaos;

@@ -2,6 +2,12 @@
 //! workers that talk to it from outside (raw HTTP, one keep-alive connection per worker
 //! and target, by default; or the public `cairn_client` library with `--cairn-driver
 //! client`).
+//!
+//! A `cairn-secure` cluster (`secure: true` in [`Cluster::start`]) is the same cluster with
+//! SPEC §8 on: certificates from `cairn-node certs`, HTTPS client ports, mutual TLS between
+//! peers, init with `auth: {admin: "bench"}` (the benchmark's actor, so mutations name
+//! their own principal), and every request of the harness and the load generator with the
+//! admin token (never printed) over TLS to that CA.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -11,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 use cairn_api::{
-    BatchOp, BatchRequest, Consistency, ForgetRequest, InitRequest, NodeSpec, ReadOptions,
-    RevokeRequest, WriteRequest,
+    BatchOp, BatchRequest, Consistency, EnableAuthRequest, ForgetRequest, InitRequest, NodeSpec,
+    ReadOptions, RevokeRequest, WriteRequest,
 };
 use cairn_client::{Client, ClientError};
 use serde::Serialize;
@@ -47,11 +53,13 @@ pub struct Node {
     pub client_addr: String,
     pub peer_addr: String,
     pub data_dir: PathBuf,
+    /// `http`, or `https` on a `cairn-secure` cluster.
+    pub scheme: &'static str,
 }
 
 impl Node {
     pub fn url(&self) -> String {
-        format!("http://{}", self.client_addr)
+        format!("{}://{}", self.scheme, self.client_addr)
     }
 
     pub fn spec(&self) -> NodeSpec {
@@ -76,6 +84,10 @@ pub struct Cluster {
     op_timeout: Duration,
     /// `--cairn-driver client`: the library client (retries off) every worker pins.
     lib: Client,
+    /// `cairn-secure`: certificates and token.
+    tls: Option<Tls>,
+    /// `cairn-secure`: what the raw driver's connections use.
+    http_secure: Option<super::http1::Secure>,
 }
 
 /// Node `id` of a cluster whose node i listens on `client_base + i` / `peer_base + i`.
@@ -86,12 +98,94 @@ pub fn node_layout(prefix: &str, work: &Path, id: u64, client_base: u16, peer_ba
         client_addr: format!("127.0.0.1:{}", client_base + id as u16),
         peer_addr: format!("127.0.0.1:{}", peer_base + id as u16),
         data_dir: work.join(format!("{prefix}-{id}")),
+        scheme: "http",
     }
+}
+
+/// The TLS material of a `cairn-secure` cluster: `cairn-node certs` output and, after
+/// init, the admin token.
+struct Tls {
+    dir: PathBuf,
+    ca_pem: Vec<u8>,
+    token: Option<String>,
+}
+
+impl Tls {
+    fn generate(bin: &Path, dir: &Path, n: u64) -> Result<Tls> {
+        let ids: Vec<String> = (1..=n).map(|id| id.to_string()).collect();
+        let out = Command::new(bin)
+            .arg("certs")
+            .arg("--out")
+            .arg(dir)
+            .arg("--nodes")
+            .arg(ids.join(","))
+            .output()
+            .map_err(|e| anyhow!("running {} certs: {e}", bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "cairn-node certs failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let ca_pem = std::fs::read(dir.join("ca.pem"))?;
+        Ok(Tls {
+            dir: dir.to_path_buf(),
+            ca_pem,
+            token: None,
+        })
+    }
+
+    fn node_args(&self, id: u64) -> Vec<PathBuf> {
+        let cert = self.dir.join(format!("node-{id}.pem"));
+        let key = self.dir.join(format!("node-{id}.key"));
+        let ca = self.dir.join("ca.pem");
+        [
+            ("--tls-cert", &cert),
+            ("--tls-key", &key),
+            ("--tls-ca", &ca),
+            ("--peer-tls-cert", &cert),
+            ("--peer-tls-key", &key),
+            ("--peer-tls-ca", &ca),
+        ]
+        .into_iter()
+        .flat_map(|(flag, path)| [PathBuf::from(flag), path.clone()])
+        .collect()
+    }
+
+    fn configure(&self, builder: cairn_client::ClientBuilder) -> cairn_client::ClientBuilder {
+        let builder = builder.ca_cert_pem(&self.ca_pem);
+        match &self.token {
+            Some(t) => builder.token(t),
+            None => builder,
+        }
+    }
+}
+
+/// (admin, lib) clients of a cluster.
+fn clients(
+    endpoints: Vec<String>,
+    tls: Option<&Tls>,
+    op_timeout: Duration,
+) -> Result<(Client, Client)> {
+    let configure = |b: cairn_client::ClientBuilder| match tls {
+        Some(tls) => tls.configure(b),
+        None => b,
+    };
+    let admin = configure(Client::builder(endpoints.clone()))
+        .request_timeout(Duration::from_secs(20))
+        .build()
+        .map_err(|e| anyhow!("cairn client: {e}"))?;
+    let lib = configure(Client::builder(endpoints))
+        .retries_max(0)
+        .request_timeout(op_timeout)
+        .build()
+        .map_err(|e| anyhow!("cairn client: {e}"))?;
+    Ok((admin, lib))
 }
 
 impl Cluster {
     /// Starts nodes 1..=n, initializes them as one cluster and waits until a write
-    /// succeeds.
+    /// succeeds. With `secure`, auth + TLS + peer mTLS (see the module doc).
     #[allow(clippy::too_many_arguments)] // one call site per cluster; a struct adds nothing
     pub async fn start(
         procs: Arc<Procs>,
@@ -102,17 +196,24 @@ impl Cluster {
         ports: (u16, u16),
         op_timeout: Duration,
         config: Option<&Path>,
+        secure: bool,
     ) -> Result<Cluster> {
+        let tls = match secure {
+            true => Some(Tls::generate(
+                bin,
+                &work.join(format!("{prefix}-certs")),
+                n,
+            )?),
+            false => None,
+        };
         let nodes: Vec<Node> = (1..=n)
-            .map(|id| node_layout(prefix, work, id, ports.0, ports.1))
+            .map(|id| Node {
+                scheme: if secure { "https" } else { "http" },
+                ..node_layout(prefix, work, id, ports.0, ports.1)
+            })
             .collect();
-        let endpoints = nodes.iter().map(Node::url).collect();
-        let nodes_for_lib = nodes.clone();
-        let admin = Client::builder(endpoints)
-            .request_timeout(Duration::from_secs(20))
-            .build()
-            .map_err(|e| anyhow!("cairn client: {e}"))?;
-        let cluster = Cluster {
+        let (admin, lib) = clients(endpoints_of(&nodes), tls.as_ref(), op_timeout)?;
+        let mut cluster = Cluster {
             procs,
             bin: bin.to_path_buf(),
             config: config.map(Path::to_path_buf),
@@ -120,11 +221,9 @@ impl Cluster {
             nodes,
             admin,
             op_timeout,
-            lib: Client::builder(endpoints_of(&nodes_for_lib))
-                .retries_max(0)
-                .request_timeout(op_timeout)
-                .build()
-                .map_err(|e| anyhow!("cairn client: {e}"))?,
+            lib,
+            tls,
+            http_secure: None,
         };
         std::fs::create_dir_all(&cluster.logs)?;
         for node in &cluster.nodes {
@@ -135,15 +234,31 @@ impl Cluster {
         }
         let init = InitRequest {
             nodes: cluster.nodes.iter().map(Node::spec).collect(),
-            auth: None,
+            auth: secure.then(|| EnableAuthRequest {
+                admin: ACTOR.to_string(),
+            }),
         };
-        cluster
+        let answer = cluster
             .admin
             .pinned(&cluster.nodes[0].url())
             .map_err(|e| anyhow!("{e}"))?
             .init(init)
             .await
             .map_err(|e| anyhow!("POST /cluster/init: {e}"))?;
+        if let Some(tls) = cluster.tls.as_mut() {
+            let token = answer
+                .auth
+                .ok_or_else(|| anyhow!("init with auth answered without the admin token"))?
+                .token;
+            cluster.http_secure =
+                Some(super::http1::Secure::new(&tls.ca_pem, &token).map_err(|e| anyhow!("{e}"))?);
+            tls.token = Some(token);
+            (cluster.admin, cluster.lib) = clients(
+                endpoints_of(&cluster.nodes),
+                cluster.tls.as_ref(),
+                op_timeout,
+            )?;
+        }
         cluster.wait_writable().await?;
         Ok(cluster)
     }
@@ -165,6 +280,9 @@ impl Cluster {
             .arg(&node.client_addr)
             .arg("--peer-addr")
             .arg(&node.peer_addr);
+        if let Some(tls) = &self.tls {
+            cmd.args(tls.node_args(node.id));
+        }
         let log = self.logs.join(format!("{}.log", node.name));
         self.procs.spawn(&node.name, cmd, &log)?;
         Ok(())
@@ -318,9 +436,10 @@ impl Cluster {
             )),
         };
         Ok(Worker {
-            leader: Http1::new(&leader.url(), self.op_timeout),
-            reader: (read_node.id != leader.id)
-                .then(|| Http1::new(&read_node.url(), self.op_timeout)),
+            leader: Http1::new(&leader.url(), self.op_timeout).secure(self.http_secure.clone()),
+            reader: (read_node.id != leader.id).then(|| {
+                Http1::new(&read_node.url(), self.op_timeout).secure(self.http_secure.clone())
+            }),
             consistency,
             max_staleness_ms,
             reestablish: true,

@@ -9,6 +9,10 @@
 //! request against a stub at the start of every run; BENCH.md has the before and after.
 //! What an agent embedding the public library pays is `--cairn-driver client`.
 //!
+//! `cairn-secure` (auth + TLS): the same connection over TLS (rustls, trusting only the
+//! cluster's CA) with `Authorization: Bearer` on every request ([`Secure`]); the handshake
+//! is paid once per connection, as any keep-alive client pays it.
+//!
 //! The node's peer transport (`raft_rpc::network::PeerConn`) drives its connections the
 //! same way; this is a separate copy on purpose: the harness judges the node from outside
 //! and shares none of its code.
@@ -23,9 +27,51 @@ use futures::FutureExt;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::TlsConnector;
 
-type Connection = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+/// A plain TCP stream or a TLS one.
+trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
+
+type Connection = http1::Connection<TokioIo<Box<dyn Io>>, Full<Bytes>>;
+
+/// TLS to the cluster's CA and the bearer token of a `cairn-secure` cluster.
+#[derive(Clone)]
+pub struct Secure {
+    connector: TlsConnector,
+    authorization: http::HeaderValue,
+}
+
+impl Secure {
+    /// Trusts only the certificates of `ca_pem`; sends `token` on every request.
+    pub fn new(ca_pem: &[u8], token: &str) -> Result<Secure, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(ca_pem) {
+            let cert = cert.map_err(|e| format!("CA PEM: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("CA certificate: {e}"))?;
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS versions: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut authorization = http::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| "the token cannot travel in a header".to_string())?;
+        authorization.set_sensitive(true);
+        Ok(Secure {
+            connector: TlsConnector::from(std::sync::Arc::new(config)),
+            authorization,
+        })
+    }
+}
 
 /// A status code and the whole body of an answer, or why there is none.
 pub type Answer = Result<(u16, Bytes), String>;
@@ -36,6 +82,7 @@ pub struct Http1 {
     authority: String,
     timeout: Duration,
     conn: Option<Conn>,
+    secure: Option<Secure>,
 }
 
 struct Conn {
@@ -46,21 +93,37 @@ struct Conn {
 }
 
 impl Http1 {
-    /// `base` is `http://host:port` (the form `Node::url` returns).
+    /// `base` is `http://host:port` or `https://host:port` (the form `Node::url`
+    /// returns); `https` needs [`Http1::secure`].
     pub fn new(base: &str, timeout: Duration) -> Http1 {
+        let authority = base
+            .strip_prefix("https://")
+            .or_else(|| base.strip_prefix("http://"))
+            .unwrap_or(base);
         Http1 {
-            authority: base.trim_start_matches("http://").to_string(),
+            authority: authority.to_string(),
             timeout,
             conn: None,
+            secure: None,
         }
+    }
+
+    /// TLS and the bearer token for every connection and request (`None`: plain).
+    pub fn secure(mut self, secure: Option<Secure>) -> Http1 {
+        self.secure = secure;
+        self
     }
 
     /// POSTs a JSON `body` to `path` and reads the whole answer, within the timeout
     /// (connecting included).
     pub async fn post_json(&mut self, path: &str, body: Vec<u8>) -> Answer {
-        let request = http::Request::post(path)
+        let mut request = http::Request::post(path)
             .header(http::header::HOST, &self.authority)
-            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::CONTENT_TYPE, "application/json");
+        if let Some(s) = &self.secure {
+            request = request.header(http::header::AUTHORIZATION, s.authorization.clone());
+        }
+        let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| format!("encode: {e}"))?;
         let reusable = self
@@ -70,7 +133,7 @@ impl Http1 {
         let exchange = async {
             let mut conn = match reusable {
                 Some(conn) => conn,
-                None => Conn::open(&self.authority).await?,
+                None => Conn::open(&self.authority, self.secure.as_ref()).await?,
             };
             let answer = conn.exchange(request).await?;
             Ok::<_, String>((answer, conn))
@@ -87,13 +150,29 @@ impl Http1 {
 }
 
 impl Conn {
-    async fn open(authority: &str) -> Result<Conn, String> {
+    async fn open(authority: &str, secure: Option<&Secure>) -> Result<Conn, String> {
         let stream = TcpStream::connect(authority)
             .await
             .map_err(|e| format!("transport: connecting to {authority}: {e}"))?;
         stream
             .set_nodelay(true)
             .map_err(|e| format!("transport: {e}"))?;
+        let stream: Box<dyn Io> = match secure {
+            None => Box::new(stream),
+            Some(s) => {
+                let host = authority
+                    .rsplit_once(':')
+                    .map_or(authority, |(host, _)| host);
+                let name = ServerName::try_from(host.to_string())
+                    .map_err(|e| format!("transport: server name {host}: {e}"))?;
+                let tls = s
+                    .connector
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| format!("transport: TLS to {authority}: {e}"))?;
+                Box::new(tls)
+            }
+        };
         let (sender, connection) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("transport: {e}"))?;

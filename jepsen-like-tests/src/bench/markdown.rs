@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::report::{utc, Results, Row};
-use super::tables::{bytes_label, efficiency_table, summary_table};
+use super::tables::{bytes_label, efficiency_table, secure_cost_table, summary_table};
 
 const NOTES_BEGIN: &str = "<!-- notes:begin -->";
 const NOTES_END: &str = "<!-- notes:end -->";
@@ -129,6 +129,12 @@ fn setup_systems(s: &mut String, res: &Results) {
             "the public `cairn_client` library, one pinned client per node, retries off"
         }
     );
+    if res.rows.iter().any(|r| r.system == "cairn-secure") {
+        let _ = writeln!(
+            s,
+            "- **cairn-secure:** the same binary and settings as cairn on ports 7631-7633 / 7731-7733, with auth and TLS on (SPEC §8): certificates from `cairn-node certs`, HTTPS client ports (`--tls-cert/--tls-key`), mutual TLS between peers (`--peer-tls-*`), init with `auth: {{admin: \"bench\"}}`; the load generator presents the admin token on every request over keep-alive TLS connections (rustls, the handshake once per connection). Not in the plots."
+        );
+    }
     let _ = writeln!(
         s,
         "- **etcd:** {} × 3 members (Debian `etcd-server`, default durability: WAL fdatasync per commit; default settings except `--quota-backend-bytes` 8 GiB instead of 2 GiB, which the 64 KiB write points would otherwise exhaust, as etcd does not compact its MVCC history by default), loopback; native gRPC API via `etcd-client`, up to {} connections per member; writes and linearizable reads at the leader.",
@@ -190,6 +196,12 @@ fn results(s: &mut String, res: &Results) {
         "Ratios are cairn ÷ etcd: above 1× cairn has more throughput, or a higher (worse) p99.\n"
     );
     s.push_str(&summary_table(res));
+    let secure = secure_cost_table(res);
+    if !secure.is_empty() {
+        let _ = writeln!(s, "\n### The cost of auth + TLS (cairn-secure ÷ cairn)\n");
+        let _ = writeln!(s, "`cairn-secure`: the same binary with SPEC §8 on (bearer token on every request, HTTPS client ports with the raw driver's keep-alive TLS connections, mutual TLS between peers), measured in the same run. Below 1× throughput, above 1× CPU per op, is what auth + TLS cost.\n");
+        s.push_str(&secure);
+    }
     let _ = writeln!(s, "\n### Where the CPU went\n");
     let _ = writeln!(s, "`server cores`: CPU of the system's 3 processes during the point; `other load`: CPU used by anything else on the machine (other jobs sharing it) — high values mean a noisy point.\n");
     s.push_str(&efficiency_table(res));

@@ -51,6 +51,7 @@ use report::Results;
 const CAIRN_PORTS: (u16, u16) = (7600, 7700);
 const ETCD_PORTS: (u16, u16) = (7610, 7710);
 const SCALE_PORTS: (u16, u16) = (7620, 7720);
+const CAIRN_SECURE_PORTS: (u16, u16) = (7630, 7730);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Quiet gap between points (lets connections of the previous point close).
 const POINT_GAP: Duration = Duration::from_millis(300);
@@ -95,7 +96,7 @@ pub struct BenchArgs {
     /// Subset of: write, read-linearizable, read-bounded, mixed.
     #[arg(long, value_delimiter = ',')]
     workloads: Option<Vec<String>>,
-    /// Subset of: cairn, etcd.
+    /// Subset of: cairn, cairn-secure (auth + HTTPS + peer mTLS, SPEC §8), etcd.
     #[arg(long, value_delimiter = ',', default_value = "cairn,etcd")]
     systems: Vec<String>,
     /// Measured seconds per point (default 2 with --quick, else 12).
@@ -162,6 +163,8 @@ pub fn main(args: BenchArgs) -> Result<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum System {
     Cairn,
+    /// cairn with auth, HTTPS client ports and mutual TLS between peers (SPEC §8).
+    CairnSecure,
     Etcd,
 }
 
@@ -169,6 +172,7 @@ impl System {
     fn name(self) -> &'static str {
         match self {
             System::Cairn => "cairn",
+            System::CairnSecure => "cairn-secure",
             System::Etcd => "etcd",
         }
     }

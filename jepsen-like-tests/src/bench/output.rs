@@ -109,6 +109,10 @@ pub(super) fn write_outputs(args: &BenchArgs, results: &Results, write_json: boo
         mode_dir.display()
     );
     println!("{}", tables::summary_table(results));
+    let secure = tables::secure_cost_table(results);
+    if !secure.is_empty() {
+        println!("auth + TLS cost (cairn-secure ÷ cairn):\n{secure}");
+    }
     Ok(())
 }
 

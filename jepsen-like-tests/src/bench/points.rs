@@ -46,6 +46,7 @@ pub(super) async fn run_all(
     let ctx = Ctx {
         procs,
         cairn: clusters.cairn.as_ref(),
+        cairn_secure: clusters.cairn_secure.as_ref(),
         etcd: clusters.etcd.as_ref(),
         driver,
     };
@@ -94,12 +95,14 @@ fn print_row(row: &Row, done: usize, total: usize) {
 struct Ctx<'a> {
     procs: &'a Arc<Procs>,
     cairn: Option<&'a cairn::Cluster>,
+    cairn_secure: Option<&'a cairn::Cluster>,
     etcd: Option<&'a etcd::Cluster>,
     driver: cairn::DriverKind,
 }
 
 enum LeaderRef {
-    Cairn(cairn::Node),
+    /// The leader of the cairn cluster of this system (plain or secure).
+    Cairn(System, cairn::Node),
     Etcd(usize),
 }
 
@@ -116,7 +119,7 @@ impl Ctx<'_> {
         let after = cpu_snap(self.procs);
         let metrics_after = self.leader_metrics(&leader).await;
         let counters = match leader {
-            LeaderRef::Cairn(_) => CAIRN_COUNTERS,
+            LeaderRef::Cairn(..) => CAIRN_COUNTERS,
             LeaderRef::Etcd(_) => ETCD_COUNTERS,
         };
         Ok(Row::new(
@@ -136,8 +139,8 @@ impl Ctx<'_> {
         spec: PointSpec,
     ) -> Result<(Vec<workload::Worker>, LeaderRef)> {
         match system {
-            System::Cairn => {
-                let c = self.cairn.context("cairn not started")?;
+            System::Cairn | System::CairnSecure => {
+                let c = self.cairn_of(system)?;
                 let leader = c.leader().await?;
                 let workers = (0..spec.clients)
                     .map(|i| {
@@ -145,7 +148,7 @@ impl Ctx<'_> {
                             .map(workload::Worker::Cairn)
                     })
                     .collect::<Result<Vec<_>>>()?;
-                Ok((workers, LeaderRef::Cairn(leader)))
+                Ok((workers, LeaderRef::Cairn(system, leader)))
             }
             System::Etcd => {
                 let e = self.etcd.context("etcd not started")?;
@@ -160,15 +163,20 @@ impl Ctx<'_> {
         }
     }
 
+    fn cairn_of(&self, system: System) -> Result<&cairn::Cluster> {
+        match system {
+            System::CairnSecure => self.cairn_secure.context("cairn-secure not started"),
+            _ => self.cairn.context("cairn not started"),
+        }
+    }
+
     /// The leader's Prometheus metrics; empty when they cannot be read.
     async fn leader_metrics(&self, leader: &LeaderRef) -> std::collections::BTreeMap<String, f64> {
         match leader {
-            LeaderRef::Cairn(node) => self
-                .cairn
-                .expect("cairn")
-                .metrics(node)
-                .await
-                .unwrap_or_default(),
+            LeaderRef::Cairn(system, node) => match self.cairn_of(*system) {
+                Ok(c) => c.metrics(node).await.unwrap_or_default(),
+                Err(_) => Default::default(),
+            },
             LeaderRef::Etcd(i) => self
                 .etcd
                 .expect("etcd")
@@ -185,10 +193,10 @@ fn note(system: System, workload: Workload) -> &'static str {
         (System::Etcd, Workload::ReadBounded) => {
             "etcd serializable reads on all members: NO staleness bound"
         }
-        (System::Cairn, Workload::ReadBounded) => {
+        (System::Cairn | System::CairnSecure, Workload::ReadBounded) => {
             "cairn bounded reads (max_staleness_ms 1000) on all nodes"
         }
-        (System::Cairn, Workload::Mixed) => {
+        (System::Cairn | System::CairnSecure, Workload::Mixed) => {
             "70% linearizable read, 20% write, 5% forget, 5% revoke"
         }
         (System::Etcd, Workload::Mixed) => "70% linearizable get, 20% put, 10% delete",

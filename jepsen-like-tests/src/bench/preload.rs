@@ -24,12 +24,14 @@ const PRELOAD_OP_OVERHEAD_BYTES: u64 = 128;
 pub(super) async fn run(
     args: &BenchArgs,
     cairn: Option<&cairn::Cluster>,
+    cairn_secure: Option<&cairn::Cluster>,
     etcd: Option<&etcd::Cluster>,
 ) -> Result<Vec<PreloadRow>> {
     let mut preload = Vec::new();
     let cairn_ops = preload_ops(CAIRN_BATCH_OPS, args.value_bytes);
     let etcd_ops = preload_ops(ETCD_TXN_OPS, args.value_bytes);
-    if let Some(c) = cairn {
+    for (name, c) in [("cairn", cairn), ("cairn-secure", cairn_secure)] {
+        let Some(c) = c else { continue };
         let t = Instant::now();
         let rate = c
             .load(
@@ -39,7 +41,7 @@ pub(super) async fn run(
                 PRELOAD_CONCURRENCY,
             )
             .await?;
-        preload.push(row("cairn", args.keys, cairn_ops, t, rate));
+        preload.push(row(name, args.keys, cairn_ops, t, rate));
     }
     if let Some(e) = etcd {
         let t = Instant::now();

@@ -15,7 +15,9 @@ use super::procs::{self, Procs, Teardown};
 use super::scale::{self, ScaleResults};
 use super::workload::Workload;
 use super::{cairn, etcd, points, preload, usage};
-use super::{BenchArgs, System, CAIRN_PORTS, ETCD_PORTS, OP_TIMEOUT, SCALE_PORTS};
+use super::{
+    BenchArgs, System, CAIRN_PORTS, CAIRN_SECURE_PORTS, ETCD_PORTS, OP_TIMEOUT, SCALE_PORTS,
+};
 
 pub(super) struct Plan {
     pub mode: &'static str,
@@ -38,6 +40,7 @@ fn plan(args: &BenchArgs) -> Result<Plan> {
         .iter()
         .map(|s| match s.as_str() {
             "cairn" => Ok(System::Cairn),
+            "cairn-secure" => Ok(System::CairnSecure),
             "etcd" => Ok(System::Etcd),
             other => bail!("unknown system {other}"),
         })
@@ -112,9 +115,20 @@ async fn measure(
     let inputs = copy_inputs(args, work)?;
     let start = probe_start(args, work).await?;
     let clusters = start_clusters(args, plan, procs, &inputs, work).await?;
-    let preload = preload::run(args, clusters.cairn.as_ref(), clusters.etcd.as_ref()).await?;
+    let preload = preload::run(
+        args,
+        clusters.cairn.as_ref(),
+        clusters.cairn_secure.as_ref(),
+        clusters.etcd.as_ref(),
+    )
+    .await?;
     let rows = points::run_all(args, plan, procs, &clusters).await?;
-    let resources = usage::resources(procs, clusters.cairn.as_ref(), clusters.etcd.as_ref());
+    let resources = usage::resources(
+        procs,
+        clusters.cairn.as_ref(),
+        clusters.cairn_secure.as_ref(),
+        clusters.etcd.as_ref(),
+    );
     let etcd_version = clusters.etcd_version();
     stop_clusters(procs).await?;
     let scale = run_scale(args, procs, &inputs, work).await?;
@@ -188,6 +202,8 @@ fn which(bin: &Path) -> Result<PathBuf> {
 /// The comparison clusters; a system left out of `--systems` is `None`.
 pub(super) struct Clusters {
     pub cairn: Option<cairn::Cluster>,
+    /// `cairn-secure`: the same node binary with auth + HTTPS + peer mTLS.
+    pub cairn_secure: Option<cairn::Cluster>,
     pub etcd: Option<etcd::Cluster>,
 }
 
@@ -220,6 +236,28 @@ async fn start_clusters(
                 CAIRN_PORTS,
                 OP_TIMEOUT,
                 inputs.cairn_config.as_deref(),
+                false,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let cairn_secure = if has(System::CairnSecure) {
+        println!(
+            "bench: starting 3 cairn-secure nodes (auth, HTTPS 127.0.0.1:7631-7633, peer mTLS 7731-7733)"
+        );
+        Some(
+            cairn::Cluster::start(
+                procs.clone(),
+                &inputs.node_bin,
+                work,
+                "cairn-secure",
+                3,
+                CAIRN_SECURE_PORTS,
+                OP_TIMEOUT,
+                inputs.cairn_config.as_deref(),
+                true,
             )
             .await?,
         )
@@ -243,7 +281,11 @@ async fn start_clusters(
     } else {
         None
     };
-    Ok(Clusters { cairn, etcd })
+    Ok(Clusters {
+        cairn,
+        cairn_secure,
+        etcd,
+    })
 }
 
 /// The comparison clusters are done: stop them before the scale part and the final

@@ -98,6 +98,7 @@ pub async fn run(
         ports,
         op_timeout,
         config,
+        false,
     )
     .await?;
     let mut out = ScaleResults {

@@ -56,10 +56,46 @@ pub fn summary_table(res: &Results) -> String {
     s
 }
 
+/// The cost of auth + TLS (SPEC §8): `cairn-secure` beside `cairn` per point, measured in
+/// the same run; empty unless both ran. Ratios are secure ÷ plain (throughput below 1× and
+/// CPU per op above 1× are the cost).
+pub fn secure_cost_table(res: &Results) -> String {
+    let both = |system: &str| res.rows.iter().any(|r| r.system == system);
+    if !both("cairn") || !both("cairn-secure") {
+        return String::new();
+    }
+    let mut s = String::new();
+    s.push_str("| workload | clients | value | cairn ops/s | cairn-secure ops/s | ops/s secure÷plain | cairn p50 ms | secure p50 ms | cairn p99 ms | secure p99 ms | cairn server CPU µs/op | secure server CPU µs/op | CPU/op secure÷plain |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (w, c, vb) in res.points() {
+        let a = res.find("cairn", &w, c, vb);
+        let b = res.find("cairn-secure", &w, c, vb);
+        let _ = writeln!(
+            s,
+            "| {w} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            bytes_label(vb),
+            num(a.map(|r| r.ops_per_s), 0),
+            num(b.map(|r| r.ops_per_s), 0),
+            ratio(b.map(|r| r.ops_per_s), a.map(|r| r.ops_per_s)),
+            num(a.map(|r| r.p50_ms), 2),
+            num(b.map(|r| r.p50_ms), 2),
+            num(a.map(|r| r.p99_ms), 2),
+            num(b.map(|r| r.p99_ms), 2),
+            num(a.map(|r| r.server_cpu_us_per_op), 0),
+            num(b.map(|r| r.server_cpu_us_per_op), 0),
+            ratio(
+                b.map(|r| r.server_cpu_us_per_op),
+                a.map(|r| r.server_cpu_us_per_op)
+            ),
+        );
+    }
+    s
+}
+
 /// What the leader's counters say about batching (cairn: mutations per log entry, reads per
 /// ReadIndex round; etcd: proposals per WAL fsync).
 fn counters_text(r: &Row) -> String {
-    if r.system == "cairn" {
+    if r.system.starts_with("cairn") {
         cairn_counters(&r.server_metrics)
     } else {
         etcd_counters(&r.server_metrics)

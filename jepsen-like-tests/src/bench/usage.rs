@@ -32,13 +32,21 @@ pub(super) fn cpu_snap(procs: &Procs) -> CpuSnap {
     }
 }
 
+/// Whether process `name` (`{system}-{id}`) is one of `system`'s: `cairn-secure-1` is
+/// not `cairn`'s.
+fn is_process_of(name: &str, system: &str) -> bool {
+    name.strip_prefix(system)
+        .and_then(|rest| rest.strip_prefix('-'))
+        .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
+}
+
 pub(super) fn cpu_usage(system: &str, a: &CpuSnap, b: &CpuSnap) -> CpuUsage {
     let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
     let mut by_process = BTreeMap::new();
     let (mut server, mut idle_system) = (0.0, 0.0);
     for (name, after) in &b.children {
         let used = after - a.children.get(name).copied().unwrap_or(*after);
-        if name.starts_with(system) {
+        if is_process_of(name, system) {
             server += used;
             by_process.insert(name.clone(), used / wall);
         } else {
@@ -104,13 +112,15 @@ pub(super) fn deltas(
 pub(super) fn resources(
     procs: &Arc<Procs>,
     cairn: Option<&cairn::Cluster>,
+    cairn_secure: Option<&cairn::Cluster>,
     etcd: Option<&etcd::Cluster>,
 ) -> Vec<ResourceRow> {
     let mut resources = Vec::new();
-    if let Some(c) = cairn {
+    for (system, c) in [("cairn", cairn), ("cairn-secure", cairn_secure)] {
+        let Some(c) = c else { continue };
         for n in &c.nodes {
             resources.push(resource_row(
-                "cairn",
+                system,
                 &n.name,
                 procs.pid(&n.name),
                 &n.data_dir,
@@ -136,5 +146,21 @@ fn resource_row(system: &str, name: &str, pid: Option<u32>, data_dir: &Path) -> 
         process: name.into(),
         rss_mib: pid.and_then(sysinfo::rss_mib).unwrap_or(0.0),
         data_dir_mib: sysinfo::disk_usage_bytes(data_dir) as f64 / (1 << 20) as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_process_of;
+
+    #[test]
+    fn a_system_owns_its_numbered_processes_only() {
+        assert!(is_process_of("cairn-1", "cairn"));
+        assert!(is_process_of("cairn-secure-3", "cairn-secure"));
+        assert!(is_process_of("etcd-2", "etcd"));
+        assert!(!is_process_of("cairn-secure-1", "cairn"));
+        assert!(!is_process_of("cairn-1", "cairn-secure"));
+        assert!(!is_process_of("cairn-", "cairn"));
+        assert!(!is_process_of("scale-1", "cairn"));
     }
 }
