@@ -25,7 +25,13 @@ use crate::consensus::access::propose;
 type Result<T> = std::result::Result<T, ApiError>;
 
 /// Proposes `change` and waits for its verdict on this node (the leader).
+///
+/// The change is first applied to a copy of the leader's applied state: one that state
+/// refuses (auth already on, a name taken, the last admin) is answered without touching
+/// the log. The state machine still judges it at apply, for a change that raced another.
 async fn apply(app: &App, change: AccessChange) -> Result<u64> {
+    let mut dry_run = (*app.view.access()).clone();
+    cairn_access::change::apply(&mut dry_run, &change, 0).map_err(ApiError::from)?;
     let subject = change.subject().to_string();
     let verdict = propose(&app.raft, change, app.config.dedup_retention_ms)
         .await
