@@ -8,6 +8,10 @@
 //! peers, init with `auth: {admin: "bench"}` (the benchmark's actor, so mutations name
 //! their own principal), and every request of the harness and the load generator with the
 //! admin token (never printed) over TLS to that CA.
+//!
+//! Diagnostic split of that cost: `CAIRN_BENCH_SECURE_PARTS=tls` (TLS and peer mTLS, no
+//! auth) or `=auth` (auth over plain HTTP, peers plain) changes what `cairn-secure` turns
+//! on; unset or `tls,auth` is the whole of SPEC §8.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -102,16 +106,38 @@ pub fn node_layout(prefix: &str, work: &Path, id: u64, client_base: u16, peer_ba
     }
 }
 
-/// The TLS material of a `cairn-secure` cluster: `cairn-node certs` output and, after
-/// init, the admin token.
+/// What a `cairn-secure` cluster turns on: certificates (`cairn-node certs` output) for
+/// TLS, auth, and after init the admin token.
 struct Tls {
     dir: PathBuf,
-    ca_pem: Vec<u8>,
+    /// `None`: no TLS (the `auth` part alone).
+    ca_pem: Option<Vec<u8>>,
+    auth: bool,
     token: Option<String>,
+}
+
+/// (TLS, auth) of `cairn-secure`, from `CAIRN_BENCH_SECURE_PARTS` (default both).
+fn secure_parts() -> (bool, bool) {
+    match std::env::var("CAIRN_BENCH_SECURE_PARTS") {
+        Ok(parts) if !parts.trim().is_empty() => {
+            let has = |p: &str| parts.split(',').any(|x| x.trim() == p);
+            (has("tls"), has("auth"))
+        }
+        _ => (true, true),
+    }
 }
 
 impl Tls {
     fn generate(bin: &Path, dir: &Path, n: u64) -> Result<Tls> {
+        let (tls, auth) = secure_parts();
+        if !tls {
+            return Ok(Tls {
+                dir: dir.to_path_buf(),
+                ca_pem: None,
+                auth,
+                token: None,
+            });
+        }
         let ids: Vec<String> = (1..=n).map(|id| id.to_string()).collect();
         let out = Command::new(bin)
             .arg("certs")
@@ -130,12 +156,24 @@ impl Tls {
         let ca_pem = std::fs::read(dir.join("ca.pem"))?;
         Ok(Tls {
             dir: dir.to_path_buf(),
-            ca_pem,
+            ca_pem: Some(ca_pem),
+            auth,
             token: None,
         })
     }
 
+    fn scheme(&self) -> &'static str {
+        if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
     fn node_args(&self, id: u64) -> Vec<PathBuf> {
+        if self.ca_pem.is_none() {
+            return Vec::new();
+        }
         let cert = self.dir.join(format!("node-{id}.pem"));
         let key = self.dir.join(format!("node-{id}.key"));
         let ca = self.dir.join("ca.pem");
@@ -153,7 +191,10 @@ impl Tls {
     }
 
     fn configure(&self, builder: cairn_client::ClientBuilder) -> cairn_client::ClientBuilder {
-        let builder = builder.ca_cert_pem(&self.ca_pem);
+        let builder = match &self.ca_pem {
+            Some(ca) => builder.ca_cert_pem(ca),
+            None => builder,
+        };
         match &self.token {
             Some(t) => builder.token(t),
             None => builder,
@@ -208,7 +249,7 @@ impl Cluster {
         };
         let nodes: Vec<Node> = (1..=n)
             .map(|id| Node {
-                scheme: if secure { "https" } else { "http" },
+                scheme: tls.as_ref().map_or("http", Tls::scheme),
                 ..node_layout(prefix, work, id, ports.0, ports.1)
             })
             .collect();
@@ -234,9 +275,13 @@ impl Cluster {
         }
         let init = InitRequest {
             nodes: cluster.nodes.iter().map(Node::spec).collect(),
-            auth: secure.then(|| EnableAuthRequest {
-                admin: ACTOR.to_string(),
-            }),
+            auth: cluster
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.auth)
+                .then(|| EnableAuthRequest {
+                    admin: ACTOR.to_string(),
+                }),
         };
         let answer = cluster
             .admin
@@ -246,13 +291,17 @@ impl Cluster {
             .await
             .map_err(|e| anyhow!("POST /cluster/init: {e}"))?;
         if let Some(tls) = cluster.tls.as_mut() {
-            let token = answer
-                .auth
-                .ok_or_else(|| anyhow!("init with auth answered without the admin token"))?
-                .token;
-            cluster.http_secure =
-                Some(super::http1::Secure::new(&tls.ca_pem, &token).map_err(|e| anyhow!("{e}"))?);
-            tls.token = Some(token);
+            if tls.auth {
+                let token = answer
+                    .auth
+                    .ok_or_else(|| anyhow!("init with auth answered without the admin token"))?
+                    .token;
+                tls.token = Some(token);
+            }
+            cluster.http_secure = Some(
+                super::http1::Secure::new(tls.ca_pem.as_deref(), tls.token.as_deref())
+                    .map_err(|e| anyhow!("{e}"))?,
+            );
             (cluster.admin, cluster.lib) = clients(
                 endpoints_of(&cluster.nodes),
                 cluster.tls.as_ref(),

@@ -40,16 +40,34 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 type Connection = http1::Connection<TokioIo<Box<dyn Io>>, Full<Bytes>>;
 
-/// TLS to the cluster's CA and the bearer token of a `cairn-secure` cluster.
+/// TLS to the cluster's CA and the bearer token of a `cairn-secure` cluster (either may be
+/// off in the diagnostic split, `CAIRN_BENCH_SECURE_PARTS`).
 #[derive(Clone)]
 pub struct Secure {
-    connector: TlsConnector,
-    authorization: http::HeaderValue,
+    connector: Option<TlsConnector>,
+    authorization: Option<http::HeaderValue>,
 }
 
 impl Secure {
-    /// Trusts only the certificates of `ca_pem`; sends `token` on every request.
-    pub fn new(ca_pem: &[u8], token: &str) -> Result<Secure, String> {
+    /// TLS trusting only the certificates of `ca_pem` (if given); `token` (if given) on
+    /// every request.
+    pub fn new(ca_pem: Option<&[u8]>, token: Option<&str>) -> Result<Secure, String> {
+        let connector = ca_pem.map(Self::connector).transpose()?;
+        let authorization = token
+            .map(|token| {
+                let mut v = http::HeaderValue::from_str(&format!("Bearer {token}"))
+                    .map_err(|_| "the token cannot travel in a header".to_string())?;
+                v.set_sensitive(true);
+                Ok::<_, String>(v)
+            })
+            .transpose()?;
+        Ok(Secure {
+            connector,
+            authorization,
+        })
+    }
+
+    fn connector(ca_pem: &[u8]) -> Result<TlsConnector, String> {
         let mut roots = rustls::RootCertStore::empty();
         for cert in CertificateDer::pem_slice_iter(ca_pem) {
             let cert = cert.map_err(|e| format!("CA PEM: {e}"))?;
@@ -63,13 +81,7 @@ impl Secure {
             .map_err(|e| format!("TLS versions: {e}"))?
             .with_root_certificates(roots)
             .with_no_client_auth();
-        let mut authorization = http::HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| "the token cannot travel in a header".to_string())?;
-        authorization.set_sensitive(true);
-        Ok(Secure {
-            connector: TlsConnector::from(std::sync::Arc::new(config)),
-            authorization,
-        })
+        Ok(TlsConnector::from(std::sync::Arc::new(config)))
     }
 }
 
@@ -120,8 +132,8 @@ impl Http1 {
         let mut request = http::Request::post(path)
             .header(http::header::HOST, &self.authority)
             .header(http::header::CONTENT_TYPE, "application/json");
-        if let Some(s) = &self.secure {
-            request = request.header(http::header::AUTHORIZATION, s.authorization.clone());
+        if let Some(auth) = self.secure.as_ref().and_then(|s| s.authorization.as_ref()) {
+            request = request.header(http::header::AUTHORIZATION, auth.clone());
         }
         let request = request
             .body(Full::new(Bytes::from(body)))
@@ -157,16 +169,15 @@ impl Conn {
         stream
             .set_nodelay(true)
             .map_err(|e| format!("transport: {e}"))?;
-        let stream: Box<dyn Io> = match secure {
+        let stream: Box<dyn Io> = match secure.and_then(|s| s.connector.as_ref()) {
             None => Box::new(stream),
-            Some(s) => {
+            Some(connector) => {
                 let host = authority
                     .rsplit_once(':')
                     .map_or(authority, |(host, _)| host);
                 let name = ServerName::try_from(host.to_string())
                     .map_err(|e| format!("transport: server name {host}: {e}"))?;
-                let tls = s
-                    .connector
+                let tls = connector
                     .connect(name, stream)
                     .await
                     .map_err(|e| format!("transport: TLS to {authority}: {e}"))?;
