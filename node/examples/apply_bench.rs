@@ -6,8 +6,12 @@
 //! keys, a fresh `request_id` each, as the client library sends) and prints the time per
 //! mutation. One thread, no Raft, no HTTP: what it measures is the apply alone.
 //!
+//! Build it with the workspace (a `-p cairn-node` build resolves other features and
+//! recompiles RocksDB):
+//!
 //! ```text
-//! cargo run --example apply_bench -p cairn-node -- --keys 100000 --entries 4000 --per-entry 64
+//! cargo build --workspace --examples
+//! ~/.cache/cairn/target/debug/examples/apply_bench --keys 100000 --entries 4000 --per-entry 64
 //! ```
 
 use std::time::Instant;
