@@ -62,13 +62,32 @@ pub fn allows(grants: &[GrantRecord], permission: Permission, key: &str) -> bool
     grants.iter().any(|g| g.covers(permission, key))
 }
 
-/// Whether any grant with `permission` could cover some key under `prefix`: a list or
-/// watch of `prefix` may then return keys (each still filtered by [`allows`]).
-pub fn may_see_under(grants: &[GrantRecord], permission: Permission, prefix: &str) -> bool {
-    grants.iter().any(|g| {
-        g.permissions.contains(permission)
-            && (g.prefix.starts_with(prefix) || prefix.starts_with(&g.prefix))
-    })
+/// The key ranges (prefixes) under `prefix` in which `grants` allow `read`, so that a
+/// scan of exactly these sees exactly the readable keys under `prefix`: `prefix` itself
+/// when one grant covers all of it, else each read grant's prefix that lies under it.
+/// Sorted, and none is a prefix of another, so scanning them one after another visits
+/// keys in key order and never twice.
+pub fn readable_ranges(grants: &[GrantRecord], prefix: &str) -> Vec<String> {
+    let mut ranges: Vec<&str> = Vec::new();
+    for grant in grants
+        .iter()
+        .filter(|g| g.permissions.contains(Permission::Read))
+    {
+        if prefix.starts_with(&grant.prefix) {
+            return vec![prefix.to_string()];
+        }
+        if grant.prefix.starts_with(prefix) {
+            ranges.push(&grant.prefix);
+        }
+    }
+    ranges.sort_unstable();
+    let mut outer: Vec<String> = Vec::new();
+    for range in ranges {
+        if !outer.last().is_some_and(|o| range.starts_with(o.as_str())) {
+            outer.push(range.to_string());
+        }
+    }
+    outer
 }
 
 #[cfg(test)]
@@ -114,11 +133,20 @@ mod tests {
     }
 
     #[test]
-    fn listing_a_prefix_is_possible_when_a_grant_overlaps_it() {
-        let grants = [grant("facts/", &[Permission::Read])];
-        assert!(may_see_under(&grants, Permission::Read, ""));
-        assert!(may_see_under(&grants, Permission::Read, "facts/a"));
-        assert!(!may_see_under(&grants, Permission::Read, "notes/"));
-        assert!(!may_see_under(&grants, Permission::Write, "facts/"));
+    fn readable_ranges_cover_exactly_the_readable_keys_in_key_order() {
+        let grants = [
+            grant("notes/b/", &[Permission::Read]),
+            grant("notes/a/", &[Permission::Read]),
+            grant("notes/a/x/", &[Permission::Read]),
+            grant("notes/c/", &[Permission::Write]),
+            grant("facts/", &[Permission::Read]),
+        ];
+        assert_eq!(readable_ranges(&grants, "notes/"), ["notes/a/", "notes/b/"]);
+        assert_eq!(readable_ranges(&grants, "facts/x"), ["facts/x"]);
+        assert!(readable_ranges(&grants, "other/").is_empty());
+        assert_eq!(
+            readable_ranges(&grants, ""),
+            ["facts/", "notes/a/", "notes/b/"]
+        );
     }
 }

@@ -73,10 +73,11 @@ pub fn execute<S: SlotSource>(
             return Ok((replay(cmd, id, record), Vec::new()));
         }
     }
-    let (response, mut effects) = match permitted(&cmd.mutations, permit).map_or_else(
-        || apply_all(&cmd.mutations, src, ctx),
-        |denied| Ok(Err(denied)),
-    )? {
+    let outcome = match permitted(&cmd.mutations, permit) {
+        Some(denied) => Err(denied),
+        None => apply_all(&cmd.mutations, src, ctx)?,
+    };
+    let (response, mut effects) = match outcome {
         Ok(changes) => {
             let results = changes.iter().map(|c| c.result.clone()).collect();
             let response = CommandResponse::Applied {
@@ -159,7 +160,6 @@ fn replay(cmd: &Command, id: &str, record: DedupRecord) -> CommandResponse {
 /// rejected one.
 type Outcome = Result<Vec<Change>, (usize, OpError)>;
 
-/// Applies `mutations` in order, each seeing the slots the earlier ones produced.
 /// The first mutation `permit` refuses, with its index.
 fn permitted(mutations: &[Mutation], permit: &dyn Permit) -> Option<(usize, OpError)> {
     mutations
@@ -168,6 +168,7 @@ fn permitted(mutations: &[Mutation], permit: &dyn Permit) -> Option<(usize, OpEr
         .find_map(|(i, m)| permit.check(&m.op).err().map(|e| (i, e)))
 }
 
+/// Applies `mutations` in order, each seeing the slots the earlier ones produced.
 fn apply_all<S: SlotSource>(
     mutations: &[Mutation],
     src: &S,

@@ -150,18 +150,13 @@ async fn enable_through_leader(app: &App, admin: &str) -> Result<AuthEnabled> {
         return serde_json::from_slice(&bytes).map_err(ApiError::internal);
     }
     let body: ErrorBody = serde_json::from_slice(&bytes).map_err(ApiError::internal)?;
-    let mut error = ApiError::new(body.error.code, body.error.message);
-    error.details = body.error.details;
-    Err(error)
+    Err(body.into())
 }
 
 /// The caller must hold `admin` (SPEC §8: membership and compaction are admin's), by
 /// this node's applied grants.
 fn require_admin(app: &App, headers: &HeaderMap) -> Result<()> {
-    auth::caller(app, headers)
-        .map_err(|e| auth::refused(app, e.into_error()))?
-        .require_admin()
-        .map_err(|e| auth::refused(app, e))
+    auth::caller(app, headers)?.require_admin()
 }
 
 pub async fn join(
@@ -356,7 +351,7 @@ pub async fn status(
     State(app): State<SharedApp>,
     headers: HeaderMap,
 ) -> Result<Json<ClusterStatus>> {
-    auth::caller(&app, &headers).map_err(|e| auth::refused(&app, e.into_error()))?;
+    auth::caller(&app, &headers)?;
     Ok(Json(status_of(&app)?))
 }
 

@@ -69,6 +69,17 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// An error answer read back (a relayed request's), as the same error.
+impl From<ErrorBody> for ApiError {
+    fn from(body: ErrorBody) -> Self {
+        ApiError {
+            code: body.error.code,
+            message: body.error.message,
+            details: body.error.details,
+        }
+    }
+}
+
 impl From<OpError> for ApiError {
     fn from(e: OpError) -> Self {
         let details = match serde_json::from_str::<Value>(&e.details_json) {

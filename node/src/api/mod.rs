@@ -20,6 +20,8 @@ pub mod watch;
 
 use std::sync::Arc;
 
+use axum::extract::State;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use cairn_config::NodeConfig;
@@ -95,15 +97,42 @@ pub fn role_name(state: ServerState) -> &'static str {
     }
 }
 
+/// Counts every 401 and 403 this node answers in `cairn_auth_refused_total`, whichever
+/// check refused it (one place, so no refusal path can forget to count).
+async fn count_refusals(State(app): State<SharedApp>, response: Response) -> Response {
+    if matches!(response.status().as_u16(), 401 | 403) {
+        Metrics::inc(&app.metrics.auth_refused);
+    }
+    response
+}
+
 pub fn router(app: SharedApp) -> Router {
     let body_max = body::body_bytes_max(&app.config.limits);
     Router::new()
-        .route("/v1/write", post(mutations::write))
-        .route("/v1/forget", post(mutations::forget))
-        .route("/v1/revoke", post(mutations::revoke))
-        .route("/v1/reinstate", post(mutations::reinstate))
-        .route("/v1/flag-stale", post(mutations::flag_stale))
-        .route("/v1/supersede", post(mutations::supersede))
+        .route(
+            "/v1/write",
+            post(mutations::single::<cairn_api::WriteRequest>),
+        )
+        .route(
+            "/v1/forget",
+            post(mutations::single::<cairn_api::ForgetRequest>),
+        )
+        .route(
+            "/v1/revoke",
+            post(mutations::single::<cairn_api::RevokeRequest>),
+        )
+        .route(
+            "/v1/reinstate",
+            post(mutations::single::<cairn_api::ReinstateRequest>),
+        )
+        .route(
+            "/v1/flag-stale",
+            post(mutations::single::<cairn_api::FlagStaleRequest>),
+        )
+        .route(
+            "/v1/supersede",
+            post(mutations::single::<cairn_api::SupersedeRequest>),
+        )
         .route("/v1/batch", post(mutations::batch))
         .route("/v1/read", post(reads::read))
         .route("/v1/probe", post(reads::probe))
@@ -138,6 +167,10 @@ pub fn router(app: SharedApp) -> Router {
         .route("/healthz", get(cluster::healthz))
         .route("/metrics", get(cluster::metrics))
         .fallback(error::unknown_route)
+        .layer(axum::middleware::map_response_with_state(
+            app.clone(),
+            count_refusals,
+        ))
         .method_not_allowed_fallback(error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(body_max))
         .with_state(app)

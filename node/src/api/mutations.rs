@@ -16,6 +16,7 @@ use cairn_api::{
     BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
     SupersedeRequest, WriteRequest,
 };
+use cairn_config::Limits;
 use cairn_memory::{admit, Command, CommandResponse, Mutation, OpError};
 
 use super::auth::{self, Caller};
@@ -28,206 +29,70 @@ use crate::metrics::Metrics;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-pub async fn write(
-    State(app): State<SharedApp>,
-    headers: HeaderMap,
-    body: JsonBody<WriteRequest>,
-) -> Result<Response> {
-    let JsonBody {
-        value: mut req,
-        raw,
-    } = body;
-    let caller = match gate(&app, &headers, "/v1/write", &raw, req.request_id.as_deref()).await? {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
-    };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::write(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/write",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
+/// A single-operation mutation request: its path, its `actor` (bound to the caller), its
+/// `request_id`, and how it becomes a logged [`Mutation`].
+pub trait SingleOp: serde::de::DeserializeOwned + Send + 'static {
+    const PATH: &'static str;
+    fn actor_mut(&mut self) -> &mut String;
+    fn request_id(&self) -> Option<&str>;
+    fn admit(&self, limits: &Limits) -> std::result::Result<Mutation, OpError>;
 }
 
-pub async fn forget(
-    State(app): State<SharedApp>,
-    headers: HeaderMap,
-    body: JsonBody<ForgetRequest>,
-) -> Result<Response> {
-    let JsonBody {
-        value: mut req,
-        raw,
-    } = body;
-    let caller = match gate(
-        &app,
-        &headers,
-        "/v1/forget",
-        &raw,
-        req.request_id.as_deref(),
-    )
-    .await?
-    {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
+macro_rules! single_op {
+    ($request:ty, $path:literal, $admit:path) => {
+        impl SingleOp for $request {
+            const PATH: &'static str = $path;
+            fn actor_mut(&mut self) -> &mut String {
+                &mut self.actor
+            }
+            fn request_id(&self) -> Option<&str> {
+                self.request_id.as_deref()
+            }
+            fn admit(&self, limits: &Limits) -> std::result::Result<Mutation, OpError> {
+                $admit(self, limits)
+            }
+        }
     };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::forget(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/forget",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
 }
 
-pub async fn revoke(
-    State(app): State<SharedApp>,
-    headers: HeaderMap,
-    body: JsonBody<RevokeRequest>,
-) -> Result<Response> {
-    let JsonBody {
-        value: mut req,
-        raw,
-    } = body;
-    let caller = match gate(
-        &app,
-        &headers,
-        "/v1/revoke",
-        &raw,
-        req.request_id.as_deref(),
-    )
-    .await?
-    {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
-    };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::revoke(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/revoke",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
-}
+single_op!(WriteRequest, "/v1/write", admit::write);
+single_op!(ForgetRequest, "/v1/forget", admit::forget);
+single_op!(RevokeRequest, "/v1/revoke", admit::revoke);
+single_op!(ReinstateRequest, "/v1/reinstate", admit::reinstate);
+single_op!(FlagStaleRequest, "/v1/flag-stale", admit::flag_stale);
+single_op!(SupersedeRequest, "/v1/supersede", admit::supersede);
 
-pub async fn reinstate(
+/// `POST` of write, forget, revoke, reinstate, flag-stale and supersede.
+pub async fn single<R: SingleOp>(
     State(app): State<SharedApp>,
     headers: HeaderMap,
-    body: JsonBody<ReinstateRequest>,
+    body: JsonBody<R>,
 ) -> Result<Response> {
     let JsonBody {
         value: mut req,
         raw,
     } = body;
-    let caller = match gate(
-        &app,
-        &headers,
-        "/v1/reinstate",
-        &raw,
-        req.request_id.as_deref(),
-    )
-    .await?
-    {
+    let caller = match gate(&app, &headers, R::PATH, &raw, req.request_id()).await? {
         Gate::Leader(caller) => caller,
         Gate::Relayed(resp) => return Ok(resp),
     };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::reinstate(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/reinstate",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
-}
-
-pub async fn flag_stale(
-    State(app): State<SharedApp>,
-    headers: HeaderMap,
-    body: JsonBody<FlagStaleRequest>,
-) -> Result<Response> {
-    let JsonBody {
-        value: mut req,
-        raw,
-    } = body;
-    let caller = match gate(
-        &app,
-        &headers,
-        "/v1/flag-stale",
-        &raw,
-        req.request_id.as_deref(),
-    )
-    .await?
-    {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
-    };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::flag_stale(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/flag-stale",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
-}
-
-pub async fn supersede(
-    State(app): State<SharedApp>,
-    headers: HeaderMap,
-    body: JsonBody<SupersedeRequest>,
-) -> Result<Response> {
-    let JsonBody {
-        value: mut req,
-        raw,
-    } = body;
-    let caller = match gate(
-        &app,
-        &headers,
-        "/v1/supersede",
-        &raw,
-        req.request_id.as_deref(),
-    )
-    .await?
-    {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
-    };
-    caller.bind_actor(&mut req.actor)?;
-    let mutation = admit::supersede(&req, &app.config.limits);
-    single(
-        &app,
-        &headers,
-        "/v1/supersede",
-        raw,
-        &caller,
-        mutation,
-        req.request_id,
-    )
-    .await
+    caller.bind_actor(req.actor_mut())?;
+    let mutation = req
+        .admit(&app.config.limits)
+        .map_err(|e| rejected_input(&app, e))?;
+    caller.require_op(&mutation.op)?;
+    let request_id = req.request_id().map(str::to_string);
+    let command = admit::single(mutation, request_id.clone(), &app.config.limits)
+        .map_err(|e| rejected_input(&app, e))?;
+    match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref()).await? {
+        Submitted::Relayed(resp) => Ok(resp),
+        Submitted::Applied { mut results, .. } => {
+            let result = results
+                .pop()
+                .ok_or_else(|| ApiError::internal("state machine returned no result"))?;
+            Ok(Json(result).into_response())
+        }
+    }
 }
 
 pub async fn batch(
@@ -253,7 +118,7 @@ pub async fn batch(
     for (i, m) in command.mutations.iter().enumerate() {
         caller
             .require_op(&m.op)
-            .map_err(|e| denied(&app, e.with("op_index", i)))?;
+            .map_err(|e| e.with("op_index", i))?;
     }
     match submit(
         &app,
@@ -300,43 +165,13 @@ async fn gate(
     if app.is_leader() {
         return auth::caller(app, headers)
             .map(Gate::Leader)
-            .map_err(|e| denied(app, e.into_error()));
+            .map_err(ApiError::from);
     }
     auth::refuse_malformed(app, headers)?;
     Metrics::inc(&app.metrics.mutations_forwarded);
     forward::to_leader(app, headers, path, raw.clone(), Kind::Mutation, request_id)
         .await
         .map(Gate::Relayed)
-}
-
-fn denied(app: &SharedApp, e: ApiError) -> ApiError {
-    auth::refused(app, e)
-}
-
-async fn single(
-    app: &SharedApp,
-    headers: &HeaderMap,
-    path: &str,
-    raw: Bytes,
-    caller: &Caller,
-    mutation: std::result::Result<Mutation, OpError>,
-    request_id: Option<String>,
-) -> Result<Response> {
-    let mutation = mutation.map_err(|e| rejected_input(app, e))?;
-    caller
-        .require_op(&mutation.op)
-        .map_err(|e| denied(app, e))?;
-    let command = admit::single(mutation, request_id.clone(), &app.config.limits)
-        .map_err(|e| rejected_input(app, e))?;
-    match submit(app, headers, path, raw, command, request_id.as_deref()).await? {
-        Submitted::Relayed(resp) => Ok(resp),
-        Submitted::Applied { mut results, .. } => {
-            let result = results
-                .pop()
-                .ok_or_else(|| ApiError::internal("state machine returned no result"))?;
-            Ok(Json(result).into_response())
-        }
-    }
 }
 
 fn rejected_input(app: &SharedApp, e: OpError) -> ApiError {
@@ -362,12 +197,6 @@ async fn submit(
     command: Command,
     request_id: Option<&str>,
 ) -> Result<Submitted> {
-    if !app.is_leader() {
-        Metrics::inc(&app.metrics.mutations_forwarded);
-        return forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id)
-            .await
-            .map(Submitted::Relayed);
-    }
     let started = Instant::now();
     match app.batcher.submit(command).await {
         Ok(CommandResponse::Applied {

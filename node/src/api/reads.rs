@@ -169,11 +169,8 @@ pub async fn read(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/read", body.raw.clone()).require_counted(
-        &app,
-        Permission::Read,
-        &req.key,
-    )?;
+    reader_or_relay!(&app, &headers, "/v1/read", body.raw.clone())
+        .require(Permission::Read, &req.key)?;
     let slot = app
         .view
         .slot(&req.key)?
@@ -203,11 +200,8 @@ pub async fn probe(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/probe", body.raw.clone()).require_counted(
-        &app,
-        Permission::Read,
-        &req.key,
-    )?;
+    reader_or_relay!(&app, &headers, "/v1/probe", body.raw.clone())
+        .require(Permission::Read, &req.key)?;
     let slot = app.view.slot(&req.key)?;
     let log_purged_through = app.view.log_purged_through()?;
     Ok(Json(probe_of(
@@ -254,11 +248,8 @@ pub async fn history(
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let served =
         local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/history", body.raw.clone()).require_counted(
-        &app,
-        Permission::Read,
-        &req.key,
-    )?;
+    reader_or_relay!(&app, &headers, "/v1/history", body.raw.clone())
+        .require(Permission::Read, &req.key)?;
     let events = app.view.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
         return Err(not_found(&req.key));
@@ -381,7 +372,8 @@ pub async fn list(
 }
 
 /// The first `max` slots after `after` under `prefix` that `caller` may read, in key
-/// order: one scan per readable range ([`auth::readable_ranges`]), merged.
+/// order: the readable ranges ([`auth::readable_ranges`]) scanned one after another
+/// (they are sorted and disjoint), each for what the page still lacks.
 fn scan_readable(
     app: &App,
     caller: &Caller,
@@ -391,10 +383,11 @@ fn scan_readable(
 ) -> Result<Vec<Slot>> {
     let mut slots = Vec::new();
     for range in auth::readable_ranges(caller, prefix) {
-        slots.extend(app.view.slots_after(&range, after, max)?);
+        if slots.len() == max {
+            break;
+        }
+        slots.extend(app.view.slots_after(&range, after, max - slots.len())?);
     }
-    slots.sort_by(|a, b| a.key.cmp(&b.key));
-    slots.truncate(max);
     Ok(slots)
 }
 

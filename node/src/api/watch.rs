@@ -16,7 +16,7 @@ use cairn_api::{ErrorCode, Permission};
 use futures::stream::{self, Stream};
 use serde::Deserialize;
 
-use super::auth;
+use super::auth::{self, Caller};
 use super::body::StrictQuery;
 use super::error::ApiError;
 use super::{App, SharedApp};
@@ -42,10 +42,7 @@ pub async fn watch(
     StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     // A stream is not relayed: a token this node does not know yet is refused here.
-    let reader = auth::caller(&app, &headers)
-        .map_err(|e| auth::refused(&app, e.into_error()))?
-        .name()
-        .map(str::to_string);
+    let reader = auth::caller(&app, &headers)?.name().map(str::to_string);
     let from = match q.from_revision {
         None => app.reads.applied_index() + 1,
         Some(0) => 0,
@@ -118,37 +115,36 @@ fn events(
 }
 
 impl Cursor {
-    /// Whether the watcher may read a key, by the grants applied now.
-    fn may_read(&self) -> Result<impl Fn(&str) -> bool, ApiError> {
-        let access = self.app.view.access();
-        let grants = match &self.reader {
-            None => None,
-            Some(name) => Some(
-                access
-                    .principal(name)
-                    .ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "principal deleted"))?
-                    .grants
-                    .clone(),
-            ),
+    /// The watcher as a caller by the grants applied now; an error (ending the stream)
+    /// once its principal was deleted.
+    fn caller(&self) -> Result<Caller, ApiError> {
+        let Some(name) = &self.reader else {
+            return Ok(Caller::Open);
         };
-        Ok(move |key: &str| {
-            grants
-                .as_ref()
-                .is_none_or(|g| cairn_access::grants::allows(g, Permission::Read, key))
+        let access = self.app.view.access();
+        if access.principal(name).is_none() {
+            return Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "principal deleted",
+            ));
+        }
+        Ok(Caller::Principal {
+            name: name.clone(),
+            access,
         })
     }
 
     /// Reads the next page into `pending`; `Ok(false)` when caught up; an error ends the
     /// stream (also when the watching principal no longer exists).
     fn fill(&mut self) -> Result<bool, ApiError> {
-        let may_read = self.may_read()?;
+        let caller = self.caller()?;
         let page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
         let Some(((rev, seq), _)) = page.last() else {
             return Ok(false);
         };
         self.position = (*rev, seq + 1);
         for (_, event) in page {
-            if event.key.starts_with(&self.prefix) && may_read(&event.key) {
+            if event.key.starts_with(&self.prefix) && caller.may(Permission::Read, &event.key) {
                 let revision = event.revision;
                 // The stored record is the key model's; clients get the wire type's JSON.
                 let wire = cairn_api::WatchEvent::from(event);

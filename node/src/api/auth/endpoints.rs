@@ -15,7 +15,7 @@ use cairn_api::{
     RotatedToken, SetGrantsRequest, WhoAmI,
 };
 
-use super::{caller, refuse_malformed, Caller, Unauthenticated};
+use super::{caller, reader, refuse_malformed, Caller};
 use crate::api::body::JsonBody;
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
@@ -42,14 +42,25 @@ async fn apply(app: &App, change: AccessChange) -> Result<u64> {
 }
 
 /// Relays an access request to the leader (refusing a malformed token first).
-async fn relay(app: &App, headers: &HeaderMap, path: &str, raw: Bytes) -> Result<Response> {
+async fn relay(
+    app: &App,
+    method: Method,
+    headers: &HeaderMap,
+    path: &str,
+    raw: Bytes,
+) -> Result<Response> {
     refuse_malformed(app, headers)?;
-    forward::to_leader(app, headers, path, raw, Kind::Mutation, None).await
+    let kind = if method == Method::GET {
+        Kind::Query
+    } else {
+        Kind::Mutation
+    };
+    forward::to_leader_as(app, method, headers, path, raw, kind, None).await
 }
 
 /// The caller of an admin request on the leader: authenticated, and holding `admin`.
 fn admin(app: &App, headers: &HeaderMap) -> Result<String> {
-    match caller(app, headers).map_err(Unauthenticated::into_error)? {
+    match caller(app, headers)? {
         Caller::Open => Err(AccessError::NotEnabled.into()),
         principal => {
             principal.require_admin()?;
@@ -82,9 +93,15 @@ pub async fn enable(
     headers: HeaderMap,
     body: JsonBody<EnableAuthRequest>,
 ) -> Result<Response> {
-    validate::name(&body.value.admin)?;
     if !app.is_leader() {
-        return relay(&app, &headers, "/v1/auth/enable", body.raw.clone()).await;
+        return relay(
+            &app,
+            Method::POST,
+            &headers,
+            "/v1/auth/enable",
+            body.raw.clone(),
+        )
+        .await;
     }
     Ok(Json(enable_here(&app, &body.value.admin).await?).into_response())
 }
@@ -99,7 +116,14 @@ pub async fn create(
     validate::name(&req.name)?;
     let grants = validate::grants(&req.grants)?;
     if !app.is_leader() {
-        return relay(&app, &headers, "/v1/auth/principals", body.raw.clone()).await;
+        return relay(
+            &app,
+            Method::POST,
+            &headers,
+            "/v1/auth/principals",
+            body.raw.clone(),
+        )
+        .await;
     }
     let by = admin(&app, &headers)?;
     let token = Token::generate();
@@ -126,7 +150,7 @@ pub async fn rotate(
     validate::name(&name)?;
     if !app.is_leader() {
         let path = format!("/v1/auth/principals/{name}/rotate");
-        return relay(&app, &headers, &path, Bytes::new()).await;
+        return relay(&app, Method::POST, &headers, &path, Bytes::new()).await;
     }
     let by = admin(&app, &headers)?;
     let token = Token::generate();
@@ -150,18 +174,8 @@ pub async fn delete(
 ) -> Result<Response> {
     validate::name(&name)?;
     if !app.is_leader() {
-        refuse_malformed(&app, &headers)?;
         let path = format!("/v1/auth/principals/{name}");
-        return forward::to_leader_as(
-            &app,
-            Method::DELETE,
-            &headers,
-            &path,
-            Bytes::new(),
-            Kind::Mutation,
-            None,
-        )
-        .await;
+        return relay(&app, Method::DELETE, &headers, &path, Bytes::new()).await;
     }
     let by = admin(&app, &headers)?;
     let change = AccessChange::DeletePrincipal {
@@ -182,18 +196,8 @@ pub async fn set_grants(
     validate::name(&name)?;
     let grants = validate::grants(&body.value.grants)?;
     if !app.is_leader() {
-        refuse_malformed(&app, &headers)?;
         let path = format!("/v1/auth/principals/{name}/grants");
-        return forward::to_leader_as(
-            &app,
-            Method::PUT,
-            &headers,
-            &path,
-            body.raw.clone(),
-            Kind::Mutation,
-            None,
-        )
-        .await;
+        return relay(&app, Method::PUT, &headers, &path, body.raw.clone()).await;
     }
     let by = admin(&app, &headers)?;
     let change = AccessChange::SetGrants {
@@ -208,14 +212,12 @@ pub async fn set_grants(
 /// `GET /v1/auth/principals`: every principal and its grants, from the leader.
 pub async fn list(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
     if !app.is_leader() {
-        refuse_malformed(&app, &headers)?;
-        return forward::to_leader(
+        return relay(
             &app,
+            Method::GET,
             &headers,
             "/v1/auth/principals",
             Bytes::new(),
-            Kind::Query,
-            None,
         )
         .await;
     }
@@ -226,19 +228,9 @@ pub async fn list(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Re
 /// `GET /v1/auth/whoami` → `{name, grants, acl_revision}`. A token this node does not
 /// know yet is asked of the leader.
 pub async fn whoami(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
-    let caller = match caller(&app, &headers) {
-        Err(Unauthenticated::Unknown(_)) if !app.is_leader() => {
-            return forward::to_leader(
-                &app,
-                &headers,
-                "/v1/auth/whoami",
-                Bytes::new(),
-                Kind::Query,
-                None,
-            )
-            .await
-        }
-        other => other.map_err(Unauthenticated::into_error)?,
+    let caller = match reader(&app, &headers, "/v1/auth/whoami", Bytes::new()).await? {
+        Ok(caller) => caller,
+        Err(relayed) => return Ok(relayed),
     };
     let Caller::Principal { name, access } = caller else {
         return Err(AccessError::NotEnabled.into());

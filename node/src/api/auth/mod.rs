@@ -31,7 +31,6 @@ use serde_json::json;
 use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::App;
-use crate::metrics::Metrics;
 
 /// Who is asking.
 pub enum Caller {
@@ -53,9 +52,9 @@ pub enum Unauthenticated {
     Unknown(ApiError),
 }
 
-impl Unauthenticated {
-    pub fn into_error(self) -> ApiError {
-        match self {
+impl From<Unauthenticated> for ApiError {
+    fn from(e: Unauthenticated) -> ApiError {
+        match e {
             Unauthenticated::Malformed(e) | Unauthenticated::Unknown(e) => e,
         }
     }
@@ -99,7 +98,7 @@ pub fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Unauthenticated>
 /// relaying a mutation (a malformed token is malformed on every node).
 pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
     if app.view.access().enabled() {
-        bearer(headers).map_err(|e| refused(app, e))?;
+        bearer(headers)?;
     }
     Ok(())
 }
@@ -122,49 +121,21 @@ pub async fn reader(
                 .await
                 .map(Err)
         }
-        Err(e) => Err(refused(app, e.into_error())),
+        Err(e) => Err(e.into()),
     }
 }
 
-/// Counts a 401/403 in `cairn_auth_refused_total` and passes it on.
-pub fn refused(app: &App, e: ApiError) -> ApiError {
-    Metrics::inc(&app.metrics.auth_refused);
-    e
-}
-
-/// The key prefixes to scan so that a list of `prefix` sees exactly the keys the caller
-/// may read: `prefix` itself when a read grant covers all of it (or auth is off), else
-/// each read grant's prefix that lies under `prefix`. No prefix is under another one, so
-/// the scans never overlap. Scanning only readable ranges keeps unreadable names out of
-/// everything a list answers, its cursor included.
+/// The key ranges a list of `prefix` scans: all of `prefix` while auth is off, else the
+/// caller's readable ranges under it ([`cairn_access::grants::readable_ranges`]), so no
+/// unreadable name reaches a list's items or its cursor.
 pub fn readable_ranges(caller: &Caller, prefix: &str) -> Vec<String> {
-    let Caller::Principal { name, access } = caller else {
-        return vec![prefix.to_string()];
-    };
-    let Some(principal) = access.principal(name) else {
-        return Vec::new();
-    };
-    let mut ranges: Vec<&str> = Vec::new();
-    for grant in principal
-        .grants
-        .iter()
-        .filter(|g| g.permissions.contains(Permission::Read))
-    {
-        if prefix.starts_with(&grant.prefix) {
-            return vec![prefix.to_string()];
-        }
-        if grant.prefix.starts_with(prefix) {
-            ranges.push(&grant.prefix);
-        }
+    match caller {
+        Caller::Open => vec![prefix.to_string()],
+        Caller::Principal { name, access } => access
+            .principal(name)
+            .map(|p| cairn_access::grants::readable_ranges(&p.grants, prefix))
+            .unwrap_or_default(),
     }
-    ranges.sort_unstable();
-    let mut outer: Vec<String> = Vec::new();
-    for range in ranges {
-        if !outer.last().is_some_and(|o| range.starts_with(o.as_str())) {
-            outer.push(range.to_string());
-        }
-    }
-    outer
 }
 
 impl Caller {
@@ -192,16 +163,6 @@ impl Caller {
             return Ok(());
         }
         Err(required::denied(permission, key).into())
-    }
-
-    /// [`Caller::require`], counted in `cairn_auth_refused_total` when refused.
-    pub fn require_counted(
-        &self,
-        app: &App,
-        permission: Permission,
-        key: &str,
-    ) -> Result<(), ApiError> {
-        self.require(permission, key).map_err(|e| refused(app, e))
     }
 
     /// 403 unless the caller holds `admin` (always true while auth is off).
