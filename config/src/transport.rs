@@ -94,14 +94,6 @@ impl NodeConfig {
             &self.tls_client_ca,
         )?;
         require_with("tls_cert", &self.tls_cert, "tls_ca", &self.tls_ca)?;
-        if self.client_tls() && self.client_port_ca().is_none() {
-            return Err(ConfigError::invalid(
-                "tls_ca",
-                "required with tls_cert when neither peer_tls_ca nor tls_client_ca is set: \
-                 followers relay requests to the leader's client port over HTTPS and must \
-                 verify its certificate",
-            ));
-        }
         let peer = [
             ("peer_tls_cert", &self.peer_tls_cert),
             ("peer_tls_key", &self.peer_tls_key),
@@ -241,8 +233,10 @@ mod tests {
     }
 
     #[test]
-    fn client_tls_needs_a_ca_for_relays() {
-        assert_eq!(field("tls_cert = \"c\"\ntls_key = \"k\""), Some("tls_ca"));
+    fn client_tls_needs_only_a_certificate_and_key() {
+        let c = load("tls_cert = \"c\"\ntls_key = \"k\"").unwrap();
+        assert_eq!(c.client_port_ca(), None);
+        assert_eq!(c.client_scheme(), "https");
         let c = load("tls_cert = \"c\"\ntls_key = \"k\"\ntls_client_ca = \"cca\"").unwrap();
         assert_eq!(c.client_port_ca(), Some(Path::new("cca")));
         assert_eq!(c.client_scheme(), "https");

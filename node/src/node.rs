@@ -142,6 +142,13 @@ impl Transport {
                  these ports can read the traffic and, on the peer port, act as a node"
             );
         }
+        if config.client_scheme() == "https" && config.client_port_ca().is_none() {
+            tracing::warn!(
+                "client-port TLS without a CA (--tls-ca, --peer-tls-ca or --tls-client-ca): \
+                 this node cannot verify the leader's client port, so requests it must relay \
+                 to the leader are answered 503 no_leader"
+            );
+        }
         if config.peer_proof() == PeerProof::None {
             tracing::warn!(
                 peer = %config.peer_addr,

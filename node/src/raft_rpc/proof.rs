@@ -32,9 +32,18 @@ pub const PEER_ID_HEADER: &str = "x-cairn-peer-id";
 pub const PEER_SECRET_HEADER: &str = "x-cairn-peer-secret";
 
 /// The shared peer secret. Its `Debug` is redacted and it has no `Display`, so it cannot
-/// reach a log line, an error or a metric by accident.
+/// reach a log line, an error or a metric by accident. The header a caller sends and the
+/// digest a server compares are derived once, not per peer request.
 #[derive(Clone)]
-pub struct PeerSecret(Arc<Vec<u8>>);
+pub struct PeerSecret(Arc<SecretForms>);
+
+struct SecretForms {
+    /// Hex, so any secret bytes make a valid header; marked sensitive so HTTP libraries
+    /// keep it out of their debug output.
+    header: HeaderValue,
+    /// sha256 of the header value, compared in constant time with the given header's.
+    digest: [u8; 32],
+}
 
 impl std::fmt::Debug for PeerSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -44,20 +53,20 @@ impl std::fmt::Debug for PeerSecret {
 
 impl PeerSecret {
     pub fn new(bytes: Vec<u8>) -> PeerSecret {
-        PeerSecret(Arc::new(bytes))
+        let hex = hex::encode(bytes);
+        let mut header = HeaderValue::from_str(&hex).expect("hex is a valid header");
+        header.set_sensitive(true);
+        let digest = Sha256::digest(hex.as_bytes()).into();
+        PeerSecret(Arc::new(SecretForms { header, digest }))
     }
 
-    /// The header value a caller sends: hex, so any secret bytes make a valid header;
-    /// marked sensitive so HTTP libraries keep it out of their debug output.
+    /// The header value a caller sends.
     pub fn header_value(&self) -> HeaderValue {
-        let mut value =
-            HeaderValue::from_str(&hex::encode(self.0.as_slice())).expect("hex is a valid header");
-        value.set_sensitive(true);
-        value
+        self.0.header.clone()
     }
 
-    fn digest(&self) -> [u8; 32] {
-        Sha256::digest(hex::encode(self.0.as_slice()).as_bytes()).into()
+    fn digest(&self) -> &[u8; 32] {
+        &self.0.digest
     }
 }
 
@@ -153,7 +162,7 @@ fn check_secret(secret: &PeerSecret, headers: &HeaderMap) -> Result<(), Refusal>
         )
     })?;
     let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
-    if bool::from(given.ct_eq(&secret.digest())) {
+    if bool::from(given.ct_eq(secret.digest())) {
         Ok(())
     } else {
         Err(forbidden("wrong peer secret".to_string()))

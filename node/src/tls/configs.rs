@@ -92,17 +92,21 @@ impl PeerTls {
 /// The client a node relays with to another node's HTTPS client port (followers relay
 /// mutations to the leader): trusts [`NodeConfig::client_port_ca`] and presents this
 /// node's client-port certificate, which a leader requiring client certificates
-/// (`tls_client_ca`) checks like any client's. `None` without client TLS.
+/// (`tls_client_ca`) checks like any client's. `None` without client TLS. Without any CA
+/// it trusts nothing: the node serves HTTPS (SPEC §8 asks only a certificate and key) and
+/// a relay answers 503 `no_leader` naming the certificate error (warned at start).
 pub fn relay_client(config: &NodeConfig) -> Result<Option<ClientConfig>, TlsError> {
-    let (Some(cert), Some(key), Some(ca)) =
-        (&config.tls_cert, &config.tls_key, config.client_port_ca())
-    else {
+    let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) else {
         return Ok(None);
+    };
+    let roots = match config.client_port_ca() {
+        Some(ca) => pem::roots(ca)?,
+        None => rustls::RootCertStore::empty(),
     };
     let mut client = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(rustls("relay TLS"))?
-        .with_root_certificates(pem::roots(ca)?)
+        .with_root_certificates(roots)
         .with_client_auth_cert(pem::certs(cert)?, pem::key(key)?)
         .map_err(rustls("tls_cert and tls_key"))?;
     client.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
