@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a grant allows on the keys under its prefix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Permission {
     /// read, probe, history, list, recall, watch, tombstone lookup.
@@ -62,6 +63,7 @@ impl std::str::FromStr for Permission {
 
 /// `{prefix, permissions}`: the permissions hold on every key that starts with `prefix`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Grant {
     pub prefix: String,
@@ -82,6 +84,7 @@ impl Grant {
 
 /// `POST /v1/auth/principals`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreatePrincipalRequest {
     pub name: String,
@@ -91,6 +94,7 @@ pub struct CreatePrincipalRequest {
 
 /// Answer of `POST /v1/auth/principals`: the token, shown this once.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CreatedPrincipal {
     pub name: String,
     pub token: String,
@@ -99,12 +103,14 @@ pub struct CreatedPrincipal {
 /// Answer of `POST /v1/auth/principals/{name}/rotate`: the new token, shown this once;
 /// the old one stopped working when this answer was made.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RotatedToken {
     pub token: String,
 }
 
 /// `PUT /v1/auth/principals/{name}/grants`: replaces every grant of the principal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SetGrantsRequest {
     pub grants: Vec<Grant>,
@@ -112,6 +118,7 @@ pub struct SetGrantsRequest {
 
 /// One principal as `GET /v1/auth/principals` lists it (never its token or its hash).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Principal {
     pub name: String,
     pub grants: Vec<Grant>,
@@ -122,6 +129,7 @@ pub struct Principal {
 
 /// `GET /v1/auth/principals`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct PrincipalList {
     pub principals: Vec<Principal>,
     /// +1 on every change of principals, tokens or grants.
@@ -130,6 +138,7 @@ pub struct PrincipalList {
 
 /// `GET /v1/auth/whoami`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct WhoAmI {
     pub name: String,
     pub grants: Vec<Grant>,
@@ -139,6 +148,7 @@ pub struct WhoAmI {
 /// Answer of `PUT .../grants` and `DELETE /v1/auth/principals/{name}`: the ACL revision
 /// the change made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct AclChanged {
     pub name: String,
     pub acl_revision: u64,
@@ -146,6 +156,7 @@ pub struct AclChanged {
 
 /// `POST /v1/auth/enable`, and the `auth` field of `POST /cluster/init`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EnableAuthRequest {
     /// Name of the first principal, granted `admin` (and every other permission) on the
@@ -156,6 +167,7 @@ pub struct EnableAuthRequest {
 /// Answer of `POST /v1/auth/enable` (and the `auth` field of init's answer): the admin's
 /// token, shown this once.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct AuthEnabled {
     pub admin: String,
     pub token: String,

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
     pub id: u64,
@@ -12,6 +13,7 @@ pub struct NodeSpec {
 
 /// `POST /cluster/init`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct InitRequest {
     pub nodes: Vec<NodeSpec>,
@@ -22,6 +24,7 @@ pub struct InitRequest {
 
 /// `POST /cluster/remove`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RemoveRequest {
     pub id: u64,
@@ -29,6 +32,7 @@ pub struct RemoveRequest {
 
 /// Answer of init, join and remove: the membership after the change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct MembershipResponse {
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
@@ -40,6 +44,7 @@ pub struct MembershipResponse {
 
 /// `GET /cluster/status`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ClusterStatus {
     pub node_id: u64,
     pub role: String,
@@ -58,6 +63,7 @@ pub struct ClusterStatus {
 
 /// `POST /cluster/compact`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CompactResponse {
     pub snapshot_index: u64,
     pub log_purged_through: u64,

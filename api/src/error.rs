@@ -5,6 +5,7 @@ use serde_json::Value;
 
 /// Every error code of SPEC §5, with its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     InvalidRequest,
@@ -82,11 +83,13 @@ impl std::fmt::Display for ErrorCode {
 
 /// `{"error": {"code", "message", ...details}}`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ErrorDetail {
     pub code: ErrorCode,
     pub message: String,

@@ -9,6 +9,7 @@ use crate::{State, Tombstone};
 
 /// `POST /v1/write`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
     pub key: String,
@@ -39,6 +40,7 @@ pub struct WriteRequest {
 
 /// `POST /v1/forget`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ForgetRequest {
     pub key: String,
@@ -57,6 +59,7 @@ pub struct ForgetRequest {
 
 /// `POST /v1/revoke`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {
     pub key: String,
@@ -75,6 +78,7 @@ pub struct RevokeRequest {
 
 /// `POST /v1/reinstate`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReinstateRequest {
     pub key: String,
@@ -94,6 +98,7 @@ pub struct ReinstateRequest {
 
 /// `POST /v1/flag-stale`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FlagStaleRequest {
     pub key: String,
@@ -113,6 +118,7 @@ pub struct FlagStaleRequest {
 
 /// `POST /v1/supersede`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SupersedeRequest {
     pub key: String,
@@ -133,6 +139,7 @@ pub struct SupersedeRequest {
 
 /// One operation of a `POST /v1/batch`, tagged by `op`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum BatchOp {
     Write(WriteRequest),
@@ -192,6 +199,7 @@ impl BatchOp {
 
 /// `POST /v1/batch`: all operations are applied in one Raft entry, or none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BatchRequest {
     pub ops: Vec<BatchOp>,
@@ -201,6 +209,7 @@ pub struct BatchRequest {
 
 /// Result of one applied mutation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct MutationResult {
     pub key: String,
     pub state: State,
@@ -217,6 +226,7 @@ pub struct MutationResult {
 
 /// Result of `POST /v1/batch`: one result per operation, in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct BatchResult {
     pub results: Vec<MutationResult>,
     pub revision: u64,

@@ -8,6 +8,7 @@ use crate::{Consistency, HistoryEvent, Record, Served, State};
 
 /// Consistency options any read may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,6 +21,7 @@ pub struct ReadOptions {
 
 /// `POST /v1/read`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
     pub key: String,
@@ -32,6 +34,7 @@ pub struct ReadRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ReadResponse {
     #[serde(flatten)]
     pub record: Record,
@@ -40,6 +43,7 @@ pub struct ReadResponse {
 
 /// `POST /v1/probe`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProbeRequest {
     pub key: String,
@@ -53,6 +57,7 @@ pub struct ProbeRequest {
 
 /// Value record vs retention record of a key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ProbeResponse {
     pub key: String,
     pub state: State,
@@ -71,6 +76,7 @@ pub struct ProbeResponse {
 
 /// `POST /v1/history`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HistoryRequest {
     pub key: String,
@@ -83,6 +89,7 @@ pub struct HistoryRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct HistoryResponse {
     pub key: String,
     pub events: Vec<HistoryEvent>,
@@ -91,6 +98,7 @@ pub struct HistoryResponse {
 
 /// `POST /v1/list`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ListRequest {
     pub prefix: String,
@@ -109,6 +117,7 @@ pub struct ListRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ListResponse {
     pub items: Vec<Record>,
     pub next_after: Option<String>,
@@ -117,6 +126,7 @@ pub struct ListResponse {
 
 /// `POST /v1/recall`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
     pub cues: Vec<String>,
@@ -136,6 +146,7 @@ pub struct RecallRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RecallNote {
     pub key: String,
     pub state: State,
@@ -150,6 +161,7 @@ pub struct RecallNote {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RecallResponse {
     pub notes: Vec<RecallNote>,
     pub served: Served,

@@ -8,6 +8,7 @@ use crate::{Consistency, State};
 
 /// The durable record of a forget. Kept forever; readable by id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Tombstone {
     pub id: String,
     pub key: String,
@@ -22,6 +23,7 @@ pub struct Tombstone {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Revocation {
     pub actor: String,
     pub reason: String,
@@ -30,6 +32,7 @@ pub struct Revocation {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct StaleFlag {
     pub anchor: String,
     pub observed_hash: String,
@@ -38,6 +41,7 @@ pub struct StaleFlag {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Meta {
     pub actor: String,
     pub source: Option<String>,
@@ -48,6 +52,7 @@ pub struct Meta {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     Written,
@@ -66,6 +71,7 @@ pub enum EventKind {
 /// `by` for `superseded`, `anchor` and `observed_hash` for `stale_flagged`; JSON omits them
 /// when absent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct HistoryEvent {
     pub kind: EventKind,
     pub version: u64,
@@ -87,6 +93,7 @@ pub struct HistoryEvent {
 
 /// Where and how a read was served (SPEC §3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Served {
     pub node_id: u64,
     pub role: String,
@@ -98,6 +105,7 @@ pub struct Served {
 
 /// A key's current record as returned by reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Record {
     pub key: String,
     pub state: State,

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Lifecycle state of a key (a "slot").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum State {
     Absent,
@@ -31,6 +32,7 @@ impl std::fmt::Display for State {
 
 /// Read consistency level (SPEC §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Consistency {
     #[default]

@@ -6,6 +6,7 @@ use crate::{EventKind, State};
 
 /// One Server-Sent Event of `GET /v1/watch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct WatchEvent {
     pub revision: u64,
     pub key: String,

@@ -1,0 +1,2 @@
+//! `cairn-mcp`: the MCP server of a cairn cluster (SPEC §9).
+fn main() {}
