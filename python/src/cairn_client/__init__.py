@@ -1,0 +1,1 @@
+"""Python client of cairn, the replicated memory cluster for AI agents."""
