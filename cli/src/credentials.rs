@@ -1,10 +1,12 @@
 //! Where the CLI finds its bearer token and TLS files (SPEC §8).
 //!
 //! The token, first found wins:
-//! 1. `CAIRN_TOKEN` (the token itself; there is no `--token` flag, since a command line
+//! 1. `--token-file FILE` given on the command line: what the user asked for in this
+//!    command beats what the shell's environment happens to hold;
+//! 2. `CAIRN_TOKEN` (the token itself; there is no `--token` flag, since a command line
 //!    is visible to every user through `ps`);
-//! 2. `--token-file FILE` (or `CAIRN_TOKEN_FILE`);
-//! 3. `.cluster/admin.token` in the current directory or the nearest parent that has one
+//! 3. `CAIRN_TOKEN_FILE`;
+//! 4. `.cluster/admin.token` in the current directory or the nearest parent that has one
 //!    (what `scripts/cluster up` writes), used only when every endpoint is on loopback, so
 //!    a local admin token never travels to another host.
 //!
@@ -20,17 +22,38 @@ use crate::args::Global;
 use crate::Result;
 
 pub const TOKEN_ENV: &str = "CAIRN_TOKEN";
+pub const TOKEN_FILE_ENV: &str = "CAIRN_TOKEN_FILE";
 /// The admin token of `scripts/cluster up`, relative to a directory holding `.cluster/`.
 pub const LOCAL_TOKEN_FILE: &str = ".cluster/admin.token";
 
-/// The token by the rules above: `env_token` is `CAIRN_TOKEN`, `cwd` where the walk up
-/// starts.
+/// The token variables of the environment, read once by `main` (tests pass their own).
+#[derive(Debug, Default)]
+pub struct TokenEnv {
+    /// `CAIRN_TOKEN`
+    pub token: Option<String>,
+    /// `CAIRN_TOKEN_FILE`
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenEnv {
+    pub fn from_process() -> TokenEnv {
+        TokenEnv {
+            token: std::env::var(TOKEN_ENV).ok(),
+            token_file: std::env::var_os(TOKEN_FILE_ENV).map(PathBuf::from),
+        }
+    }
+}
+
+/// The token by the rules above; `cwd` is where the walk up starts.
 pub fn find_token(
     global: &Global,
-    env_token: Option<String>,
+    env: TokenEnv,
     cwd: Option<&Path>,
 ) -> Result<Option<BearerToken>> {
-    if let Some(token) = env_token.filter(|t| !t.trim().is_empty()) {
+    if let Some(path) = &global.token_file {
+        return BearerToken::from_file(path).map(Some);
+    }
+    if let Some(token) = env.token.filter(|t| !t.trim().is_empty()) {
         return BearerToken::new(token).map(Some).map_err(|err| match err {
             cairn_client::ClientError::InvalidInput { message } => {
                 cairn_client::ClientError::InvalidInput {
@@ -40,8 +63,8 @@ pub fn find_token(
             other => other,
         });
     }
-    if let Some(path) = &global.token_file {
-        return BearerToken::from_file(path).map(Some);
+    if let Some(path) = env.token_file.filter(|p| !p.as_os_str().is_empty()) {
+        return BearerToken::from_file(&path).map(Some);
     }
     if !global.endpoints.iter().all(|e| is_loopback(e)) {
         return Ok(None);
@@ -104,7 +127,7 @@ mod tests {
     }
 
     #[test]
-    fn the_token_comes_from_the_environment_then_the_flag_then_the_cluster_dir() {
+    fn the_token_comes_from_the_flag_then_the_environment_then_the_cluster_dir() {
         let root = tempfile::tempdir().unwrap();
         let nested = root.path().join("a/b");
         std::fs::create_dir_all(&nested).unwrap();
@@ -115,7 +138,11 @@ mod tests {
         let flag = flag_file.to_str().unwrap();
 
         let found = |global: &Global, env: Option<&str>| {
-            find_token(global, env.map(String::from), Some(&nested))
+            let env = TokenEnv {
+                token: env.map(String::from),
+                token_file: None,
+            };
+            find_token(global, env, Some(&nested))
                 .unwrap()
                 .map(|t| t.expose().to_string())
         };
@@ -126,7 +153,23 @@ mod tests {
         );
         assert_eq!(
             found(&global(&["--token-file", flag]), Some(TOKEN)).as_deref(),
-            Some(TOKEN)
+            Some(OTHER),
+            "the flag beats CAIRN_TOKEN"
+        );
+        let file_env = |token: Option<&str>| TokenEnv {
+            token: token.map(String::from),
+            token_file: Some(flag_file.clone()),
+        };
+        let found_with = |env: TokenEnv| {
+            find_token(&global(&[]), env, Some(&nested))
+                .unwrap()
+                .map(|t| t.expose().to_string())
+        };
+        assert_eq!(found_with(file_env(None)).as_deref(), Some(OTHER));
+        assert_eq!(
+            found_with(file_env(Some(TOKEN))).as_deref(),
+            Some(TOKEN),
+            "CAIRN_TOKEN beats CAIRN_TOKEN_FILE"
         );
         assert_eq!(
             found(&global(&[]), Some(" ")).as_deref(),
@@ -139,20 +182,29 @@ mod tests {
         assert_eq!(found(&remote, None), None, "the local token stays local");
         let outside = tempfile::tempdir().unwrap();
         assert_eq!(
-            find_token(&global(&[]), None, Some(outside.path())).unwrap(),
+            find_token(&global(&[]), TokenEnv::default(), Some(outside.path())).unwrap(),
             None
         );
     }
 
     #[test]
     fn token_errors_never_quote_it() {
-        let err = find_token(&global(&[]), Some(format!("{TOKEN} x")), None).unwrap_err();
+        let env = TokenEnv {
+            token: Some(format!("{TOKEN} x")),
+            token_file: None,
+        };
+        let err = find_token(&global(&[]), env, None).unwrap_err();
         assert!(
             err.to_string().starts_with("invalid_input: CAIRN_TOKEN: "),
             "{err}"
         );
         assert!(!err.to_string().contains(TOKEN), "{err}");
-        let err = find_token(&global(&["--token-file", "/nonexistent/t"]), None, None).unwrap_err();
+        let err = find_token(
+            &global(&["--token-file", "/nonexistent/t"]),
+            TokenEnv::default(),
+            None,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/t"), "{err}");
     }
 

@@ -17,9 +17,10 @@ Examples:
   CAIRN_TOKEN_FILE=agent.token cairn write notes/x 'seen'
 
 Token (Authorization: Bearer), the first found wins:
-  1. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
-  2. --token-file FILE, or CAIRN_TOKEN_FILE
-  3. .cluster/admin.token in this directory or the nearest parent with one (written by
+  1. --token-file FILE on the command line
+  2. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
+  3. CAIRN_TOKEN_FILE, a file holding it
+  4. .cluster/admin.token in this directory or the nearest parent with one (written by
      scripts/cluster up), only when every endpoint is on loopback
   Without a token, mutations default to --actor cli; with one, to the principal's name.
 

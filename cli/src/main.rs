@@ -98,9 +98,9 @@ fn build_client(global: &Global, session: Option<Session>) -> Result<Client> {
     if let Some(session) = session {
         builder = builder.session(session);
     }
-    let env_token = std::env::var(credentials::TOKEN_ENV).ok();
+    let env = credentials::TokenEnv::from_process();
     let cwd = std::env::current_dir().ok();
-    if let Some(token) = credentials::find_token(global, env_token, cwd.as_deref())? {
+    if let Some(token) = credentials::find_token(global, env, cwd.as_deref())? {
         builder = builder.bearer_token(token);
     }
     credentials::apply_tls(global, builder).build()

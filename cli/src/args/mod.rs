@@ -74,8 +74,9 @@ pub struct Global {
     /// Retries of a failed call (unreachable node, no leader, …).
     #[arg(long, global = true, default_value_t = RETRIES_MAX_DEFAULT)]
     pub retries: u32,
-    /// File holding the bearer token (when CAIRN_TOKEN is unset; lookup order: cairn --help).
-    #[arg(long, global = true, env = "CAIRN_TOKEN_FILE", value_name = "FILE")]
+    /// File holding the bearer token; beats CAIRN_TOKEN and CAIRN_TOKEN_FILE (lookup
+    /// order: cairn --help).
+    #[arg(long, global = true, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// CA certificate (PEM) of an HTTPS cluster; endpoints without a scheme are then https.
     #[arg(long, global = true, env = "CAIRN_CACERT", value_name = "FILE")]
