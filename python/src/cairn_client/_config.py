@@ -1,0 +1,264 @@
+"""Client settings: endpoints, bearer token, TLS, timeouts, retry policy and read defaults,
+from arguments first and then the environment the ``cairn`` CLI reads (``CAIRN_ENDPOINTS``,
+``CAIRN_TOKEN``, ``CAIRN_TOKEN_FILE``, ``CAIRN_CACERT``, ``CAIRN_CERT``, ``CAIRN_KEY``,
+``CAIRN_ACTOR``)."""
+
+from __future__ import annotations
+
+import os
+import random
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .errors import InvalidInput
+
+__all__ = ["BearerToken", "RetryPolicy", "Timeouts", "new_request_id", "normalize_endpoint"]
+
+DEFAULT_ENDPOINTS = ("http://127.0.0.1:7401", "http://127.0.0.1:7402", "http://127.0.0.1:7403")
+"""The local cluster of ``scripts/cluster up``, as the CLI defaults to."""
+
+RETRIES_MAX_DEFAULT = 5
+BACKOFF_MS_MIN_DEFAULT = 50
+# Long enough to span a Raft election.
+BACKOFF_MS_MAX_DEFAULT = 2_000
+# Doublings of the backoff before the ceiling applies anyway.
+_BACKOFF_DOUBLINGS_MAX = 20
+
+CONNECT_TIMEOUT_DEFAULT = 2.0
+# Covers a leader's commit plus the node's bounded min_revision wait (2 s by default).
+REQUEST_TIMEOUT_DEFAULT = 10.0
+# GET /cluster/status is local to the node: one slower than this is no useful leader hint.
+DISCOVERY_TIMEOUT_DEFAULT = 2.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a call is retried: at most ``retries_max`` retries after
+    the first attempt, with jittered exponential backoff between the bounds."""
+
+    retries_max: int = RETRIES_MAX_DEFAULT
+    backoff_ms_min: int = BACKOFF_MS_MIN_DEFAULT
+    backoff_ms_max: int = BACKOFF_MS_MAX_DEFAULT
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds before retry number ``attempt`` (1-based): exponential, capped, and
+        jittered to between half and all of it, so clients that failed together do not
+        retry together."""
+        doublings = min(max(attempt - 1, 0), _BACKOFF_DOUBLINGS_MAX)
+        ceiling = max(min(self.backoff_ms_min * (1 << doublings), self.backoff_ms_max), 1)
+        return random.randint(ceiling // 2, ceiling) / 1000  # noqa: S311 (jitter, not a secret)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Seconds. ``request`` bounds each read and write of one attempt (watches have none)."""
+
+    connect: float = CONNECT_TIMEOUT_DEFAULT
+    request: float = REQUEST_TIMEOUT_DEFAULT
+    discovery: float = DISCOVERY_TIMEOUT_DEFAULT
+
+
+class BearerToken:
+    """A principal's token, sent as ``Authorization: Bearer TOKEN``. Its ``repr`` and
+    ``str`` are redacted and no error quotes it."""
+
+    __slots__ = ("_token",)
+
+    def __init__(self, token: str) -> None:
+        token = token.strip()
+        if not token:
+            raise InvalidInput("token: empty")
+        if not all("!" <= char <= "~" for char in token):
+            raise InvalidInput(
+                "token: contains a space, a control or a non-ASCII character "
+                "(expected cairn_ and base64url)"
+            )
+        self._token = token
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> BearerToken:
+        """The token in the file at ``path``; errors name the file, never its content."""
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise InvalidInput(f"token file {path}: {type(err).__name__}") from None
+        try:
+            return cls(text)
+        except InvalidInput as err:
+            raise InvalidInput(f"token file {path}: {err.message}") from None
+
+    def header(self) -> str:
+        return f"Bearer {self._token}"
+
+    def __repr__(self) -> str:
+        return "BearerToken(<redacted>)"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BearerToken) and other._token == self._token
+
+    def __hash__(self) -> int:
+        return hash(self._token)
+
+
+def normalize_endpoint(endpoint: str, scheme: str = "http") -> str:
+    """``host:port`` or ``http[s]://host:port[/]`` → ``http[s]://host:port``; a bare
+    ``host:port`` gets ``scheme``."""
+    endpoint = endpoint.strip()
+    with_scheme = endpoint if "://" in endpoint else f"{scheme}://{endpoint}"
+    try:
+        parts = urlsplit(with_scheme)
+        _ = parts.port  # raises ValueError for a port that is not a number
+    except ValueError as err:
+        raise InvalidInput(f"endpoint {endpoint!r}: {err}") from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidInput(f"endpoint {endpoint!r}: expected http:// or https://")
+    if not parts.hostname:
+        raise InvalidInput(f"endpoint {endpoint!r}: no host")
+    return with_scheme.rstrip("/")
+
+
+def new_request_id() -> str:
+    """A fresh 128-bit ``request_id``, 32 hex characters: the Unix time in milliseconds (48
+    bits) then 80 random bits, as the Rust client makes them. Ids in increasing order are
+    cheaper for every replica to record (they are inserted next to the previous ones)."""
+    unix_ms = time.time_ns() // 1_000_000
+    return f"{unix_ms & 0xFFFF_FFFF_FFFF:012x}{os.urandom(10).hex()}"
+
+
+CertPair = tuple[str | os.PathLike[str], str | os.PathLike[str]]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a client needs, resolved from arguments and environment."""
+
+    endpoints: tuple[str, ...]
+    token: BearerToken | None
+    actor: str | None
+    ssl_context: ssl.SSLContext | bool
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    consistency: str | None = None
+    max_staleness_ms: int | None = None
+
+
+def resolve_settings(
+    *,
+    endpoints: Sequence[str] | str | None,
+    token: str | None,
+    token_file: str | os.PathLike[str] | None,
+    actor: str | None,
+    ca_cert: str | os.PathLike[str] | None,
+    verify: ssl.SSLContext | bool,
+    client_cert: str | os.PathLike[str] | CertPair | None,
+    timeouts: Timeouts,
+    retry: RetryPolicy,
+    consistency: str | None,
+    max_staleness_ms: int | None,
+    env: Mapping[str, str] | None = None,
+) -> Settings:
+    environ = os.environ if env is None else env
+    ssl_context, has_ca = _ssl_context(ca_cert, verify, client_cert, environ)
+    scheme = "https" if has_ca else "http"
+    listed = _endpoint_list(endpoints, environ)
+    if not listed:
+        raise InvalidInput("no endpoints given")
+    return Settings(
+        endpoints=tuple(normalize_endpoint(endpoint, scheme) for endpoint in listed),
+        token=_token(token, token_file, environ),
+        actor=actor if actor is not None else (environ.get("CAIRN_ACTOR") or None),
+        ssl_context=ssl_context,
+        timeouts=timeouts,
+        retry=retry,
+        consistency=consistency,
+        max_staleness_ms=max_staleness_ms,
+    )
+
+
+def _endpoint_list(endpoints: Sequence[str] | str | None, env: Mapping[str, str]) -> list[str]:
+    if endpoints is None:
+        from_env = env.get("CAIRN_ENDPOINTS")
+        if not from_env:
+            return list(DEFAULT_ENDPOINTS)
+        endpoints = from_env
+    if isinstance(endpoints, str):
+        endpoints = endpoints.split(",")
+    return [endpoint.strip() for endpoint in endpoints if endpoint.strip()]
+
+
+def _token(
+    token: str | None, token_file: str | os.PathLike[str] | None, env: Mapping[str, str]
+) -> BearerToken | None:
+    """The first found wins: the ``token`` argument, ``token_file``, ``CAIRN_TOKEN``, then
+    ``CAIRN_TOKEN_FILE`` (empty variables count as unset)."""
+    if token is not None:
+        return BearerToken(token)
+    if token_file is not None:
+        return BearerToken.from_file(token_file)
+    if env.get("CAIRN_TOKEN"):
+        try:
+            return BearerToken(env["CAIRN_TOKEN"])
+        except InvalidInput as err:
+            raise InvalidInput(f"CAIRN_TOKEN: {err.message}") from None
+    if env.get("CAIRN_TOKEN_FILE"):
+        return BearerToken.from_file(env["CAIRN_TOKEN_FILE"])
+    return None
+
+
+def _ssl_context(
+    ca_cert: str | os.PathLike[str] | None,
+    verify: ssl.SSLContext | bool,
+    client_cert: str | os.PathLike[str] | CertPair | None,
+    env: Mapping[str, str],
+) -> tuple[ssl.SSLContext | bool, bool]:
+    """The TLS context and whether a cluster CA was given (then a bare ``host:port`` means
+    ``https://``). A CA file is trusted alone, as the Rust client trusts only it."""
+    ca = ca_cert if ca_cert is not None else (env.get("CAIRN_CACERT") or None)
+    cert = client_cert if client_cert is not None else _env_cert_pair(env)
+    if isinstance(verify, ssl.SSLContext):
+        context, has_ca = verify, True
+    elif ca is not None:
+        context, has_ca = _trusting_only(ca), True
+    elif cert is not None:
+        context, has_ca = ssl.create_default_context(), False
+    else:
+        return verify, False
+    if not verify and not isinstance(verify, ssl.SSLContext):
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cert is not None:
+        _load_client_cert(context, cert)
+    return context, has_ca
+
+
+def _env_cert_pair(env: Mapping[str, str]) -> CertPair | None:
+    cert, key = env.get("CAIRN_CERT"), env.get("CAIRN_KEY")
+    if cert and key:
+        return cert, key
+    if cert or key:
+        raise InvalidInput("CAIRN_CERT and CAIRN_KEY go together")
+    return None
+
+
+def _trusting_only(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=os.fspath(ca_file))
+    except (OSError, ssl.SSLError) as err:
+        raise InvalidInput(f"CA certificate {os.fspath(ca_file)}: {type(err).__name__}") from None
+
+
+def _load_client_cert(context: ssl.SSLContext, cert: str | os.PathLike[str] | CertPair) -> None:
+    cert_file, key_file = cert if isinstance(cert, tuple) else (cert, None)
+    try:
+        context.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file else None)
+    except (OSError, ssl.SSLError) as err:
+        # The key's bytes never reach the message: only the file names and the error kind.
+        raise InvalidInput(
+            f"client certificate {os.fspath(cert_file)}: {type(err).__name__}"
+        ) from None

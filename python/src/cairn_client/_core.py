@@ -1,0 +1,1137 @@
+"""The sans-IO core shared by ``Cairn`` and ``AsyncCairn``: every operation, with leader
+discovery, retries, ``request_id``s and session checks, written once as a *program*.
+
+A program is a generator that yields effects (``Exchange`` an HTTP request, ``Sleep``,
+``ReadChunk``/``CloseStream`` of an open stream) and receives their outcomes; the sync and
+async clients only perform effects (``client.py`` with ``httpx.Client``, ``aio.py`` with
+``httpx.AsyncClient``). Stream programs (``list_all``, ``watch``) also yield ``Emit(item)``
+for each item and ``READY`` once they are open.
+
+The rules are the Rust client's (``client/src/client/``):
+
+- **Leader discovery.** Mutations and linearizable reads go to the leader, found with
+  ``GET /cluster/status`` and cached until a call to it fails. Without a known leader a
+  call goes to the next endpoint: followers forward, or answer 503 ``no_leader`` (retried).
+- **Bounded retries.** At most ``retries_max + 1`` attempts with jittered exponential
+  backoff, rotating endpoints; only transient failures are retried (unreachable node,
+  ``no_leader``, ``stale_read``, ``overloaded``, ``outcome_unknown``).
+- **Exactly-once mutations.** Every mutation carries a ``request_id`` (made here unless the
+  caller gave one) and every retry resends the identical bytes. If an attempt may have
+  reached the node and no later attempt got a definite answer, the call raises
+  ``OutcomeUnknown`` with that id.
+- **Reads.** Linearizable reads go to the leader; ``bounded`` and ``any`` reads round-robin
+  over the endpoints. With a ``Session``, every read sends the session revision as
+  ``min_revision`` and is checked against it; a stale answer is re-read linearizably at the
+  leader (at most ``SESSION_RETRIES_MAX`` times), else ``SessionRegression``.
+- Membership and principal changes are not deduplicated, so they are retried only after
+  failures that cannot have reached the node.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import threading
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import count
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
+
+from ._config import Settings, new_request_id, normalize_endpoint
+from ._sse import SseParser, WatchPosition, decode_event
+from .errors import (
+    CairnError,
+    ConnectionFailed,
+    DecodeError,
+    InvalidInput,
+    NoLeader,
+    NotFound,
+    OutcomeUnknown,
+    SessionRegression,
+    StaleRead,
+    error_from_response,
+)
+from .models import (
+    AclChanged,
+    AuthEnabled,
+    BatchOp,
+    BatchRequest,
+    BatchResult,
+    ClusterStatus,
+    CompactResponse,
+    Consistency,
+    CreatedPrincipal,
+    CreatePrincipalRequest,
+    EnableAuthRequest,
+    FlagStaleRequest,
+    ForgetRequest,
+    Grant,
+    Health,
+    HistoryRequest,
+    HistoryResponse,
+    InitRequest,
+    ListRequest,
+    ListResponse,
+    MembershipResponse,
+    MutationResult,
+    NodeSpec,
+    PrincipalList,
+    ProbeRequest,
+    ProbeResponse,
+    ReadRequest,
+    ReadResponse,
+    RecallRequest,
+    RecallResponse,
+    Record,
+    ReinstateRequest,
+    RemoveRequest,
+    RevokeRequest,
+    RotatedToken,
+    SetGrantsRequest,
+    State,
+    SupersedeRequest,
+    Tombstone,
+    WatchEvent,
+    WhoAmI,
+    WriteRequest,
+    _Mutation,
+    _Read,
+    _Request,
+)
+from .session import Observable, Session
+
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+Q = TypeVar("Q", bound=_Read)
+Answer = TypeVar("Answer", bound=Observable)
+
+SESSION_RETRIES_MAX = 2
+"""Linearizable re-reads after a stale answer, before giving up with SessionRegression."""
+# Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
+_COMPACT_TIMEOUT = 300.0
+
+# --- effects ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Send one HTTP request to ``base``. The outcome is a ``Reply`` (any status) or a
+    ``ConnectionFailed``. With ``stream``, a 2xx reply carries the open body as
+    ``Reply.stream`` instead of reading it."""
+
+    method: str
+    base: str
+    path: tuple[str, ...]
+    params: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    timeout: float | None = None
+    stream: bool = False
+
+    @property
+    def url(self) -> str:
+        return base_url_with_path(self.base, self.path)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    stream: Any = None
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ReadChunk:
+    """The next bytes of an open stream: ``b""`` once it ended, or a ``ConnectionFailed``."""
+
+    stream: Any
+
+
+@dataclass(frozen=True)
+class CloseStream:
+    stream: Any
+
+
+@dataclass(frozen=True)
+class Emit(Generic[T]):
+    """A stream program's next item."""
+
+    item: T
+
+
+class _Ready(enum.Enum):
+    READY = "ready"
+
+
+READY = _Ready.READY
+"""A stream program is open (its watch connected): a ``with`` block may start."""
+
+Effect = Exchange | Sleep | ReadChunk | CloseStream
+Program = Generator[Effect, Any, T]
+StreamProgram = Generator[Effect | Emit[T] | _Ready, Any, None]
+
+# --- where calls go --------------------------------------------------------------------
+
+
+class Mode(enum.Enum):
+    READ = "read"
+    """Side-effect free: retry every transient failure."""
+    MUTATION = "mutation"
+    """Deduplicated by its request_id: retry every transient failure; an unknown outcome
+    is OutcomeUnknown."""
+    ADMIN = "admin"
+    """Not deduplicated: retry only failures that cannot have reached the node."""
+    ONCE = "once"
+    """One attempt at one node."""
+
+
+class Route(enum.Enum):
+    LEADER = "leader"
+    SPREAD = "spread"
+    """Round-robin over the endpoints."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as the retry loop sends it, attempt after attempt."""
+
+    method: str
+    route: Route | str  # a str is one endpoint
+    path: tuple[str, ...]
+    mode: Mode
+    timeout: float | None
+    body: bytes | None = None
+    """Serialized once, so every retry sends the identical payload (the node compares
+    payload hashes under one request_id)."""
+    params: tuple[tuple[str, str], ...] = ()
+    request_id: str | None = None
+    stream: bool = False
+
+
+class Nodes:
+    """The endpoints of a client and what it learned about them."""
+
+    def __init__(self, endpoints: Sequence[str], *, pinned: bool = False) -> None:
+        self.endpoints = tuple(endpoints)
+        self.pinned = pinned
+        """Every call goes to ``endpoints[0]``; no discovery."""
+        self._leader: str | None = None
+        self._cursor = count()
+        self._lock = threading.Lock()
+
+    def next_endpoint(self) -> str:
+        with self._lock:
+            return self.endpoints[next(self._cursor) % len(self.endpoints)]
+
+    @property
+    def cached_leader(self) -> str | None:
+        return self._leader
+
+    def set_leader(self, base: str) -> None:
+        self._leader = base
+
+    def forget_leader(self, base: str) -> None:
+        """Drops the cached leader if it is still ``base`` (a concurrent call may have
+        found a newer one already)."""
+        with self._lock:
+            if self._leader == base:
+                self._leader = None
+
+
+def base_url_with_path(base: str, path: Sequence[str]) -> str:
+    """``base`` with the path segments appended, each percent-encoded."""
+    return base + "".join("/" + quote(segment, safe="") for segment in path)
+
+
+def leader_endpoint(status: ClusterStatus, asked: str) -> str | None:
+    """The endpoint of the leader ``status`` names: the asked endpoint itself when it is the
+    leader (its advertised address may be a bind address), else the leader's
+    ``client_addr`` with the scheme of the asked endpoint."""
+    if status.leader_id is None:
+        return None
+    if status.leader_id == status.node_id:
+        return asked
+    node = next((node for node in status.nodes if node.id == status.leader_id), None)
+    if node is None:
+        return None
+    scheme = "https" if asked.startswith("https://") else "http"
+    try:
+        return normalize_endpoint(node.client_addr, scheme)
+    except InvalidInput:
+        return None
+
+
+def encode(request: _Request) -> bytes:
+    """The request's JSON body, compact, as it goes on the wire (once per call: every retry
+    resends these bytes)."""
+    try:
+        body = request.wire()
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    except (PydanticSerializationError, TypeError, ValueError) as err:
+        raise InvalidInput(f"{type(request).__name__} is not JSON: {err}") from None
+
+
+def decoder(model: type[R]) -> Callable[[Reply], R]:
+    """The body of a 2xx answer as ``model``."""
+
+    def decode(reply: Reply) -> R:
+        try:
+            return model.model_validate_json(reply.body)
+        except ValidationError as err:
+            raise DecodeError(
+                f"{model.__name__}: {err.error_count()} problem(s), first: "
+                f"{err.errors(include_input=False)[0]['msg']}"
+            ) from None
+
+    return decode
+
+
+def _text(reply: Reply) -> str:
+    try:
+        return reply.body.decode()
+    except UnicodeDecodeError as err:
+        raise DecodeError(f"metrics: {err}") from None
+
+
+def build(model: type[R], what: str, **fields: Any) -> R:
+    """A request model from arguments; bad ones are ``InvalidInput`` naming the field."""
+    try:
+        return model(**fields)
+    except ValidationError as err:
+        raise InvalidInput.from_validation(what, err) from None
+
+
+_GRANTS = TypeAdapter(list[Grant])
+_NODES = TypeAdapter(list[NodeSpec])
+
+
+def _validated(adapter: TypeAdapter[T], what: str, value: Any) -> T:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as err:
+        raise InvalidInput.from_validation(what, err) from None
+
+
+def _exchange_outcome(outcome: Any) -> Reply:
+    if isinstance(outcome, ConnectionFailed):
+        raise outcome
+    if not isinstance(outcome, Reply):
+        raise TypeError(f"the driver answered an exchange with {type(outcome).__name__}")
+    return outcome
+
+
+def _give_up(call: Call, last: CairnError, may_have_applied: bool) -> CairnError:
+    """The error a call ends with once it stops retrying."""
+    if call.mode is Mode.MUTATION and may_have_applied and call.request_id is not None:
+        return OutcomeUnknown(str(last), details={"request_id": call.request_id})
+    return last
+
+
+GrantLike = Grant | Mapping[str, Any]
+NodeLike = NodeSpec | Mapping[str, Any]
+StateLike = State | str
+ConsistencyLike = Consistency | str
+
+
+class Core:
+    """Settings, routing state and session of one client, and every operation as a
+    program. Both clients bind these programs as their methods."""
+
+    def __init__(
+        self, settings: Settings, session: Session | None, nodes: Nodes | None = None
+    ) -> None:
+        self.settings = settings
+        self.session = session
+        self.nodes = nodes if nodes is not None else Nodes(settings.endpoints)
+
+    def pinned(self, endpoint: str) -> Core:
+        """A core that sends every call to ``endpoint``, sharing settings and session."""
+        scheme = "https" if self.settings.endpoints[0].startswith("https://") else "http"
+        nodes = Nodes([normalize_endpoint(endpoint, scheme)], pinned=True)
+        return Core(self.settings, self.session, nodes)
+
+    def headers(self, has_body: bool) -> dict[str, str]:
+        """Every attempt, retry and discovery request carries the token: a follower relays
+        it to the leader, which authenticates the request again (SPEC §8)."""
+        headers = {"authorization": self.settings.token.header()} if self.settings.token else {}
+        if has_body:
+            headers["content-type"] = "application/json"
+        return headers
+
+    # --- the retry loop ----------------------------------------------------------------
+
+    def call(self, call: Call, finish: Callable[[Reply], T]) -> Program[T]:
+        """Runs ``call`` with the retry rules of its mode; ``finish`` turns a 2xx reply into
+        the result (its failures are retried like the request's own)."""
+        retries_max = 0 if call.mode is Mode.ONCE else self.settings.retry.retries_max
+        may_have_applied = False
+        retries = 0
+        while True:
+            base = yield from self.base_for(call.route)
+            try:
+                reply = yield from self.attempt(base, call)
+                return finish(reply)
+            except CairnError as err:
+                # A definite answer is authoritative even after an attempt with an unknown
+                # outcome: the retry carried the same request_id, so the node replayed it.
+                if not err.is_transient:
+                    raise
+                if call.route is Route.LEADER:
+                    self.nodes.forget_leader(base)
+                may_have_applied |= err.may_have_applied
+                unsafe_to_retry = call.mode is Mode.ADMIN and err.may_have_applied
+                if unsafe_to_retry or retries >= retries_max:
+                    final = _give_up(call, err, may_have_applied)
+                    if final is err:
+                        raise
+                    raise final from err
+            retries += 1
+            yield Sleep(self.settings.retry.backoff(retries))
+
+    def attempt(self, base: str, call: Call) -> Program[Reply]:
+        """One HTTP exchange: the reply when 2xx, its parsed error otherwise."""
+        effect = Exchange(
+            call.method, base, call.path, call.params, call.body, call.timeout, call.stream
+        )
+        reply = _exchange_outcome((yield effect))
+        if 200 <= reply.status < 300:
+            return reply
+        raise error_from_response(reply.status, reply.body)
+
+    def base_for(self, route: Route | str) -> Program[str]:
+        """The endpoint a call on ``route`` goes to now."""
+        if isinstance(route, str):
+            return route
+        if self.nodes.pinned:
+            return self.nodes.endpoints[0]
+        if route is Route.SPREAD:
+            return self.nodes.next_endpoint()
+        cached = self.nodes.cached_leader
+        if cached is not None:
+            return cached
+        # No leader known: any node will forward, or say no_leader (retried).
+        found = yield from self.discover_leader()
+        return found if found is not None else self.nodes.next_endpoint()
+
+    def discover_leader(self) -> Program[str | None]:
+        """One pass over the endpoints asking each for the leader; caches and returns the
+        first leader endpoint reported."""
+        for _ in self.nodes.endpoints:
+            endpoint = self.nodes.next_endpoint()
+            try:
+                status = yield from self.status_at(endpoint, self.settings.timeouts.discovery)
+            except CairnError:
+                continue
+            leader = leader_endpoint(status, endpoint)
+            if leader is not None:
+                self.nodes.set_leader(leader)
+                return leader
+        return None
+
+    def status_at(self, endpoint: str, timeout: float) -> Program[ClusterStatus]:
+        """One status request, straight to ``endpoint`` (discovery runs inside ``call``,
+        so this must not go through it)."""
+        call = Call("GET", endpoint, ("cluster", "status"), Mode.ONCE, timeout)
+        reply = yield from self.attempt(endpoint, call)
+        return decoder(ClusterStatus)(reply)
+
+    def leader_status(self) -> Program[ClusterStatus]:
+        leader = yield from self.base_for(Route.LEADER)
+        return (yield from self.status_at(leader, self.settings.timeouts.request))
+
+    # --- mutations ---------------------------------------------------------------------
+
+    def write(
+        self,
+        key: str,
+        value: Any,
+        *,
+        actor: str | None = None,
+        source: str | None = None,
+        anchors: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        clear_tombstone: bool = False,
+        override_revocation: bool = False,
+        reason: str | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Writes ``value`` (any JSON value) under ``key`` (``POST /v1/write``).
+
+        ``expected_version`` makes it conditional (``0``: the key must be absent);
+        ``based_on_revision`` refuses it (``StaleWrite``) if the key was forgotten, revoked
+        or re-created after that revision. A forgotten key needs ``clear_tombstone``
+        (``KeyForgotten`` otherwise), a revoked one ``override_revocation``
+        (``KeyRevoked``). ``anchors`` (``path:``, ``symbol:``, ``tag:``, ``topic:``,
+        ``url:``) are what ``recall`` matches."""
+        request = build(
+            WriteRequest,
+            "write",
+            key=key,
+            actor=actor or self.settings.actor,
+            source=source,
+            anchors=anchors,
+            tags=tags,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            clear_tombstone=clear_tombstone,
+            override_revocation=override_revocation,
+            reason=reason,
+            request_id=request_id,
+            value=value,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def forget(
+        self,
+        key: str,
+        reason: str,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Forgets ``key`` (``POST /v1/forget``): the value is gone, a tombstone with
+        ``reason`` stays forever (``result.tombstone``), and no write brings the value back
+        unless it clears the tombstone. Forgetting a forgotten key answers the same
+        tombstone with ``already=True``."""
+        request = build(
+            ForgetRequest,
+            "forget",
+            key=key,
+            reason=reason,
+            actor=actor or self.settings.actor,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            request_id=request_id,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def revoke(
+        self,
+        key: str,
+        reason: str,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Revokes a wrong belief (``POST /v1/revoke``): it stays readable as a warning
+        (``[REVOKED] ...``) with ``reason``, until ``reinstate``."""
+        request = build(
+            RevokeRequest,
+            "revoke",
+            key=key,
+            reason=reason,
+            actor=actor or self.settings.actor,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            request_id=request_id,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def reinstate(
+        self,
+        key: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Makes a revoked key active again (``POST /v1/reinstate``)."""
+        request = build(
+            ReinstateRequest,
+            "reinstate",
+            key=key,
+            reason=reason,
+            actor=actor or self.settings.actor,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            request_id=request_id,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def flag_stale(
+        self,
+        key: str,
+        anchor: str,
+        observed_hash: str,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Flags ``key`` stale because ``anchor`` changed (now hashing to
+        ``observed_hash``) since it was written (``POST /v1/flag-stale``); the next write
+        clears the flag."""
+        request = build(
+            FlagStaleRequest,
+            "flag_stale",
+            key=key,
+            anchor=anchor,
+            observed_hash=observed_hash,
+            actor=actor or self.settings.actor,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            request_id=request_id,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def supersede(
+        self,
+        key: str,
+        by: str,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
+        based_on_revision: int | None = None,
+        request_id: str | None = None,
+    ) -> Program[MutationResult]:
+        """Records that ``by`` replaces ``key`` (``POST /v1/supersede``)."""
+        request = build(
+            SupersedeRequest,
+            "supersede",
+            key=key,
+            by=by,
+            reason=reason,
+            actor=actor or self.settings.actor,
+            expected_version=expected_version,
+            based_on_revision=based_on_revision,
+            request_id=request_id,
+        )
+        return (yield from self.mutate(request, MutationResult))
+
+    def batch(
+        self, ops: Iterable[BatchOp], *, request_id: str | None = None
+    ) -> Program[BatchResult]:
+        """Applies every operation in one Raft entry, or none (``POST /v1/batch``); a
+        refusal names the failing ``op_index``. Operations are request models
+        (``WriteRequest(key=..., value=..., actor=...)``, ...) without ``request_id``; an
+        operation without ``actor`` gets the client's."""
+        default_actor = self.settings.actor
+        with_actors = [
+            op.model_copy(update={"actor": default_actor})
+            if op.actor is None and default_actor
+            else op
+            for op in ops
+        ]
+        request = build(BatchRequest, "batch", ops=with_actors, request_id=request_id)
+        return (yield from self.mutate(request, BatchResult))
+
+    def mutate(self, request: _Mutation | BatchRequest, result: type[Answer]) -> Program[Answer]:
+        """Sends any mutation: assigns a ``request_id`` if missing, retries under it, and
+        records the result in the session."""
+        request_id = request.request_id or new_request_id()
+        request = request.model_copy(update={"request_id": request_id})
+        call = Call(
+            "POST",
+            Route.LEADER,
+            ("v1", request.PATH),
+            Mode.MUTATION,
+            self.settings.timeouts.request,
+            body=encode(request),
+            request_id=request_id,
+        )
+        answer = yield from self.call(call, decoder(result))
+        self._observe(answer)
+        return answer
+
+    # --- reads -------------------------------------------------------------------------
+
+    def read(
+        self,
+        key: str,
+        *,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[ReadResponse]:
+        """The key's record, ``rendered`` note and where it was served (``POST /v1/read``).
+        A forgotten key answers ``state="forgotten"`` with its tombstone and no value; a key
+        never written raises ``NotFound``."""
+        request = build(
+            ReadRequest,
+            "read",
+            key=key,
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        return (yield from self.session_read(request, ReadResponse, absent_key=key))
+
+    def probe(
+        self,
+        key: str,
+        *,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[ProbeResponse]:
+        """Value record vs retention record of ``key`` on the node that serves the read
+        (``POST /v1/probe``; use ``pinned(endpoint)`` to probe one replica)."""
+        request = build(
+            ProbeRequest,
+            "probe",
+            key=key,
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        return (yield from self.session_read(request, ProbeResponse, absent_key=key))
+
+    def history(
+        self,
+        key: str,
+        *,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[HistoryResponse]:
+        """The key's events, oldest first (``POST /v1/history``): one per applied change,
+        with actor, reason, time and value hash, never a value."""
+        request = build(
+            HistoryRequest,
+            "history",
+            key=key,
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        return (yield from self.session_read(request, HistoryResponse, absent_key=key))
+
+    def list_page(
+        self,
+        prefix: str = "",
+        *,
+        states: Sequence[StateLike] | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[ListResponse]:
+        """One page of the keys under ``prefix`` in key order (``POST /v1/list``); pass
+        ``next_after`` as ``after`` for the next (``list_all`` does it for you)."""
+        request = build(
+            ListRequest,
+            "list",
+            prefix=prefix,
+            states=states,
+            limit=limit,
+            after=after,
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        return (yield from self.session_read(request, ListResponse, absent_key=None))
+
+    def list_all(
+        self,
+        prefix: str = "",
+        *,
+        states: Sequence[StateLike] | None = None,
+        page_size: int | None = None,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+    ) -> StreamProgram[Record]:
+        """Every record under ``prefix``, page after page (``page_size`` per request)."""
+        after: str | None = None
+        yield READY
+        while True:
+            page = yield from self.list_page(
+                prefix,
+                states=states,
+                limit=page_size,
+                after=after,
+                consistency=consistency,
+                max_staleness_ms=max_staleness_ms,
+            )
+            for item in page.items:
+                yield Emit(item)
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+    def recall(
+        self,
+        cues: Sequence[str] | str,
+        *,
+        prefix: str | None = None,
+        include: Sequence[StateLike] | None = None,
+        limit: int | None = None,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[RecallResponse]:
+        """Notes whose anchors match the cues (``path:src/db/``, ``topic:migrations``, ...),
+        revoked warnings included and first among equals (``POST /v1/recall``)."""
+        request = build(
+            RecallRequest,
+            "recall",
+            cues=[cues] if isinstance(cues, str) else cues,
+            prefix=prefix,
+            include=include,
+            limit=limit,
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        return (yield from self.session_read(request, RecallResponse, absent_key=None))
+
+    def tombstone(
+        self,
+        tombstone_id: str,
+        *,
+        consistency: ConsistencyLike | None = None,
+        max_staleness_ms: int | None = None,
+        min_revision: int | None = None,
+    ) -> Program[Tombstone]:
+        """A tombstone by id (``GET /v1/tombstones/{id}``); tombstones are kept forever."""
+        options = build(
+            _Read,
+            "tombstone",
+            consistency=consistency,
+            max_staleness_ms=max_staleness_ms,
+            min_revision=min_revision,
+        )
+        consistency_used, staleness = self._effective(options)
+        params = [("consistency", consistency_used.value)] if consistency_used else []
+        params += [("max_staleness_ms", str(staleness))] if staleness is not None else []
+        params += [("min_revision", str(min_revision))] if min_revision is not None else []
+        call = Call(
+            "GET",
+            read_route(consistency_used),
+            ("v1", "tombstones", tombstone_id),
+            Mode.READ,
+            self.settings.timeouts.request,
+            params=tuple(params),
+        )
+        return (yield from self.call(call, decoder(Tombstone)))
+
+    def watch(
+        self, prefix: str | None = None, *, from_revision: int | None = None
+    ) -> StreamProgram[WatchEvent]:
+        """Changes under ``prefix`` from ``from_revision`` (inclusive) on, in revision order
+        (``GET /v1/watch``). Without ``from_revision`` the watch starts after the leader's
+        applied index when it opens. A broken stream (a node restarting, a leader change)
+        is reopened at the last delivered revision, skipping what was delivered, with at
+        most ``retries_max`` reconnects in a row without an event."""
+        if from_revision is None:
+            status = yield from self.leader_status()
+            from_revision = status.applied_index + 1
+        position = WatchPosition(from_revision)
+        stream: Any = yield from self._open_watch(prefix, from_revision)
+        yield READY
+        parser = SseParser()
+        reconnects = 0
+        last_error: CairnError | None = None
+        retry = self.settings.retry
+        while True:
+            if stream is None:
+                if reconnects > retry.retries_max:
+                    raise last_error or ConnectionFailed(
+                        "watch", f"stream closed {reconnects} times without an event", sent=True
+                    )
+                yield Sleep(retry.backoff(reconnects))
+                stream = yield from self._open_watch(prefix, position.resume_from)
+                # A partial line from the broken connection must not prefix the new stream.
+                parser = SseParser()
+                continue
+            chunk = yield ReadChunk(stream)
+            if isinstance(chunk, ConnectionFailed) or not chunk:
+                yield CloseStream(stream)
+                stream = None
+                reconnects += 1
+                last_error = chunk if isinstance(chunk, ConnectionFailed) else last_error
+                continue
+            for payload in parser.push(chunk):
+                event = decode_event(payload)
+                if position.already_delivered(event):
+                    continue
+                position.remember(event)
+                reconnects = 0
+                yield Emit(event)
+
+    def _open_watch(self, prefix: str | None, from_revision: int) -> Program[Any]:
+        params = [("from_revision", str(from_revision))]
+        params += [("prefix", prefix)] if prefix is not None else []
+        call = Call(
+            "GET",
+            Route.LEADER,
+            ("v1", "watch"),
+            Mode.READ,
+            None,
+            params=tuple(params),
+            stream=True,
+        )
+        return (yield from self.call(call, lambda reply: reply.stream))
+
+    def session_read(
+        self, request: Q, result: type[Answer], absent_key: str | None
+    ) -> Program[Answer]:
+        """A read with the session rules of SPEC §3: send the session revision as
+        ``min_revision``, check the answer against the session, and on a stale answer (or a
+        node that cannot serve that fresh) re-read linearizably at the leader."""
+        consistency, staleness = self._effective(request)
+        min_revision = request.min_revision
+        retries = 0
+        while True:
+            min_revision = _max_or_none(min_revision, self._session_revision())
+            request = request.model_copy(
+                update={
+                    "consistency": consistency,
+                    "max_staleness_ms": staleness,
+                    "min_revision": min_revision,
+                }
+            )
+            try:
+                answer = yield from self.query(request, result)
+            except CairnError as err:
+                stale = self._stale_or_raise(err, absent_key)
+            else:
+                try:
+                    self._check(answer)
+                except SessionRegression as regression:
+                    stale = regression
+                else:
+                    self._observe(answer)
+                    return answer
+            if retries >= SESSION_RETRIES_MAX:
+                raise stale
+            retries += 1
+            consistency, staleness = Consistency.LINEARIZABLE, None
+
+    def query(self, request: _Read, result: type[R]) -> Program[R]:
+        call = Call(
+            "POST",
+            read_route(request.consistency),
+            ("v1", request.PATH),
+            Mode.READ,
+            self.settings.timeouts.request,
+            body=encode(request),
+        )
+        return (yield from self.call(call, decoder(result)))
+
+    def _effective(self, request: _Read) -> tuple[Consistency | None, int | None]:
+        """The request's consistency and staleness bound, else the client's defaults."""
+        consistency = request.consistency
+        if consistency is None and self.settings.consistency is not None:
+            consistency = Consistency(self.settings.consistency)
+        staleness = request.max_staleness_ms
+        if staleness is None:
+            staleness = self.settings.max_staleness_ms
+        return consistency, staleness
+
+    def _stale_or_raise(self, err: CairnError, absent_key: str | None) -> CairnError:
+        """The error, when a failed read should be retried at the leader under the session
+        rules; raises it when it is the answer."""
+        if self.session is None:
+            raise err
+        if isinstance(err, NotFound) and absent_key is not None:
+            try:
+                self.session.check_absent(absent_key)
+            except SessionRegression as regression:
+                return regression
+            raise err
+        if isinstance(err, StaleRead):
+            return err
+        raise err
+
+    def _session_revision(self) -> int | None:
+        """The session revision, if there is one worth sending (0 asks for nothing)."""
+        if self.session is None or self.session.revision == 0:
+            return None
+        return self.session.revision
+
+    def _observe(self, answer: Observable) -> None:
+        if self.session is not None:
+            self.session.observe(answer)
+
+    def _check(self, answer: Observable) -> None:
+        if self.session is not None:
+            self.session.check(answer)
+
+    # --- cluster -----------------------------------------------------------------------
+
+    def leader(self) -> Program[str]:
+        """The leader's endpoint, from the cache or by asking the endpoints."""
+        cached = self.nodes.cached_leader
+        if cached is not None:
+            return cached
+        found = yield from self.discover_leader()
+        if found is None:
+            raise NoLeader("no endpoint reported a reachable leader")
+        return found
+
+    def cluster_status(self, endpoint: str | None = None) -> Program[ClusterStatus]:
+        """``GET /cluster/status`` of ``endpoint``, or of the leader (one attempt)."""
+        if endpoint is None:
+            return (yield from self.leader_status())
+        base = self._endpoint(endpoint)
+        return (yield from self.status_at(base, self.settings.timeouts.request))
+
+    def healthz(self, endpoint: str | None = None) -> Program[Health]:
+        """``GET /healthz`` of ``endpoint`` (default: the first endpoint), one attempt."""
+        reply = yield from self._once("GET", endpoint, ("healthz",))
+        return decoder(Health)(reply)
+
+    def metrics(self, endpoint: str | None = None) -> Program[str]:
+        """``GET /metrics`` of ``endpoint`` (default: the first endpoint): Prometheus text."""
+        reply = yield from self._once("GET", endpoint, ("metrics",))
+        return _text(reply)
+
+    def compact(self, endpoint: str) -> Program[CompactResponse]:
+        """``POST /cluster/compact`` on one node: snapshot, purge its Raft log, compact its
+        store, so a forget's bytes are physically gone."""
+        reply = yield from self._once("POST", endpoint, ("cluster", "compact"), _COMPACT_TIMEOUT)
+        return decoder(CompactResponse)(reply)
+
+    def cluster_init(
+        self, nodes: Sequence[NodeLike], *, auth_admin: str | None = None
+    ) -> Program[MembershipResponse]:
+        """``POST /cluster/init`` (any member may be asked). With ``auth_admin`` auth is on
+        from the start and the answer's ``auth.token`` is that admin's token, shown once."""
+        auth = EnableAuthRequest(admin=auth_admin) if auth_admin is not None else None
+        request = build(
+            InitRequest, "cluster_init", nodes=_validated(_NODES, "nodes", nodes), auth=auth
+        )
+        return (
+            yield from self._admin(Route.SPREAD, ("cluster", "init"), request, MembershipResponse)
+        )
+
+    def cluster_join(
+        self, node_id: int, client_addr: str, peer_addr: str
+    ) -> Program[MembershipResponse]:
+        """``POST /cluster/join``: the started node joins as a learner, then is promoted."""
+        request = build(
+            NodeSpec, "cluster_join", id=node_id, client_addr=client_addr, peer_addr=peer_addr
+        )
+        return (
+            yield from self._admin(Route.LEADER, ("cluster", "join"), request, MembershipResponse)
+        )
+
+    def cluster_remove(self, node_id: int) -> Program[MembershipResponse]:
+        """``POST /cluster/remove``: the node leaves the membership."""
+        request = build(RemoveRequest, "cluster_remove", id=node_id)
+        return (
+            yield from self._admin(Route.LEADER, ("cluster", "remove"), request, MembershipResponse)
+        )
+
+    # --- auth --------------------------------------------------------------------------
+
+    def enable_auth(self, admin: str) -> Program[AuthEnabled]:
+        """``POST /v1/auth/enable``: turns auth on for a cluster made without it; ``admin``
+        is the first principal and the answer carries its token, shown this once."""
+        request = build(EnableAuthRequest, "enable_auth", admin=admin)
+        return (
+            yield from self._admin(Route.LEADER, ("v1", "auth", "enable"), request, AuthEnabled)
+        )
+
+    def create_principal(
+        self, name: str, grants: Sequence[GrantLike] = ()
+    ) -> Program[CreatedPrincipal]:
+        """``POST /v1/auth/principals``: a new principal; the answer carries its token,
+        shown this once."""
+        request = build(
+            CreatePrincipalRequest,
+            "create_principal",
+            name=name,
+            grants=_validated(_GRANTS, "grants", grants),
+        )
+        return (
+            yield from self._admin(
+                Route.LEADER, ("v1", "auth", "principals"), request, CreatedPrincipal
+            )
+        )
+
+    def rotate_token(self, name: str) -> Program[RotatedToken]:
+        """``POST /v1/auth/principals/{name}/rotate``: a new token; the old one stops at
+        once."""
+        path = ("v1", "auth", "principals", name, "rotate")
+        return (yield from self._admin(Route.LEADER, path, None, RotatedToken))
+
+    def delete_principal(self, name: str) -> Program[AclChanged]:
+        """``DELETE /v1/auth/principals/{name}``: the principal and its token are gone."""
+        path = ("v1", "auth", "principals", name)
+        return (yield from self._admin(Route.LEADER, path, None, AclChanged, method="DELETE"))
+
+    def set_grants(self, name: str, grants: Sequence[GrantLike]) -> Program[AclChanged]:
+        """``PUT /v1/auth/principals/{name}/grants``: replaces every grant of ``name``."""
+        request = build(
+            SetGrantsRequest, "set_grants", grants=_validated(_GRANTS, "grants", grants)
+        )
+        path = ("v1", "auth", "principals", name, "grants")
+        return (yield from self._admin(Route.LEADER, path, request, AclChanged, method="PUT"))
+
+    def principals(self) -> Program[PrincipalList]:
+        """``GET /v1/auth/principals``: every principal and its grants (never a token)."""
+        call = Call(
+            "GET",
+            Route.LEADER,
+            ("v1", "auth", "principals"),
+            Mode.READ,
+            self.settings.timeouts.request,
+        )
+        return (yield from self.call(call, decoder(PrincipalList)))
+
+    def whoami(self) -> Program[WhoAmI]:
+        """``GET /v1/auth/whoami``: the principal of this client's token and its grants."""
+        call = Call(
+            "GET", Route.LEADER, ("v1", "auth", "whoami"), Mode.READ, self.settings.timeouts.request
+        )
+        return (yield from self.call(call, decoder(WhoAmI)))
+
+    # --- helpers -----------------------------------------------------------------------
+
+    def _endpoint(self, endpoint: str | None) -> str:
+        if endpoint is None:
+            return self.nodes.endpoints[0]
+        scheme = "https" if self.nodes.endpoints[0].startswith("https://") else "http"
+        return normalize_endpoint(endpoint, scheme)
+
+    def _once(
+        self, method: str, endpoint: str | None, path: tuple[str, ...], timeout: float | None = None
+    ) -> Program[Reply]:
+        base = self._endpoint(endpoint)
+        call = Call(method, base, path, Mode.ONCE, timeout or self.settings.timeouts.request)
+        return (yield from self.call(call, lambda reply: reply))
+
+    def _admin(
+        self,
+        route: Route,
+        path: tuple[str, ...],
+        request: _Request | None,
+        result: type[R],
+        *,
+        method: str = "POST",
+    ) -> Program[R]:
+        body = encode(request) if request is not None else None
+        call = Call(method, route, path, Mode.ADMIN, self.settings.timeouts.request, body=body)
+        return (yield from self.call(call, decoder(result)))
+
+
+def read_route(consistency: Consistency | None) -> Route:
+    """Linearizable reads (the default) go to the leader, the others to any node."""
+    if consistency in (Consistency.BOUNDED, Consistency.ANY):
+        return Route.SPREAD
+    return Route.LEADER
+
+
+def _max_or_none(a: int | None, b: int | None) -> int | None:
+    present = [value for value in (a, b) if value is not None]
+    return max(present) if present else None

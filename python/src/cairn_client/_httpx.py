@@ -1,0 +1,53 @@
+"""What the sync and async transports share about httpx: how an ``Exchange`` becomes an
+``httpx.Request``, the client options, and how httpx failures become ``ConnectionFailed``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ._config import Settings
+from ._core import Core, Exchange
+from .errors import ConnectionFailed
+
+# Failures that happen before any byte of the request left this process.
+_NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """Options of the ``httpx.Client``/``AsyncClient`` of a cairn client."""
+    return {
+        "verify": settings.ssl_context,
+        # Nodes are direct peers: an HTTP(S)_PROXY meant for the internet must not sit
+        # between an agent and its cluster.
+        "trust_env": False,
+        "follow_redirects": False,
+        "timeout": httpx.Timeout(settings.timeouts.request, connect=settings.timeouts.connect),
+    }
+
+
+def build_request(
+    http: httpx.Client | httpx.AsyncClient, core: Core, effect: Exchange
+) -> httpx.Request:
+    """The request of one exchange. The token goes in a header here, never into the
+    effect, so a logged or printed effect cannot leak it."""
+    return http.build_request(
+        effect.method,
+        effect.url,
+        params=list(effect.params),
+        content=effect.body,
+        headers=core.headers(effect.body is not None),
+        timeout=httpx.Timeout(effect.timeout, connect=core.settings.timeouts.connect),
+    )
+
+
+def connection_failed(base: str, err: httpx.RequestError) -> ConnectionFailed:
+    detail = str(err) or "no detail"
+    return ConnectionFailed(
+        base, f"{type(err).__name__}: {detail}", sent=not isinstance(err, _NOT_SENT)
+    )
+
+
+def is_success(status: int) -> bool:
+    return 200 <= status < 300
