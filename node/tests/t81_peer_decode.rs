@@ -10,7 +10,6 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_node::consensus::{Entry, NodeId, NodeInfo, TypeConfig, Vote};
-use cairn_node::raft_rpc::wire;
 use cairn_node::store::codec;
 use openraft::error::RaftError;
 use openraft::raft::{
@@ -62,12 +61,12 @@ fn peak_during(f: impl FnOnce()) -> usize {
 fn decode_all(bytes: &[u8]) {
     let bound = bytes.len() * AMPLIFICATION_MAX + PREALLOC_SLACK;
     let peak = peak_during(|| {
-        let _ = wire::decode::<AppendEntriesRequest<TypeConfig>>(bytes);
-        let _ = wire::decode::<VoteRequest<NodeId>>(bytes);
-        let _ = wire::decode::<InstallSnapshotRequest<TypeConfig>>(bytes);
-        let _ = wire::decode::<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>>(bytes);
-        let _ = wire::decode::<Result<VoteResponse<NodeId>, RaftError<NodeId>>>(bytes);
-        let _ = wire::decode::<Result<u64, String>>(bytes);
+        let _ = codec::decode::<AppendEntriesRequest<TypeConfig>>(bytes);
+        let _ = codec::decode::<VoteRequest<NodeId>>(bytes);
+        let _ = codec::decode::<InstallSnapshotRequest<TypeConfig>>(bytes);
+        let _ = codec::decode::<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>>(bytes);
+        let _ = codec::decode::<Result<VoteResponse<NodeId>, RaftError<NodeId>>>(bytes);
+        let _ = codec::decode::<Result<u64, String>>(bytes);
     });
     assert!(
         peak <= bound,
@@ -170,9 +169,9 @@ fn huge_length_prefixes_allocate_nothing_like_their_claim() {
 #[test]
 fn valid_bodies_decode() {
     let bodies = valid_bodies();
-    wire::decode::<AppendEntriesRequest<TypeConfig>>(&bodies[0]).unwrap();
-    wire::decode::<VoteRequest<NodeId>>(&bodies[1]).unwrap();
-    wire::decode::<InstallSnapshotRequest<TypeConfig>>(&bodies[2]).unwrap();
+    codec::decode::<AppendEntriesRequest<TypeConfig>>(&bodies[0]).unwrap();
+    codec::decode::<VoteRequest<NodeId>>(&bodies[1]).unwrap();
+    codec::decode::<InstallSnapshotRequest<TypeConfig>>(&bodies[2]).unwrap();
 }
 
 proptest! {

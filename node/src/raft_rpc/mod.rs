@@ -3,7 +3,8 @@
 //! - `server`: axum routes that hand requests to the local `Raft`.
 //! - `proof`: peer proof (mutual TLS naming `node-<ID>`, or a shared secret on loopback),
 //!   checked before a request's body is read.
-//! - `wire`: bounded decoding of peer bodies, in the codec's layout.
+//! - bodies are `store::codec` frames, decoded bounded by their length (the body itself
+//!   is capped before decoding).
 //! - `network`: the client side: `PeerClient` (self-driven HTTP/1.1 connections in a small
 //!   pool per peer) and openraft's `RaftNetworkFactory` over it, with timeouts from
 //!   openraft's `RPCOption` and exponential backoff on unreachable peers.
@@ -13,7 +14,6 @@
 pub mod network;
 pub mod proof;
 pub mod server;
-pub mod wire;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";

@@ -34,7 +34,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::proof::ClientProof;
-use super::{wire, APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
 use crate::tls::configs::PeerTls;
@@ -153,7 +153,7 @@ impl PeerClient {
                     format!("no answer from {peer_addr} within {timeout:?}"),
                 ))
             })??;
-        wire::decode(&bytes).map_err(|e| CallError::Network(std::io::Error::other(e)))
+        codec::decode(&bytes).map_err(|e| CallError::Network(std::io::Error::other(e)))
     }
 
     /// One request and its answer's body, on an idle connection or a new one. The

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::proof::{self, PeerGate, ServerProof};
-use super::{wire, APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::consensus::{NodeId, Raft, TypeConfig};
 use crate::store::codec;
 
@@ -47,7 +47,7 @@ pub fn router(raft: Raft, proof: ServerProof) -> Router {
 // only add an allocation to a path that ends the request anyway.
 #[allow(clippy::result_large_err)]
 fn decode_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    wire::decode(body).map_err(|e| {
+    codec::decode(body).map_err(|e| {
         (
             StatusCode::BAD_REQUEST,
             format!("undecodable peer request: {e}"),

@@ -5,11 +5,20 @@
 //! one). The format byte lets a future release read old data or refuse it loudly instead of
 //! misparsing it.
 //!
+//! Every decode is bounded by its input: bincode checks each length prefix against the
+//! bytes actually given before reading or allocating, so a forged or corrupted length (a
+//! string or vector claiming 2^60 bytes, from a peer or from a damaged disk record) fails
+//! at once. Sequences are preallocated at most 1 MiB by serde whatever their claimed
+//! length, then grow only as elements are decoded, so memory stays proportional to the
+//! input; peer bodies are themselves capped (`raft_rpc::server::PEER_BODY_BYTES_MAX`)
+//! before decoding. node/tests/t81_peer_decode.rs measures that under proptest.
+//!
 //! Keys in RocksDB are built by hand (big-endian integers, `0x00` separators) so that byte
 //! order equals logical order. Stored values go through their record's module
 //! ([`super::records`]), which frames them here with [`encode_at`] / [`split_format`];
 //! everything else goes through [`encode`]/[`decode`] at [`FORMAT`].
 
+use bincode::Options;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -44,7 +53,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CodecError> {
     match split_format(bytes)? {
-        (FORMAT, body) => Ok(bincode::deserialize(body)?),
+        (FORMAT, body) => decode_body(body),
         (other, _) => Err(CodecError::UnknownFormat(other)),
     }
 }
@@ -68,8 +77,15 @@ pub fn split_format(bytes: &[u8]) -> Result<(u8, &[u8]), CodecError> {
     }
 }
 
+/// Decodes a bincode body in `bincode::serialize`'s layout (fixed-width integers,
+/// trailing bytes allowed, as `bincode::deserialize` reads), consuming at most
+/// `body.len()` bytes.
 pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, CodecError> {
-    Ok(bincode::deserialize(body)?)
+    Ok(bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .allow_trailing_bytes()
+        .with_limit(body.len() as u64)
+        .deserialize(body)?)
 }
 
 /// Big-endian u64: byte order equals numeric order in RocksDB's comparator.
@@ -138,6 +154,32 @@ mod tests {
             decode::<Sample>(&bytes),
             Err(CodecError::UnknownFormat(9))
         ));
+    }
+
+    #[test]
+    fn the_bounded_decoder_reads_the_layout_of_bincode_serialize() {
+        let sample = Sample {
+            a: u64::MAX,
+            b: Some("a".repeat(10)),
+            c: vec![(String::new(), 0), ("b".into(), 255)],
+        };
+        let body = bincode::serialize(&sample).unwrap();
+        assert_eq!(decode_body::<Sample>(&body).unwrap(), sample);
+        let vote = openraft::raft::VoteRequest::<u64>::new(openraft::Vote::new(7, 3), None);
+        let bytes = encode(&vote);
+        assert_eq!(
+            decode::<openraft::raft::VoteRequest<u64>>(&bytes).unwrap(),
+            vote
+        );
+    }
+
+    #[test]
+    fn a_forged_length_fails_without_allocating_it() {
+        let mut bytes = vec![FORMAT];
+        bytes.extend_from_slice(&(u64::MAX / 2).to_le_bytes());
+        bytes.extend_from_slice(b"abc");
+        assert!(decode::<String>(&bytes).is_err());
+        assert!(decode::<Vec<u8>>(&bytes).is_err());
     }
 
     #[test]
