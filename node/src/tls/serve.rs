@@ -24,8 +24,10 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(50);
 
 /// The end-entity certificate the client presented in the TLS handshake (already verified
 /// against the configured CA), as a request extension. Absent on plain-HTTP connections.
+/// Shared by every request of the connection: each request gets a reference count, not a
+/// copy of the DER bytes.
 #[derive(Debug, Clone)]
-pub struct PeerCertificate(pub Option<CertificateDer<'static>>);
+pub struct PeerCertificate(pub Option<Arc<CertificateDer<'static>>>);
 
 /// Serves `router` on `listener` over TLS until `shutdown` turns true, then drains the
 /// open connections (the caller bounds how long it waits for the returned task).
@@ -86,7 +88,7 @@ async fn connection(
             .1
             .peer_certificates()
             .and_then(|chain| chain.first())
-            .map(|c| c.clone().into_owned()),
+            .map(|c| Arc::new(c.clone().into_owned())),
     );
     let service = TowerToHyperService::new(router);
     let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
