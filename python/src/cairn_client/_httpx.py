@@ -42,7 +42,12 @@ def build_request(
     )
 
 
-def connection_failed(base: str, err: httpx.RequestError) -> ConnectionFailed:
+TRANSPORT_ERRORS = (httpx.RequestError, OSError)
+"""What a failed exchange raises: httpx's errors, and the ``ssl.SSLError`` (an ``OSError``)
+a TLS 1.3 server's alert raises on the first read, which httpx lets through."""
+
+
+def connection_failed(base: str, err: Exception) -> ConnectionFailed:
     detail = str(err) or "no detail"
     return ConnectionFailed(
         base, f"{type(err).__name__}: {detail}", sent=not isinstance(err, _NOT_SENT)

@@ -29,7 +29,13 @@ from ._core import (
     Sleep,
     StreamProgram,
 )
-from ._httpx import build_request, client_options, connection_failed, is_success
+from ._httpx import (
+    TRANSPORT_ERRORS,
+    build_request,
+    client_options,
+    connection_failed,
+    is_success,
+)
 
 __all__ = ["AsyncCairn", "AsyncStream"]
 
@@ -89,7 +95,7 @@ class _Transport:
         request = build_request(self.http, self.core, effect)
         try:
             response = await self.http.send(request, stream=effect.stream)
-        except httpx.RequestError as err:
+        except TRANSPORT_ERRORS as err:
             return connection_failed(effect.base, err)
         if effect.stream and is_success(response.status_code):
             stream = _OpenStream(effect.base, response)
@@ -97,7 +103,7 @@ class _Transport:
             return Reply(response.status_code, b"", stream)
         try:
             return Reply(response.status_code, await response.aread())
-        except httpx.RequestError as err:
+        except TRANSPORT_ERRORS as err:
             return connection_failed(effect.base, err)
         finally:
             await response.aclose()
@@ -106,7 +112,7 @@ class _Transport:
     async def _read_chunk(stream: _OpenStream) -> Any:
         try:
             return await anext(stream.chunks, b"")
-        except httpx.RequestError as err:
+        except TRANSPORT_ERRORS as err:
             return connection_failed(stream.base, err)
 
 

@@ -122,9 +122,11 @@ class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     def wire(self) -> dict[str, Any]:
-        """The JSON body: optional fields left at their default are omitted, as the Rust
-        client omits them (a required ``value`` of ``None`` stays, as JSON null)."""
-        return self.model_dump(mode="json", exclude_defaults=True)
+        """The body, ready for ``json.dumps``: optional fields left at their default are
+        omitted, as the Rust client omits them (a required ``value`` of ``None`` stays, as
+        JSON null). Values stay as given, so one that is not JSON (NaN, a set, an object)
+        is refused when encoded instead of being silently converted."""
+        return self.model_dump(mode="python", exclude_defaults=True)
 
 
 # --- records ---------------------------------------------------------------------------
@@ -563,7 +565,7 @@ class CreatePrincipalRequest(_Request):
     grants: list[Grant] = Field(default_factory=list)
 
     def wire(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return self.model_dump(mode="python")
 
 
 class SetGrantsRequest(_Request):

@@ -150,6 +150,8 @@ class LocalCluster:
         tls: HTTPS on the client ports and mutual TLS between peers, from certificates
             made by ``cairn-node certs``; ``ca_cert`` is the CA to trust, and
             ``client_cert``/``client_key`` a client certificate it signed.
+        client_auth: with ``tls``, the client ports also require a client certificate
+            signed by ``ca_cert``.
         base_dir: where data and logs go; default a fresh temporary directory, removed by
             ``close()`` (a given ``base_dir`` is kept).
         wait_s: bound on each wait (health, leader).
@@ -169,6 +171,7 @@ class LocalCluster:
         admin: str = DEFAULT_ADMIN,
         peer_secret: bool = True,
         tls: bool = False,
+        client_auth: bool = False,
         base_dir: str | os.PathLike[str] | None = None,
         wait_s: float = 30.0,
         env: dict[str, str] | None = None,
@@ -180,6 +183,9 @@ class LocalCluster:
         self.auth = auth
         self.admin = admin
         self.tls = tls
+        if client_auth and not tls:
+            raise ValueError("client_auth needs tls")
+        self.client_auth = client_auth
         self.wait_s = wait_s
         self._peer_secret = peer_secret and not tls
         self._env = dict(env or {})
@@ -463,6 +469,7 @@ class LocalCluster:
                 "--tls-cert", cert, "--tls-key", key,
                 "--peer-tls-cert", cert, "--peer-tls-key", key,
                 "--peer-tls-ca", str(certs / "ca.pem"),
+                *(["--tls-client-ca", str(certs / "ca.pem")] if self.client_auth else []),
             ]  # fmt: skip
         if self._peer_secret:
             return ["--peer-secret-file", str(self.base_dir / "peer.secret")]
@@ -492,10 +499,15 @@ class LocalCluster:
 
     def _http(self, timeout: float) -> httpx.Client:
         headers = {"authorization": f"Bearer {self._admin_token}"} if self._admin_token else {}
-        verify: ssl.SSLContext | bool = (
-            ssl.create_default_context(cafile=str(self.ca_cert)) if self.tls else True
-        )
-        return httpx.Client(timeout=timeout, headers=headers, verify=verify)
+        return httpx.Client(timeout=timeout, headers=headers, verify=self._tls_context())
+
+    def _tls_context(self) -> ssl.SSLContext | bool:
+        if not self.tls:
+            return True
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        if self.client_auth:
+            context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
 
     def _wait_healthy(self, node_id: int) -> None:
         node = self._node(node_id)

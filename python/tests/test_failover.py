@@ -1,0 +1,191 @@
+"""Faults on private real clusters: the leader SIGKILLed while both clients write (no write
+lost or doubled), an outcome that cannot be known (``OutcomeUnknown``) settled by a retry
+with the same ``request_id``, and the errors of a cluster without a majority."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import count
+
+import pytest
+
+from cairn_client import (
+    AsyncCairn,
+    Cairn,
+    CairnError,
+    ConnectionFailed,
+    EventKind,
+    NoLeader,
+    NotFound,
+    OutcomeUnknown,
+    RetryPolicy,
+    StaleRead,
+)
+from cairn_client.testing import LocalCluster
+
+WRITE_SECONDS = 4.0
+KILL_AFTER_SECONDS = 1.0
+
+
+@dataclass
+class Outcomes:
+    """What one writer saw: acknowledged keys, unknown outcomes and definite failures."""
+
+    actor: str
+    acknowledged: dict[str, float] = field(default_factory=dict)  # key -> monotonic time
+    unknown: dict[str, str] = field(default_factory=dict)  # key -> request_id
+    failed: list[str] = field(default_factory=list)
+
+
+def _settle(outcomes: Outcomes, key: str, error: CairnError | None) -> None:
+    if error is None:
+        outcomes.acknowledged[key] = time.monotonic()
+    elif isinstance(error, OutcomeUnknown):
+        outcomes.unknown[key] = error.request_id
+    else:
+        outcomes.failed.append(key)
+
+
+def _sync_writer(endpoints: list[str], stop: threading.Event, outcomes: Outcomes) -> None:
+    with Cairn(endpoints, actor=outcomes.actor) as client:
+        for i in count():
+            if stop.is_set():
+                return
+            key = f"failover/sync/{i:05}"
+            error: CairnError | None = None
+            try:
+                client.write(key, i)
+            except CairnError as failure:
+                error = failure
+            _settle(outcomes, key, error)
+
+
+def _async_writer(endpoints: list[str], stop: threading.Event, outcomes: Outcomes) -> None:
+    async def write_until_stopped() -> None:
+        async with AsyncCairn(endpoints, actor=outcomes.actor) as client:
+            for i in count():
+                if stop.is_set():
+                    return
+                key = f"failover/async/{i:05}"
+                error: CairnError | None = None
+                try:
+                    await client.write(key, i)
+                except CairnError as failure:
+                    error = failure
+                _settle(outcomes, key, error)
+
+    asyncio.run(write_until_stopped())
+
+
+def _exactly_once(client: Cairn, key: str, value: object) -> None:
+    events = client.history(key).events
+    assert [event.kind for event in events] == [EventKind.WRITTEN], (key, events)
+    assert client.read(key).value == value
+
+
+@pytest.mark.timeout(90)
+def test_no_write_is_lost_or_doubled_when_the_leader_is_killed(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    local = make_cluster(3)
+    stop = threading.Event()
+    sync_outcomes, async_outcomes = Outcomes("sync-writer"), Outcomes("async-writer")
+    writers = [
+        threading.Thread(target=_sync_writer, args=(local.endpoints, stop, sync_outcomes)),
+        threading.Thread(target=_async_writer, args=(local.endpoints, stop, async_outcomes)),
+    ]
+    for writer in writers:
+        writer.start()
+    time.sleep(KILL_AFTER_SECONDS)
+    killed = local.leader_id()
+    local.kill(killed)
+    killed_at = time.monotonic()
+    time.sleep(WRITE_SECONDS - KILL_AFTER_SECONDS)
+    stop.set()
+    for writer in writers:
+        writer.join(timeout=60)
+    local.start(killed)
+    local.wait_for_leader()
+
+    with Cairn(local.endpoints, actor="checker") as checker:
+        for outcomes in (sync_outcomes, async_outcomes):
+            acked_at = outcomes.acknowledged.values()
+            assert any(at < killed_at for at in acked_at), "writes before the kill"
+            assert any(at > killed_at for at in acked_at), "writes after the failover"
+            print(  # the -s output of a run shows what the kill did to each writer
+                f"acknowledged {len(outcomes.acknowledged)}, unknown {len(outcomes.unknown)}, "
+                f"failed {len(outcomes.failed)}"
+            )
+            for key in outcomes.acknowledged:
+                _exactly_once(checker, key, int(key.rsplit("/", 1)[1]))
+            # An unknown outcome is settled by retrying with its request_id (and the same
+            # payload, actor included): applied once.
+            for key, request_id in outcomes.unknown.items():
+                value = int(key.rsplit("/", 1)[1])
+                checker.write(key, value, actor=outcomes.actor, request_id=request_id)
+                _exactly_once(checker, key, int(key.rsplit("/", 1)[1]))
+            # A definite failure was not applied.
+            for key in outcomes.failed:
+                with pytest.raises(NotFound):
+                    checker.read(key)
+        listed = {record.key for record in checker.list_all("failover/")}
+        settled = {
+            key
+            for outcomes in (sync_outcomes, async_outcomes)
+            for key in (*outcomes.acknowledged, *outcomes.unknown)
+        }
+        assert listed == settled, "nothing was written that no writer asked for"
+
+
+@pytest.mark.timeout(90)
+def test_an_isolated_leader_answers_outcome_unknown_and_the_retry_applies_once(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    local = make_cluster(3)
+    leader = local.leader_id()
+    followers = [i for i in local.node_ids if i != leader]
+    for follower in followers:
+        local.kill(follower)
+    once = RetryPolicy(retries_max=0)
+    with (
+        Cairn(local.endpoints, actor="writer", retry=once) as client,
+        pytest.raises(OutcomeUnknown) as unknown,
+    ):
+        client.pinned(local.endpoints[leader - 1]).write("isolated/k", "v")
+    request_id = unknown.value.request_id
+    assert len(request_id) == 32
+    for follower in followers:
+        local.start(follower)
+    local.wait_for_leader()
+    with Cairn(local.endpoints, actor="writer") as client:
+        retried = client.write("isolated/k", "v", request_id=request_id)
+        assert retried.version == 1
+        _exactly_once(client, "isolated/k", "v")
+
+
+@pytest.mark.timeout(60)
+def test_a_node_without_a_majority_answers_typed_unavailability(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    local = make_cluster(3)
+    leader = local.leader_id()
+    survivor = next(i for i in local.node_ids if i != leader)
+    for node_id in local.node_ids:
+        if node_id != survivor:
+            local.kill(node_id)
+    fast = RetryPolicy(retries_max=1, backoff_ms_min=10, backoff_ms_max=20)
+    with Cairn(local.endpoints, actor="writer", retry=fast) as client:
+        alone = client.pinned(local.endpoints[survivor - 1])
+        with pytest.raises(NoLeader):
+            alone.write("k", 1)
+        with pytest.raises(StaleRead):
+            alone.read("k", consistency="bounded", max_staleness_ms=50)
+        dead = client.pinned(local.endpoints[leader - 1])
+        with pytest.raises(ConnectionFailed) as unreachable:
+            dead.write("k", 1)
+        assert unreachable.value.sent is False, "refused connections cannot have applied"
+        assert not unreachable.value.may_have_applied
