@@ -1,0 +1,88 @@
+//! The command line (clap derive) and the help printed after `--help`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Where the streamable HTTP endpoint is mounted.
+pub const MCP_PATH: &str = "/mcp";
+
+const AFTER_HELP: &str = "\
+Modes:
+  stdio (default)   the MCP client starts cairn-mcp and talks over stdin/stdout; every
+                    call acts with the token of CAIRN_TOKEN (or --token-file). Logs go to
+                    stderr only: stdout is the protocol.
+  HTTP (--listen)   streamable HTTP at http://ADDR/mcp; every request acts with its own
+                    Authorization: Bearer token (one cluster client per token, never
+                    shared between tokens). Without a token the answer is HTTP 401 when
+                    the cluster has auth on. CAIRN_TOKEN is not used in this mode.
+
+Identity: tools never take an actor. With auth on, the node records the token's
+  principal as the actor of every event and tombstone; with auth off, mutations carry
+  --actor.
+
+Token (stdio mode), the first found wins:
+  1. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
+  2. --token-file FILE, or CAIRN_TOKEN_FILE
+  Without one, calls go without a token: on a cluster with auth on, every tool answers
+  the unauthenticated error.
+
+Exactly-once: every mutation runs under one request_id (the caller's `request_id`
+  argument, else a fresh one), resent unchanged on every retry across leader failover.
+  A call whose outcome stays unknown answers outcome_unknown with that id: call again
+  with the same request_id to learn what happened.
+
+Examples:
+  CAIRN_ENDPOINTS=http://127.0.0.1:7401,http://127.0.0.1:7402 CAIRN_TOKEN=cairn_... cairn-mcp
+  cairn-mcp --endpoints 127.0.0.1:7401 --listen 127.0.0.1:7390
+  cairn-mcp --endpoints https://10.0.0.1:7401 --cacert certs/ca.pem --token-file agent.token
+
+Docs: docs/mcp.md (tools, identity, delivery of warnings, client configuration).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn-mcp",
+    version,
+    about = "MCP server of a cairn cluster: memory tools for agents over stdio or streamable HTTP",
+    after_help = AFTER_HELP
+)]
+pub struct Args {
+    /// Node client endpoints, comma separated (http[s]://host:port or host:port).
+    #[arg(
+        long,
+        env = "CAIRN_ENDPOINTS",
+        value_delimiter = ',',
+        required = true,
+        value_name = "URLS"
+    )]
+    pub endpoints: Vec<String>,
+    /// Serve streamable HTTP on this address (path /mcp) instead of stdio.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Allow --listen beyond loopback. The endpoint speaks plain HTTP, so bearer tokens
+    /// cross the network in clear: put a TLS proxy in front of it.
+    #[arg(long)]
+    pub insecure: bool,
+    /// File holding the bearer token (stdio mode, when CAIRN_TOKEN is unset).
+    #[arg(long, env = "CAIRN_TOKEN_FILE", value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// CA certificate (PEM) of an HTTPS cluster; endpoints without a scheme are then https.
+    #[arg(long, env = "CAIRN_CACERT", value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Client certificate (PEM) for nodes that require one (mutual TLS); needs --key.
+    #[arg(long, env = "CAIRN_CERT", value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of --cert.
+    #[arg(long, env = "CAIRN_KEY", value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Actor of mutations on a cluster with auth off (with auth on, the principal is).
+    #[arg(long, env = "CAIRN_ACTOR", default_value = "cairn-mcp")]
+    pub actor: String,
+    /// Deadline of one request attempt to a node, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub timeout_ms: u64,
+    /// Retries of a failed cluster call (unreachable node, no leader, ...).
+    #[arg(long, default_value_t = cairn_client::client::RETRIES_MAX_DEFAULT)]
+    pub retries: u32,
+}

@@ -1,0 +1,178 @@
+//! [`Gateway`]: the server's way into the cluster. It builds one [`Client`] per caller
+//! token (each with its own session, so a caller reads its own writes), knows whether
+//! the cluster has auth on, and picks the `actor` mutations carry.
+//!
+//! Whether auth is on is asked of the cluster, never configured: `GET /v1/auth/whoami`
+//! without a token answers 401 `unauthenticated` when auth is on, and 409
+//! `invalid_transition` ("auth is off") when it is off. Auth cannot be turned off again,
+//! so "on" is remembered; "off" is asked again each time it matters, so a cluster whose
+//! auth is enabled later is noticed at the next call.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use cairn_client::{BearerToken, Client, ClientError, Session};
+
+use crate::args::Args;
+
+/// Cluster clients kept for HTTP callers' tokens. A full cache is emptied and refilled:
+/// callers beyond this many distinct tokens only pay a client rebuild.
+const CLIENTS_MAX: usize = 256;
+
+/// One caller's handle on the cluster: a client sending that caller's token (or none).
+#[derive(Debug, Clone)]
+pub struct Caller(Client);
+
+impl Caller {
+    pub fn client(&self) -> &Client {
+        &self.0
+    }
+}
+
+/// How clients reach the cluster: endpoints, TLS files and timeouts.
+#[derive(Debug, Clone)]
+struct ClientSettings {
+    endpoints: Vec<String>,
+    cacert: Option<PathBuf>,
+    identity: Option<(PathBuf, PathBuf)>,
+    timeout: Duration,
+    retries: u32,
+}
+
+/// Shared by every MCP session of the process.
+pub struct Gateway {
+    settings: ClientSettings,
+    /// No token: asks whether auth is on, and serves tokenless callers of an auth-off
+    /// cluster.
+    anonymous: Caller,
+    auth_on: AtomicBool,
+    /// Actor of mutations while auth is off.
+    actor: String,
+    /// The stdio caller (CAIRN_TOKEN); `None` over HTTP, where every request brings its
+    /// own token.
+    fixed: Option<Caller>,
+    /// HTTP callers' clients by token. The map is never printed (`Debug` below).
+    by_token: Mutex<HashMap<String, Caller>>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("endpoints", &self.settings.endpoints)
+            .field("auth_on", &self.auth_on)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// The gateway of `args`; `stdio_token` is the caller of stdio mode (`None` over HTTP
+    /// or without a token).
+    pub fn new(args: &Args, stdio_token: Option<BearerToken>) -> Result<Gateway, ClientError> {
+        let settings = ClientSettings {
+            endpoints: args.endpoints.clone(),
+            cacert: args.cacert.clone(),
+            identity: args.cert.clone().zip(args.key.clone()),
+            timeout: Duration::from_millis(args.timeout_ms),
+            retries: args.retries,
+        };
+        let anonymous = settings.caller(None)?;
+        let fixed = match (args.listen, stdio_token) {
+            (Some(_), _) => None,
+            (None, token) => Some(settings.caller(token)?),
+        };
+        Ok(Gateway {
+            settings,
+            anonymous,
+            auth_on: AtomicBool::new(false),
+            actor: args.actor.clone(),
+            fixed,
+            by_token: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The stdio caller, if this is stdio mode.
+    pub fn fixed_caller(&self) -> Option<Caller> {
+        self.fixed.clone()
+    }
+
+    /// The caller of a tokenless HTTP request (an auth-off cluster only).
+    pub fn anonymous(&self) -> Caller {
+        self.anonymous.clone()
+    }
+
+    /// The client of `token`, made and checked on first use, then kept. A token the
+    /// cluster does not know is refused (`unauthenticated`) and not kept.
+    pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
+        if let Some(caller) = self.clients().get(token.expose()) {
+            return Ok(caller.clone());
+        }
+        let key = token.expose().to_string();
+        let caller = self.settings.caller(Some(token))?;
+        match caller.client().whoami().await {
+            // InvalidTransition: auth is off, so any token is as good as none.
+            Ok(_) | Err(ClientError::InvalidTransition { .. }) => {}
+            Err(err) => return Err(err),
+        }
+        let mut clients = self.clients();
+        if clients.len() >= CLIENTS_MAX {
+            clients.clear();
+        }
+        clients.insert(key, caller.clone());
+        Ok(caller)
+    }
+
+    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+        self.by_token.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the cluster has auth on (see the module doc for how it is known).
+    pub async fn auth_on(&self) -> Result<bool, ClientError> {
+        if self.auth_on.load(Ordering::Relaxed) {
+            return Ok(true);
+        }
+        match self.anonymous.client().whoami().await {
+            Err(ClientError::Unauthenticated { .. }) => {
+                self.auth_on.store(true, Ordering::Relaxed);
+                Ok(true)
+            }
+            Err(ClientError::InvalidTransition { .. }) => Ok(false),
+            Ok(_) => Err(ClientError::Decode {
+                message: "whoami without a token named a principal".into(),
+            }),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The `actor` of a mutation: empty with auth on, so the node records the token's
+    /// principal (an actor is never taken from a tool argument); `--actor` with auth off,
+    /// where the node requires one.
+    pub async fn actor(&self) -> Result<String, ClientError> {
+        Ok(if self.auth_on().await? {
+            String::new()
+        } else {
+            self.actor.clone()
+        })
+    }
+}
+
+impl ClientSettings {
+    fn caller(&self, token: Option<BearerToken>) -> Result<Caller, ClientError> {
+        let mut builder = Client::builder(self.endpoints.clone())
+            .request_timeout(self.timeout)
+            .retries_max(self.retries)
+            .session(Session::new());
+        if let Some(token) = token {
+            builder = builder.bearer_token(token);
+        }
+        if let Some(ca) = &self.cacert {
+            builder = builder.ca_cert_file(ca);
+        }
+        if let Some((cert, key)) = &self.identity {
+            builder = builder.client_identity_files(cert, key);
+        }
+        builder.build().map(Caller)
+    }
+}

@@ -1,0 +1,253 @@
+//! What a tool call answers: its structured output, its text for the model, and the
+//! error results.
+//!
+//! A success carries the output twice: as `structuredContent` (validated by clients
+//! against the tool's output schema) and as text. The text has two blocks: first the
+//! lines a model should read, every revoked note's rendered warning before anything else
+//! (SPEC §4: warning first, so truncation cannot drop it), then the JSON.
+//!
+//! A failure the model should see and act on (a 4xx of SPEC §5, `outcome_unknown`, a
+//! refused token) is a result with `isError: true` whose text names the error code and
+//! explains it; a `key_revoked` refusal starts with the note's rendered warning. A
+//! cluster that could not be reached at all is a protocol error.
+
+use cairn_client::api::{
+    HistoryResponse, ListResponse, MutationResult, ProbeResponse, ReadResponse, RecallNote,
+    RecallResponse, State,
+};
+use cairn_client::ClientError;
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::ErrorData;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// What a tool answers, or the protocol error that stops it.
+pub type ToolAnswer = Result<CallToolResult, ErrorData>;
+
+/// The output of the mutation tools (`write`, `forget`, `revoke`, `reinstate`,
+/// `supersede`, `flag_stale`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct MutationOutput {
+    #[serde(flatten)]
+    pub result: MutationResult,
+    /// The request_id the mutation ran under. Calling again with the same arguments and
+    /// this request_id applies nothing twice: the answer is the original, `replayed: true`.
+    pub request_id: String,
+    /// Revoked notes the written note meets (a shared anchor), ranked as recall ranks
+    /// them: beliefs found wrong before. Do not re-derive them without verification.
+    pub warnings: Vec<RecallNote>,
+}
+
+/// A tool output's lines for the model, warnings first.
+pub trait Present: Serialize + JsonSchema {
+    fn lines(&self) -> Vec<String>;
+}
+
+/// The success result of `output`.
+pub fn success(output: &impl Present) -> ToolAnswer {
+    let json = serde_json::to_value(output)
+        .map_err(|e| ErrorData::internal_error(format!("encode the tool output: {e}"), None))?;
+    let mut result = CallToolResult::success(vec![
+        ContentBlock::text(output.lines().join("\n")),
+        ContentBlock::text(json.to_string()),
+    ]);
+    result.structured_content = Some(json);
+    Ok(result)
+}
+
+/// The answer to a failed cluster call: a tool error result the model reads, or a
+/// protocol error when no node answered at all.
+pub fn failure(err: ClientError) -> ToolAnswer {
+    match err {
+        ClientError::Transport { .. }
+        | ClientError::Http { .. }
+        | ClientError::Decode { .. }
+        | ClientError::Io { .. } => Err(ErrorData::internal_error(
+            format!("cairn cluster unavailable: {err}"),
+            None,
+        )),
+        err => Ok(CallToolResult::error(vec![ContentBlock::text(
+            error_lines(&err).join("\n"),
+        )])),
+    }
+}
+
+/// `code: message`, with the rendered warning of a revoked key before it and the details
+/// that tell the model what to do after it.
+fn error_lines(err: &ClientError) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let ClientError::KeyRevoked {
+        rendered: Some(rendered),
+        ..
+    } = err
+    {
+        lines.push(rendered.clone());
+    }
+    lines.push(err.to_string());
+    let hint = match err {
+        ClientError::KeyRevoked { .. } => Some(
+            "The belief was revoked as wrong; write it again only with new evidence \
+             (override_revocation: true and a reason)."
+                .to_string(),
+        ),
+        ClientError::KeyForgotten {
+            tombstone: Some(t), ..
+        } => Some(format!(
+            "Forgotten by {} (tombstone {}): {}. It must not be re-derived without \
+             verification; writing it again needs clear_tombstone: true.",
+            t.actor, t.id, t.reason
+        )),
+        ClientError::VersionConflict {
+            current_version: Some(version),
+            ..
+        } => Some(format!(
+            "The key is at version {version}: read it again before deciding."
+        )),
+        ClientError::StaleWrite { .. } => Some(
+            "The key was forgotten, revoked or re-created after the revision your data is \
+             based on: read it again."
+                .to_string(),
+        ),
+        ClientError::OutcomeUnknown { request_id, .. } => Some(format!(
+            "The mutation may or may not have been applied. Call the tool again with \
+             request_id {request_id:?} and the same arguments to learn its outcome; it is \
+             never applied twice."
+        )),
+        ClientError::Unauthenticated { .. } => Some(
+            "The cluster has auth on and this server's caller has no valid token \
+             (stdio: CAIRN_TOKEN; HTTP: Authorization: Bearer)."
+                .to_string(),
+        ),
+        _ => None,
+    };
+    lines.extend(hint);
+    lines
+}
+
+/// The notes' rendered lines, revoked notes first, each group in its given order.
+fn rendered_revoked_first<'a>(
+    notes: impl Iterator<Item = (State, &'a str)> + Clone,
+) -> Vec<String> {
+    let revoked = notes.clone().filter(|(state, _)| *state == State::Revoked);
+    let others = notes.filter(|(state, _)| *state != State::Revoked);
+    revoked
+        .chain(others)
+        .map(|(_, line)| line.to_string())
+        .collect()
+}
+
+/// Moves revoked notes before the others, keeping the node's ranking within each group
+/// (the node ranks by matched cues first, so a revoked note may trail an active one
+/// that matched more cues; SPEC §9 delivers every revoked warning first).
+pub fn revoked_first(notes: &mut [RecallNote]) {
+    notes.sort_by_key(|note| note.state != State::Revoked);
+}
+
+impl Present for MutationOutput {
+    fn lines(&self) -> Vec<String> {
+        let r = &self.result;
+        let mut lines: Vec<String> = self.warnings.iter().map(|w| w.rendered.clone()).collect();
+        let mut summary = format!(
+            "{}: {} at version {} (generation {}, revision {})",
+            r.key, r.state, r.version, r.generation, r.revision
+        );
+        if r.already == Some(true) {
+            summary.push_str(", already so: nothing changed");
+        }
+        if r.replayed {
+            summary.push_str(", replayed: this request_id was applied before");
+        }
+        lines.push(summary);
+        if let Some(tombstone) = &r.tombstone {
+            lines.push(format!("tombstone {}", tombstone.id));
+        }
+        lines.push(format!("request_id {}", self.request_id));
+        lines
+    }
+}
+
+impl Present for ReadResponse {
+    fn lines(&self) -> Vec<String> {
+        vec![self.record.rendered.clone()]
+    }
+}
+
+impl Present for RecallResponse {
+    fn lines(&self) -> Vec<String> {
+        if self.notes.is_empty() {
+            return vec!["no note matches these cues".into()];
+        }
+        rendered_revoked_first(
+            self.notes
+                .iter()
+                .map(|note| (note.state, note.rendered.as_str())),
+        )
+    }
+}
+
+impl Present for ListResponse {
+    fn lines(&self) -> Vec<String> {
+        let mut lines = rendered_revoked_first(
+            self.items
+                .iter()
+                .map(|record| (record.state, record.rendered.as_str())),
+        );
+        if lines.is_empty() {
+            lines.push("no key under this prefix".into());
+        }
+        if let Some(after) = &self.next_after {
+            lines.push(format!("more: list again with after {after:?}"));
+        }
+        lines
+    }
+}
+
+impl Present for HistoryResponse {
+    fn lines(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .map(|event| {
+                let kind = serde_json::to_value(event.kind)
+                    .ok()
+                    .and_then(|kind| kind.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                let mut line = format!(
+                    "{} v{} {} by {} (revision {})",
+                    self.key, event.version, kind, event.actor, event.revision
+                );
+                if let Some(reason) = &event.reason {
+                    line.push_str(&format!(": {reason}"));
+                }
+                line
+            })
+            .collect()
+    }
+}
+
+impl Present for ProbeResponse {
+    fn lines(&self) -> Vec<String> {
+        let mut line = format!(
+            "{}: {} at version {} (generation {}, forget_epoch {}), value {}, retention \
+             record {}",
+            self.key,
+            self.state,
+            self.version,
+            self.generation,
+            self.forget_epoch,
+            present(self.value_present),
+            present(self.retention_present)
+        );
+        if let Some(id) = &self.tombstone_id {
+            line.push_str(&format!(", tombstone {id}"));
+        }
+        vec![line]
+    }
+}
+
+fn present(yes: bool) -> &'static str {
+    if yes {
+        "present"
+    } else {
+        "absent"
+    }
+}

@@ -1,0 +1,154 @@
+//! The resource template `cairn://key/{key}`: reading a key as a resource, and the change
+//! feed (`GET /v1/watch`) turned into `notifications/resources/updated` for the keys a
+//! client subscribed to.
+//!
+//! A key may contain `/` (`project/db`), so everything after `cairn://key/` is the key,
+//! percent-decoded: `cairn://key/project/db` and `cairn://key/project%2Fdb` name the
+//! same key.
+
+use std::future::Future;
+
+use cairn_client::api::{ReadOptions, WatchEvent};
+use cairn_client::{ClientError, WatchStream};
+use futures::StreamExt;
+use rmcp::model::{ReadResourceResult, ResourceContents, ResourceTemplate};
+use rmcp::ErrorData;
+
+use crate::gateway::Caller;
+
+pub const URI_PREFIX: &str = "cairn://key/";
+pub const URI_TEMPLATE: &str = "cairn://key/{key}";
+
+/// The template `resources/templates/list` shows.
+pub fn template() -> ResourceTemplate {
+    ResourceTemplate::new(URI_TEMPLATE, "cairn key")
+        .with_title("A cairn memory key")
+        .with_description(
+            "The key's rendered note (a revoked note as its warning, a forgotten one as its \
+             tombstone) as text/plain, then the full record as application/json. Subscribe \
+             to be told when the key changes.",
+        )
+        .with_mime_type("text/plain")
+}
+
+/// The key a `cairn://key/...` URI names.
+pub fn key_of(uri: &str) -> Result<String, ErrorData> {
+    let encoded = uri
+        .strip_prefix(URI_PREFIX)
+        .filter(|rest| !rest.is_empty())
+        .ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!("{uri:?} is not a cairn key URI ({URI_TEMPLATE})"),
+                None,
+            )
+        })?;
+    percent_decode(encoded).ok_or_else(|| {
+        ErrorData::invalid_params(
+            format!("{uri:?}: the key is not valid percent-encoded UTF-8"),
+            None,
+        )
+    })
+}
+
+/// The URI of `key`, as notifications name it.
+pub fn uri_of(key: &str) -> String {
+    format!("{URI_PREFIX}{key}")
+}
+
+/// `resources/read` of a key: the rendered note, then the record as JSON.
+pub async fn read(caller: &Caller, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    let key = key_of(uri)?;
+    let answer = caller
+        .client()
+        .read(&key, ReadOptions::default())
+        .await
+        .map_err(|err| resource_error(uri, err))?;
+    let json = serde_json::to_string(&answer)
+        .map_err(|e| ErrorData::internal_error(format!("encode {uri}: {e}"), None))?;
+    Ok(ReadResourceResult::new(vec![
+        ResourceContents::text(answer.record.rendered.clone(), uri).with_mime_type("text/plain"),
+        ResourceContents::text(json, uri).with_mime_type("application/json"),
+    ]))
+}
+
+fn resource_error(uri: &str, err: ClientError) -> ErrorData {
+    match err {
+        ClientError::NotFound { .. } => {
+            ErrorData::resource_not_found(format!("{uri}: the key was never written"), None)
+        }
+        ClientError::InvalidRequest { .. } => ErrorData::invalid_params(err.to_string(), None),
+        err => ErrorData::internal_error(err.to_string(), None),
+    }
+}
+
+/// Opens the change feed of every key `caller` may read, from now on.
+pub async fn watch(caller: &Caller) -> Result<WatchStream, ErrorData> {
+    caller
+        .client()
+        .watch(None, None)
+        .await
+        .map_err(|err| ErrorData::internal_error(format!("open the change feed: {err}"), None))
+}
+
+/// Sends `notify(uri)` for every change of a key `wanted` names, until the feed ends or
+/// `notify` fails (the client is gone). Returns the feed's error, if that ended it.
+pub async fn forward<N, F>(
+    mut feed: WatchStream,
+    wanted: impl Fn(&str) -> bool,
+    mut notify: N,
+) -> Option<ClientError>
+where
+    N: FnMut(String) -> F,
+    F: Future<Output = bool>,
+{
+    while let Some(event) = feed.next().await {
+        let WatchEvent { key, .. } = match event {
+            Ok(event) => event,
+            Err(err) => return Some(err),
+        };
+        if wanted(&key) && !notify(uri_of(&key)).await {
+            return None;
+        }
+    }
+    None
+}
+
+/// Decodes `%XX` escapes; `None` for a bad escape or bytes that are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(text.len());
+    let mut rest = text.as_bytes();
+    while let Some((&byte, tail)) = rest.split_first() {
+        if byte == b'%' {
+            let hex = std::str::from_utf8(tail.get(..2)?).ok()?;
+            bytes.push(u8::from_str_radix(hex, 16).ok()?);
+            rest = &tail[2..];
+        } else {
+            bytes.push(byte);
+            rest = tail;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_keys_with_slashes_and_escapes() {
+        assert_eq!(key_of("cairn://key/project/db").unwrap(), "project/db");
+        assert_eq!(key_of("cairn://key/project%2Fdb").unwrap(), "project/db");
+        assert_eq!(key_of("cairn://key/caf%C3%A9%20x").unwrap(), "café x");
+        for bad in [
+            "cairn://key/",
+            "cairn://other/k",
+            "file:///k",
+            "cairn://key/%zz",
+            "cairn://key/%C3",
+            "cairn://key/%4",
+        ] {
+            assert!(key_of(bad).is_err(), "{bad}");
+        }
+        assert_eq!(key_of(&uri_of("a/b c")).unwrap(), "a/b c");
+    }
+}

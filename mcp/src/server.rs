@@ -1,0 +1,244 @@
+//! [`CairnMcp`]: the MCP server handler. It finds the caller of each request, routes tool
+//! calls to the tools of [`crate::tools`], serves the `cairn://key/{key}` resources and
+//! their subscriptions, and tells the model how to use it (`instructions`).
+//!
+//! The caller of a request: over HTTP, the [`Caller`] that [`crate::http`] attached to
+//! the HTTP request for its bearer token (rmcp hands the request's `http::request::Parts`
+//! to the handler); over stdio, the one caller of `CAIRN_TOKEN`. An HTTP request never
+//! falls back to another caller's token.
+//!
+//! Subscriptions come in two protocol generations: `resources/subscribe` (sessions before
+//! MCP 2026-07-28: keys are added to this session's set, and one change-feed task per
+//! session notifies the peer) and `subscriptions/listen` (2026-07-28: one change feed per
+//! listen request, notifying through its stream until the client closes it).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::request::Parts;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Extensions, Implementation,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::gateway::{Caller, Gateway};
+use crate::resources;
+
+/// What the model is told when it connects (MCP `instructions`).
+pub const INSTRUCTIONS: &str = include_str!("instructions.md");
+
+/// The handler of one MCP session (stdio: the process; HTTP: one per session or
+/// stateless request). Sessions share the [`Gateway`]; subscriptions are per session.
+pub struct CairnMcp {
+    gateway: Arc<Gateway>,
+    tools: ToolRouter<CairnMcp>,
+    /// Keys this session subscribed to with `resources/subscribe`.
+    subscribed: Arc<Mutex<HashSet<String>>>,
+    /// Whether this session's change-feed task runs.
+    feeding: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl CairnMcp {
+    pub fn new(gateway: Arc<Gateway>) -> CairnMcp {
+        CairnMcp {
+            gateway,
+            tools: Self::mutation_tools() + Self::read_tools(),
+            subscribed: Arc::default(),
+            feeding: Arc::default(),
+        }
+    }
+
+    pub(crate) fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// The caller of a request (see the module doc).
+    fn caller(&self, extensions: &Extensions) -> Result<Caller, ErrorData> {
+        let attached = extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>().cloned());
+        attached
+            .or_else(|| self.gateway.fixed_caller())
+            .ok_or_else(|| ErrorData::internal_error("request without a caller", None))
+    }
+
+    fn subscribed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.subscribed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts this session's change-feed task, once.
+    async fn feed_subscriptions(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        use std::sync::atomic::Ordering;
+        if self.feeding.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let feed = match resources::watch(&self.caller(&context.extensions)?).await {
+            Ok(feed) => feed,
+            Err(err) => {
+                self.feeding.store(false, Ordering::Release);
+                return Err(err);
+            }
+        };
+        let (subscribed, feeding, peer) = (
+            self.subscribed.clone(),
+            self.feeding.clone(),
+            context.peer.clone(),
+        );
+        tokio::spawn(async move {
+            let wanted = |key: &str| {
+                subscribed
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains(key)
+            };
+            let notify = |uri: String| {
+                let peer = peer.clone();
+                async move {
+                    let update = ResourceUpdatedNotificationParam::new(uri);
+                    peer.notify_resource_updated(update).await.is_ok()
+                }
+            };
+            if let Some(err) = resources::forward(feed, wanted, notify).await {
+                tracing::warn!(error = %err, "change feed of subscriptions ended");
+            }
+            feeding.store(false, Ordering::Release);
+        });
+        Ok(())
+    }
+}
+
+impl ServerHandler for CairnMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_resources_subscribe()
+                .build(),
+        )
+        .with_server_info(Implementation::new("cairn-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        mut context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = self.caller(&context.extensions)?;
+        context.extensions.insert(caller);
+        self.tools
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.list_all()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.get(name).cloned()
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            resources::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = self.caller(&context.extensions)?;
+        resources::read(&caller, &request.uri).await.map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let key = resources::key_of(&request.uri)?;
+        self.subscribed().insert(key);
+        self.feed_subscriptions(&context).await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let key = resources::key_of(&request.uri)?;
+        self.subscribed().remove(&key);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let keys: Vec<String> = requested
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter(|uri| resources::key_of(uri).is_ok())
+            .cloned()
+            .collect();
+        Some(
+            SubscriptionFilter::builder()
+                .resource_subscriptions(keys)
+                .build(),
+        )
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let keys: HashSet<String> = context
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|uri| resources::key_of(uri).ok())
+            .collect();
+        if keys.is_empty() {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let caller = self.caller(&context.request_context().extensions)?;
+        let feed = resources::watch(&caller).await?;
+        let sink = context.sink();
+        let notify = |uri: String| async move { sink.notify_resource_updated(uri).await.is_ok() };
+        let forwarded = resources::forward(feed, |key| keys.contains(key), notify);
+        tokio::select! {
+            () = context.cancelled() => Ok(()),
+            ended = forwarded => match ended {
+                Some(err) => Err(ErrorData::internal_error(
+                    format!("change feed ended: {err}"),
+                    None,
+                )),
+                None => Ok(()),
+            },
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The eleven tools of SPEC §9 and the two paths they share: every mutation tool goes
+//! through [`CairnMcp::mutation`], every read tool through [`CairnMcp::read`]. A tool is
+//! its argument type (schema from its doc comments), one conversion into the wire
+//! request, and a one-line `#[tool]` method.
+//!
+//! - [`mutations`]: `write`, `forget`, `revoke`, `reinstate`, `supersede`, `flag_stale`.
+//! - [`reads`]: `read`, `recall`, `list`, `history`, `probe`.
+//!
+//! No argument type has an `actor` field, and every one rejects unknown fields, so an
+//! `actor` argument is refused rather than ignored: with auth on the node records the
+//! caller's principal (see [`crate::gateway::Gateway::actor`]).
+
+pub mod mutations;
+pub mod reads;
+
+use std::future::Future;
+
+use cairn_client::api::{MutationResult, RecallNote, RecallRequest, State};
+use cairn_client::{new_request_id, Client, ClientError, Mutation};
+
+use crate::gateway::Caller;
+use crate::outcome::{self, MutationOutput, Present, ToolAnswer};
+use crate::server::CairnMcp;
+
+/// A mutation tool's arguments.
+pub trait MutationArgs {
+    type Request: Mutation<Output = MutationResult>;
+    /// The caller's `request_id`, when the caller retries the call itself.
+    fn request_id(&self) -> Option<&str>;
+    /// The anchors of the note this mutation writes (revoked notes sharing one are
+    /// delivered with the result).
+    fn anchors(&self) -> &[String] {
+        &[]
+    }
+    /// The wire request, done by `actor` under `request_id`.
+    fn into_request(self, actor: String, request_id: String) -> Self::Request;
+}
+
+/// A read tool's arguments.
+pub trait ReadArgs {
+    type Output: Present + Send;
+    fn run(self, client: &Client)
+        -> impl Future<Output = Result<Self::Output, ClientError>> + Send;
+}
+
+impl CairnMcp {
+    /// Runs a mutation exactly once: one `request_id` (the caller's or a fresh one) for
+    /// every retry the client makes across failover.
+    pub(crate) async fn mutation<A: MutationArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
+        let request_id = args
+            .request_id()
+            .map_or_else(new_request_id, str::to_string);
+        let anchors = args.anchors().to_vec();
+        let actor = match self.gateway().actor().await {
+            Ok(actor) => actor,
+            Err(err) => return outcome::failure(err),
+        };
+        let result = match caller
+            .client()
+            .mutate(args.into_request(actor, request_id.clone()))
+            .await
+        {
+            Ok(result) => result,
+            Err(err) => return outcome::failure(err),
+        };
+        let warnings = revoked_met(caller, anchors).await;
+        outcome::success(&MutationOutput {
+            result,
+            request_id,
+            warnings,
+        })
+    }
+
+    /// Runs a read.
+    pub(crate) async fn read<A: ReadArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
+        match args.run(caller.client()).await {
+            Ok(output) => outcome::success(&output),
+            Err(err) => outcome::failure(err),
+        }
+    }
+}
+
+/// The revoked notes that share an anchor with a note just written: the warnings a
+/// `write` delivers where the derivation happens. A failed lookup costs the warnings,
+/// never the write (it was applied), and is logged.
+async fn revoked_met(caller: &Caller, anchors: Vec<String>) -> Vec<RecallNote> {
+    if anchors.is_empty() {
+        return Vec::new();
+    }
+    let mut request = RecallRequest::new(anchors);
+    request.include = Some(vec![State::Revoked]);
+    match caller.client().recall(request).await {
+        Ok(answer) => answer.notes,
+        Err(err) => {
+            tracing::warn!(error = %err, "looking up revoked notes that meet a write failed");
+            Vec::new()
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! The read tools: `read`, `recall`, `list`, `history`, `probe`. Each caller's client
+//! keeps a session (SPEC §3), so a read never shows less than what that caller already
+//! wrote or saw, on any node.
+
+use cairn_client::api::{
+    Consistency, HistoryResponse, ListRequest, ListResponse, ProbeResponse, ReadOptions,
+    ReadResponse, RecallRequest, RecallResponse, State,
+};
+use cairn_client::{Client, ClientError};
+use rmcp::handler::server::tool::{schema_for_output, Extension};
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::ReadArgs;
+use crate::gateway::Caller;
+use crate::outcome::{revoked_first, ToolAnswer};
+use crate::server::CairnMcp;
+
+/// Arguments of `read`, `history` and `probe`: one key.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyArgs {
+    /// The memory key.
+    pub key: String,
+    /// `linearizable` (default: the latest committed state), `bounded` (a nearby
+    /// replica, at most about a second behind) or `any` (the replica's local state).
+    #[serde(default)]
+    pub consistency: Option<Consistency>,
+}
+
+/// Arguments of `recall`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArgs {
+    /// 1 to 64 cues in anchor form `kind:value` (kinds `path`, `symbol`, `topic`, `tag`,
+    /// `url`): what you are about to act on, e.g. `path:src/db/schema.rs`,
+    /// `symbol:Db::open`, `topic:migrations`. A `path:` note anchored on a directory
+    /// (`path:src/db/`) matches every path under it.
+    pub cues: Vec<String>,
+    /// Only keys starting with this prefix.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// States to include: `active` and `revoked` by default (forgotten notes are never
+    /// recalled).
+    #[serde(default)]
+    pub include: Option<Vec<State>>,
+    /// At most this many notes (default 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// `linearizable` (default), `bounded` or `any`.
+    #[serde(default)]
+    pub consistency: Option<Consistency>,
+}
+
+/// Arguments of `list`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// Keys starting with this prefix (`""` for all).
+    pub prefix: String,
+    /// Only keys in these states (`active`, `revoked`, `forgotten`).
+    #[serde(default)]
+    pub states: Option<Vec<State>>,
+    /// At most this many keys (default 100).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Continue after this key: the `next_after` of the previous page.
+    #[serde(default)]
+    pub after: Option<String>,
+    /// `linearizable` (default), `bounded` or `any`.
+    #[serde(default)]
+    pub consistency: Option<Consistency>,
+}
+
+/// `read`.
+#[derive(Debug)]
+pub struct ReadKey(KeyArgs);
+/// `history`.
+#[derive(Debug)]
+pub struct HistoryOf(KeyArgs);
+/// `probe`.
+#[derive(Debug)]
+pub struct ProbeKey(KeyArgs);
+
+impl KeyArgs {
+    fn options(&self) -> ReadOptions {
+        ReadOptions {
+            consistency: self.consistency,
+            ..ReadOptions::default()
+        }
+    }
+}
+
+impl ReadArgs for ReadKey {
+    type Output = ReadResponse;
+    async fn run(self, client: &Client) -> Result<ReadResponse, ClientError> {
+        client.read(&self.0.key, self.0.options()).await
+    }
+}
+
+impl ReadArgs for HistoryOf {
+    type Output = HistoryResponse;
+    async fn run(self, client: &Client) -> Result<HistoryResponse, ClientError> {
+        client.history(&self.0.key, self.0.options()).await
+    }
+}
+
+impl ReadArgs for ProbeKey {
+    type Output = ProbeResponse;
+    async fn run(self, client: &Client) -> Result<ProbeResponse, ClientError> {
+        client.probe(&self.0.key, self.0.options()).await
+    }
+}
+
+impl ReadArgs for RecallArgs {
+    type Output = RecallResponse;
+    async fn run(self, client: &Client) -> Result<RecallResponse, ClientError> {
+        let mut request = RecallRequest::new(self.cues);
+        request.prefix = self.prefix;
+        request.include = self.include;
+        request.limit = self.limit;
+        request.consistency = self.consistency;
+        let mut answer = client.recall(request).await?;
+        revoked_first(&mut answer.notes);
+        Ok(answer)
+    }
+}
+
+impl ReadArgs for ListArgs {
+    type Output = ListResponse;
+    async fn run(self, client: &Client) -> Result<ListResponse, ClientError> {
+        let mut request = ListRequest::new(self.prefix);
+        request.states = self.states;
+        request.limit = self.limit;
+        request.after = self.after;
+        request.consistency = self.consistency;
+        client.list(request).await
+    }
+}
+
+#[tool_router(router = read_tools, vis = "pub(crate)")]
+impl CairnMcp {
+    /// Recall what is known before acting on a path, a symbol or a topic: the notes whose
+    /// anchors match your cues, revoked warnings first. A [REVOKED] note is a belief
+    /// found wrong: do not re-derive it without verification.
+    #[tool(
+        name = "recall",
+        output_schema = schema_for_output::<RecallResponse>(),
+        annotations(title = "Recall notes by anchor", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn recall(
+        &self,
+        Extension(caller): Extension<Caller>,
+        Parameters(args): Parameters<RecallArgs>,
+    ) -> ToolAnswer {
+        self.read(&caller, args).await
+    }
+
+    /// Read a key: its state, value, metadata and the rendered note (a revoked note reads
+    /// as its warning; a forgotten one as its tombstone, never its value).
+    #[tool(
+        name = "read",
+        output_schema = schema_for_output::<ReadResponse>(),
+        annotations(title = "Read a key", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn read_key(
+        &self,
+        Extension(caller): Extension<Caller>,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> ToolAnswer {
+        self.read(&caller, ReadKey(args)).await
+    }
+
+    /// List keys under a prefix, in key order, a page at a time.
+    #[tool(
+        name = "list",
+        output_schema = schema_for_output::<ListResponse>(),
+        annotations(title = "List keys", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn list(
+        &self,
+        Extension(caller): Extension<Caller>,
+        Parameters(args): Parameters<ListArgs>,
+    ) -> ToolAnswer {
+        self.read(&caller, args).await
+    }
+
+    /// A key's history, oldest first: every write, forget, revoke, reinstate, stale flag
+    /// and supersede, with its actor and reason (values are never kept there).
+    #[tool(
+        name = "history",
+        output_schema = schema_for_output::<HistoryResponse>(),
+        annotations(title = "History of a key", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn history(
+        &self,
+        Extension(caller): Extension<Caller>,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> ToolAnswer {
+        self.read(&caller, HistoryOf(args)).await
+    }
+
+    /// Probe a key on the replica that serves the read: whether its value bytes and its
+    /// retention record are present (after a forget, the value is gone).
+    #[tool(
+        name = "probe",
+        output_schema = schema_for_output::<ProbeResponse>(),
+        annotations(title = "Probe a key", read_only_hint = true, open_world_hint = false)
+    )]
+    async fn probe(
+        &self,
+        Extension(caller): Extension<Caller>,
+        Parameters(args): Parameters<KeyArgs>,
+    ) -> ToolAnswer {
+        self.read(&caller, ProbeKey(args)).await
+    }
+}
