@@ -14,6 +14,8 @@ use cairn_api::{
 };
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::json;
 
 use super::auth::{self, endpoints};
@@ -432,11 +434,24 @@ async fn wait_metric(
     }
 }
 
+/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`).
+#[derive(Serialize, JsonSchema)]
+pub struct Health {
+    /// Whether Raft runs on this node.
+    pub ok: bool,
+    pub node_id: u64,
+    pub role: &'static str,
+}
+
 /// 200 while the node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on
 /// a storage error), so supervisors restart it instead of routing to it.
 pub async fn healthz(State(app): State<SharedApp>) -> Response {
     let running = app.raft.metrics().borrow().running_state.is_ok();
-    let body = Json(json!({"ok": running, "node_id": app.node_id, "role": app.role()}));
+    let body = Json(Health {
+        ok: running,
+        node_id: app.node_id,
+        role: app.role(),
+    });
     let status = if running {
         axum::http::StatusCode::OK
     } else {

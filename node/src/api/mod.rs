@@ -8,6 +8,8 @@
 //! - `reads`: read, probe, history, tombstones, list, recall, with consistency barriers.
 //! - `watch`: the change feed as Server-Sent Events.
 //! - `cluster`: init, join, remove, status, compact, healthz, metrics.
+//! - `routes`: the route table, which builds both the router and the OpenAPI document.
+//! - `openapi`: `GET /openapi.json`, generated from the route table and the wire types.
 
 pub mod auth;
 pub mod body;
@@ -15,14 +17,15 @@ pub mod cluster;
 pub mod error;
 pub mod forward;
 pub mod mutations;
+pub mod openapi;
 pub mod reads;
+pub mod routes;
 pub mod watch;
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::Response;
-use axum::routing::{get, post};
 use axum::Router;
 use cairn_config::NodeConfig;
 use openraft::ServerState;
@@ -106,66 +109,17 @@ async fn count_refusals(State(app): State<SharedApp>, response: Response) -> Res
     response
 }
 
+/// The client port's router: every route of the table ([`routes::routes`]), then the
+/// typed 404 and 405 answers, the refusal counter and the body limit.
 pub fn router(app: SharedApp) -> Router {
+    openapi::build();
     let body_max = body::body_bytes_max(&app.config.limits);
-    Router::new()
-        .route(
-            "/v1/write",
-            post(mutations::single::<cairn_api::WriteRequest>),
-        )
-        .route(
-            "/v1/forget",
-            post(mutations::single::<cairn_api::ForgetRequest>),
-        )
-        .route(
-            "/v1/revoke",
-            post(mutations::single::<cairn_api::RevokeRequest>),
-        )
-        .route(
-            "/v1/reinstate",
-            post(mutations::single::<cairn_api::ReinstateRequest>),
-        )
-        .route(
-            "/v1/flag-stale",
-            post(mutations::single::<cairn_api::FlagStaleRequest>),
-        )
-        .route(
-            "/v1/supersede",
-            post(mutations::single::<cairn_api::SupersedeRequest>),
-        )
-        .route("/v1/batch", post(mutations::batch))
-        .route("/v1/read", post(reads::read))
-        .route("/v1/probe", post(reads::probe))
-        .route("/v1/history", post(reads::history))
-        .route("/v1/tombstones/{id}", get(reads::tombstone))
-        .route("/v1/list", post(reads::list))
-        .route("/v1/recall", post(reads::recall))
-        .route("/v1/watch", get(watch::watch))
-        .route("/v1/auth/enable", post(auth::endpoints::enable))
-        .route(
-            "/v1/auth/principals",
-            post(auth::endpoints::create).get(auth::endpoints::list),
-        )
-        .route(
-            "/v1/auth/principals/{name}",
-            axum::routing::delete(auth::endpoints::delete),
-        )
-        .route(
-            "/v1/auth/principals/{name}/rotate",
-            post(auth::endpoints::rotate),
-        )
-        .route(
-            "/v1/auth/principals/{name}/grants",
-            axum::routing::put(auth::endpoints::set_grants),
-        )
-        .route("/v1/auth/whoami", get(auth::endpoints::whoami))
-        .route("/cluster/init", post(cluster::init))
-        .route("/cluster/join", post(cluster::join))
-        .route("/cluster/remove", post(cluster::remove))
-        .route("/cluster/status", get(cluster::status))
-        .route("/cluster/compact", post(cluster::compact))
-        .route("/healthz", get(cluster::healthz))
-        .route("/metrics", get(cluster::metrics))
+    let served = routes::routes()
+        .into_iter()
+        .fold(Router::new(), |router, route| {
+            router.route(route.path, route.handler)
+        });
+    served
         .fallback(error::unknown_route)
         .layer(axum::middleware::map_response_with_state(
             app.clone(),

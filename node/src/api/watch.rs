@@ -14,6 +14,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
 use cairn_api::{ErrorCode, Permission};
 use futures::stream::{self, Stream};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::auth::{self, Caller};
@@ -27,11 +28,15 @@ const PAGE_EVENTS_MAX: usize = 256;
 /// A quiet stream still wakes this often to notice shutdown.
 const IDLE_WAKE: Duration = Duration::from_secs(1);
 
-#[derive(Debug, Deserialize)]
+/// The query string of `GET /v1/watch`.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WatchQuery {
+    /// Only keys under this prefix (default: every key).
     #[serde(default)]
     pub prefix: String,
+    /// The first revision sent; 0 is the oldest retained event; default: after the
+    /// node's current applied index.
     #[serde(default)]
     pub from_revision: Option<u64>,
 }

@@ -1,0 +1,470 @@
+//! The route table: every endpoint of the client port, listed once with what it takes,
+//! what it answers and which errors it can give.
+//!
+//! The same table builds the axum router ([`super::router`]) and the OpenAPI document
+//! ([`super::openapi`]), so a route cannot be served without being documented, nor
+//! documented without being served. What the table says about bodies and errors is
+//! checked against live nodes by `scripts/fuzz-api` (schemathesis).
+
+use axum::handler::Handler;
+use axum::http::Method;
+use axum::routing::{on, MethodFilter, MethodRouter};
+use cairn_api::ErrorCode::{self, *};
+use cairn_api::*;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+
+use super::mutations::{self, SingleOp};
+use super::{auth, cluster, openapi, reads, watch, SharedApp};
+
+/// Adds a type's schema to the document's components and answers a `$ref` to it.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+fn schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// The full object schema of a type (not a `$ref`): query parameters are its properties.
+fn object_schema_of<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    T::json_schema(generator)
+}
+
+/// What a successful request answers.
+#[derive(Clone, Copy)]
+pub enum Answer {
+    /// 200 with a JSON body.
+    Json(SchemaFn),
+    /// The same JSON body at 200 and at 503 (`/healthz`: 503 once Raft has stopped).
+    JsonAlso503(SchemaFn),
+    /// 200 `text/event-stream`, each event's `data` one JSON value of this schema.
+    EventStream(SchemaFn),
+    /// 200 `text/plain` (Prometheus text format).
+    Text,
+}
+
+/// A path parameter: its name in the path, what it is, and the pattern the node accepts
+/// (anything else is 400 `invalid_request`).
+#[derive(Clone, Copy)]
+pub struct PathParam {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub pattern: &'static str,
+}
+
+const TOMBSTONE_ID: PathParam = PathParam {
+    name: "id",
+    description: "Tombstone id: 1-128 hex digits, either case (ids are 32 lowercase).",
+    pattern: "^[0-9a-fA-F]{1,128}$",
+};
+
+const PRINCIPAL_NAME: PathParam = PathParam {
+    name: "name",
+    description: "Principal name: 1-128 ASCII letters, digits and _ - . @ :",
+    pattern: "^[A-Za-z0-9_.@:-]{1,128}$",
+};
+
+/// One documented operation.
+pub struct Operation {
+    pub id: &'static str,
+    pub summary: &'static str,
+    pub tag: &'static str,
+    /// Needs `Authorization: Bearer` while the cluster has auth on (SPEC §8).
+    pub token: bool,
+    pub path_params: Vec<PathParam>,
+    pub query: Option<SchemaFn>,
+    pub body: Option<SchemaFn>,
+    pub answer: Answer,
+    /// Every error code the operation can answer, in table order, without repeats.
+    pub errors: Vec<ErrorCode>,
+}
+
+impl Operation {
+    fn new(id: &'static str, tag: &'static str, summary: &'static str, answer: Answer) -> Self {
+        Operation {
+            id,
+            summary,
+            tag,
+            token: true,
+            path_params: Vec::new(),
+            query: None,
+            body: None,
+            answer,
+            errors: vec![Unauthenticated],
+        }
+    }
+
+    /// An operation that answers `T` as JSON.
+    fn json<T: JsonSchema>(id: &'static str, tag: &'static str, summary: &'static str) -> Self {
+        Operation::new(id, tag, summary, Answer::Json(schema_of::<T>))
+    }
+
+    /// Takes no token, whether or not auth is on.
+    fn public(mut self) -> Self {
+        self.token = false;
+        self.errors.retain(|c| *c != Unauthenticated);
+        self
+    }
+
+    /// A JSON body of type `T`: a body that does not decode is 400, one over the size
+    /// limit 413.
+    fn body<T: JsonSchema>(mut self) -> Self {
+        self.body = Some(schema_of::<T>);
+        self.errors(&[BODY])
+    }
+
+    fn query<T: JsonSchema>(mut self) -> Self {
+        self.query = Some(object_schema_of::<T>);
+        self.errors(&[&[InvalidRequest]])
+    }
+
+    fn path_param(mut self, param: PathParam) -> Self {
+        self.path_params.push(param);
+        self.errors(&[&[InvalidRequest]])
+    }
+
+    fn errors(mut self, groups: &[&[ErrorCode]]) -> Self {
+        for code in groups.iter().flat_map(|g| g.iter()) {
+            if !self.errors.contains(code) {
+                self.errors.push(*code);
+            }
+        }
+        self
+    }
+}
+
+/// A body that does not decode, or is too large.
+const BODY: &[ErrorCode] = &[InvalidRequest, TooLarge];
+/// A grant does not cover the operation.
+const DENIED: &[ErrorCode] = &[PermissionDenied];
+/// A mutation's identity checks (SPEC §8).
+const ACTOR: &[ErrorCode] = &[PermissionDenied, ActorMismatch];
+/// A request relayed to the leader, or a read's consistency barrier.
+const RELAYED: &[ErrorCode] = &[NoLeader, Internal];
+const BARRIER: &[ErrorCode] = &[NoLeader, StaleRead, Internal];
+/// A Raft entry proposed and awaited.
+const PROPOSED: &[ErrorCode] = &[NoLeader, Overloaded, OutcomeUnknown, Internal];
+/// Rules every key-model mutation is checked against at apply (SPEC §2).
+const CONDITIONS: &[ErrorCode] = &[VersionConflict, StaleWrite, RequestIdReused];
+/// An access change the applied access state refuses (auth off, a name taken, the last
+/// admin).
+const ACCESS_REFUSED: &[ErrorCode] = &[InvalidTransition];
+
+/// A route: method, path, its documentation and its handler.
+pub struct Route {
+    pub method: Method,
+    pub path: &'static str,
+    pub operation: Operation,
+    pub(super) handler: MethodRouter<SharedApp>,
+}
+
+fn route<H, T>(method: Method, path: &'static str, handler: H, operation: Operation) -> Route
+where
+    H: Handler<T, SharedApp>,
+    T: 'static,
+{
+    let filter = MethodFilter::try_from(method.clone()).expect("a routable method");
+    Route {
+        method,
+        path,
+        operation,
+        handler: on(filter, handler),
+    }
+}
+
+/// A single-operation mutation: its path comes from its request type ([`SingleOp`]).
+fn mutation<R: SingleOp + JsonSchema>(
+    id: &'static str,
+    summary: &'static str,
+    rules: &[ErrorCode],
+) -> Route {
+    let operation = Operation::json::<MutationResult>(id, "mutations", summary)
+        .body::<R>()
+        .errors(&[ACTOR, CONDITIONS, rules, PROPOSED]);
+    route(Method::POST, R::PATH, mutations::single::<R>, operation)
+}
+
+/// Every route of the client port (SPEC §5, §6, §8), in the order the document lists them.
+pub fn routes() -> Vec<Route> {
+    let mut all = mutation_routes();
+    all.extend(read_routes());
+    all.extend(auth_routes());
+    all.extend(cluster_routes());
+    all
+}
+
+fn mutation_routes() -> Vec<Route> {
+    // A key that was never written is 404 for the ops that act on an existing value; a
+    // forgotten one is 409 `key_forgotten` for all but forget (idempotent there).
+    let existing: &[ErrorCode] = &[NotFound, KeyForgotten];
+    vec![
+        mutation::<WriteRequest>("write", "Write a key's value", &[KeyForgotten, KeyRevoked]),
+        mutation::<ForgetRequest>("forget", "Forget a key behind a durable tombstone", &[]),
+        mutation::<RevokeRequest>(
+            "revoke",
+            "Revoke a wrong belief, keeping its reason",
+            existing,
+        ),
+        mutation::<ReinstateRequest>("reinstate", "Reinstate a revoked key", existing),
+        mutation::<FlagStaleRequest>("flag_stale", "Flag an anchor as changed", existing),
+        mutation::<SupersedeRequest>(
+            "supersede",
+            "Record the key that replaces this one",
+            existing,
+        ),
+        route(
+            Method::POST,
+            "/v1/batch",
+            mutations::batch,
+            Operation::json::<BatchResult>("batch", "mutations", "Apply mutations all or none")
+                .body::<BatchRequest>()
+                .errors(&[
+                    ACTOR,
+                    CONDITIONS,
+                    &[NotFound, KeyForgotten, KeyRevoked],
+                    PROPOSED,
+                ]),
+        ),
+    ]
+}
+
+fn read_routes() -> Vec<Route> {
+    vec![
+        route(
+            Method::POST,
+            "/v1/read",
+            reads::read,
+            Operation::json::<ReadResponse>("read", "reads", "A key's record and rendered note")
+                .body::<ReadRequest>()
+                .errors(&[DENIED, &[NotFound], BARRIER]),
+        ),
+        route(
+            Method::POST,
+            "/v1/probe",
+            reads::probe,
+            Operation::json::<ProbeResponse>(
+                "probe",
+                "reads",
+                "A key's value and retention records",
+            )
+            .body::<ProbeRequest>()
+            .errors(&[DENIED, BARRIER]),
+        ),
+        route(
+            Method::POST,
+            "/v1/history",
+            reads::history,
+            Operation::json::<HistoryResponse>("history", "reads", "A key's events, oldest first")
+                .body::<HistoryRequest>()
+                .errors(&[DENIED, &[NotFound], BARRIER]),
+        ),
+        route(
+            Method::GET,
+            "/v1/tombstones/{id}",
+            reads::tombstone,
+            Operation::json::<Tombstone>("tombstone", "reads", "A tombstone by id")
+                .path_param(TOMBSTONE_ID)
+                .query::<ReadOptions>()
+                .errors(&[&[NotFound], BARRIER]),
+        ),
+        route(
+            Method::POST,
+            "/v1/list",
+            reads::list,
+            Operation::json::<ListResponse>(
+                "list",
+                "reads",
+                "Keys under a prefix, a page at a time",
+            )
+            .body::<ListRequest>()
+            .errors(&[BARRIER]),
+        ),
+        route(
+            Method::POST,
+            "/v1/recall",
+            reads::recall,
+            Operation::json::<RecallResponse>("recall", "reads", "Notes whose anchors match cues")
+                .body::<RecallRequest>()
+                .errors(&[BARRIER]),
+        ),
+        route(
+            Method::GET,
+            "/v1/watch",
+            watch::watch,
+            Operation::new(
+                "watch",
+                "reads",
+                "The change feed as Server-Sent Events",
+                Answer::EventStream(schema_of::<WatchEvent>),
+            )
+            .query::<watch::WatchQuery>()
+            .errors(&[&[Internal]]),
+        ),
+    ]
+}
+
+fn auth_routes() -> Vec<Route> {
+    use auth::endpoints;
+    let admin: &[&[ErrorCode]] = &[DENIED, ACCESS_REFUSED, PROPOSED];
+    let of_principal = |op: Operation| {
+        op.path_param(PRINCIPAL_NAME)
+            .errors(&[&[NotFound]])
+            .errors(admin)
+    };
+    vec![
+        route(
+            Method::POST,
+            "/v1/auth/enable",
+            endpoints::enable,
+            Operation::json::<AuthEnabled>("auth_enable", "auth", "Turn auth on (while it is off)")
+                .public()
+                .body::<EnableAuthRequest>()
+                // Relayed by a follower, a request without a token is 401 once auth is on.
+                .errors(&[&[Unauthenticated], ACCESS_REFUSED, PROPOSED]),
+        ),
+        route(
+            Method::POST,
+            "/v1/auth/principals",
+            endpoints::create,
+            Operation::json::<CreatedPrincipal>(
+                "auth_create_principal",
+                "auth",
+                "Make a principal",
+            )
+            .body::<CreatePrincipalRequest>()
+            .errors(admin),
+        ),
+        route(
+            Method::GET,
+            "/v1/auth/principals",
+            endpoints::list,
+            Operation::json::<PrincipalList>("auth_list_principals", "auth", "Every principal")
+                .errors(&[DENIED, ACCESS_REFUSED, RELAYED]),
+        ),
+        route(
+            Method::DELETE,
+            "/v1/auth/principals/{name}",
+            endpoints::delete,
+            of_principal(Operation::json::<AclChanged>(
+                "auth_delete_principal",
+                "auth",
+                "Delete a principal",
+            )),
+        ),
+        route(
+            Method::POST,
+            "/v1/auth/principals/{name}/rotate",
+            endpoints::rotate,
+            of_principal(Operation::json::<RotatedToken>(
+                "auth_rotate_token",
+                "auth",
+                "Give a principal a new token",
+            )),
+        ),
+        route(
+            Method::PUT,
+            "/v1/auth/principals/{name}/grants",
+            endpoints::set_grants,
+            of_principal(
+                Operation::json::<AclChanged>(
+                    "auth_set_grants",
+                    "auth",
+                    "Replace a principal's grants",
+                )
+                .body::<SetGrantsRequest>(),
+            ),
+        ),
+        route(
+            Method::GET,
+            "/v1/auth/whoami",
+            endpoints::whoami,
+            Operation::json::<WhoAmI>("auth_whoami", "auth", "The caller's name and grants")
+                .errors(&[ACCESS_REFUSED, RELAYED]),
+        ),
+    ]
+}
+
+fn cluster_routes() -> Vec<Route> {
+    let membership: &[&[ErrorCode]] = &[DENIED, &[InvalidTransition], PROPOSED];
+    vec![
+        route(
+            Method::POST,
+            "/cluster/init",
+            cluster::init,
+            Operation::json::<MembershipResponse>(
+                "cluster_init",
+                "cluster",
+                "Initialize the cluster",
+            )
+            .public()
+            .body::<InitRequest>()
+            .errors(&[&[InvalidTransition], PROPOSED]),
+        ),
+        route(
+            Method::POST,
+            "/cluster/join",
+            cluster::join,
+            Operation::json::<MembershipResponse>("cluster_join", "cluster", "Add a node")
+                .body::<NodeSpec>()
+                .errors(membership),
+        ),
+        route(
+            Method::POST,
+            "/cluster/remove",
+            cluster::remove,
+            Operation::json::<MembershipResponse>("cluster_remove", "cluster", "Remove a node")
+                .body::<RemoveRequest>()
+                .errors(&[&[NotFound]])
+                .errors(membership),
+        ),
+        route(
+            Method::GET,
+            "/cluster/status",
+            cluster::status,
+            Operation::json::<ClusterStatus>(
+                "cluster_status",
+                "cluster",
+                "This node's Raft status",
+            ),
+        ),
+        route(
+            Method::POST,
+            "/cluster/compact",
+            cluster::compact,
+            Operation::json::<CompactResponse>(
+                "cluster_compact",
+                "cluster",
+                "Snapshot, purge, compact",
+            )
+            .errors(&[DENIED, &[Internal]]),
+        ),
+        route(
+            Method::GET,
+            "/healthz",
+            cluster::healthz,
+            Operation::new(
+                "healthz",
+                "meta",
+                "200 while the node serves and Raft runs",
+                Answer::JsonAlso503(schema_of::<cluster::Health>),
+            )
+            .public(),
+        ),
+        route(
+            Method::GET,
+            "/metrics",
+            cluster::metrics,
+            Operation::new(
+                "metrics",
+                "meta",
+                "Counters and gauges (Prometheus)",
+                Answer::Text,
+            )
+            .public(),
+        ),
+        route(
+            Method::GET,
+            "/openapi.json",
+            openapi::serve,
+            Operation::json::<openapi::Document>("openapi", "meta", "This document").public(),
+        ),
+    ]
+}
