@@ -22,6 +22,8 @@
 //! - [`chaos`]: the real-process chaos suite (supervisor, iptables nemeses, workloads,
 //!   recorded history, the five checkers, report and plots, planted-bug self-test);
 //!   entry points in [`chaos::cli`].
+//! - [`certs`]: a TLS cluster's certificates (`cairn-node certs`) and the node flags that
+//!   use them, for the secure chaos run and the `cairn-secure` benchmark system.
 //! - [`spawn`]: starting child processes that die with the harness (chaos and bench).
 //! - [`prereq`]: what the real-process tests need (root and iptables, etcd); under CI
 //!   (`CI=true`) a missing one fails the test, elsewhere the test skips loudly.
@@ -45,6 +47,7 @@
 //! The last four need root and iptables or etcd, checked through [`prereq`]. See
 //! `docs/chaos.md`.
 
+pub mod certs;
 pub mod chaos;
 pub mod check;
 pub mod prereq;

@@ -14,6 +14,7 @@
 //! on; unset or `tls,auth` is the whole of SPEC §8.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -25,6 +26,7 @@ use cairn_api::{
     ReadOptions, RevokeRequest, WriteRequest,
 };
 use cairn_client::{Client, ClientError};
+use cairn_jepsen::certs::ClusterCerts;
 use serde::Serialize;
 
 use super::http1::Http1;
@@ -89,7 +91,7 @@ pub struct Cluster {
     /// `--cairn-driver client`: the library client (retries off) every worker pins.
     lib: Client,
     /// `cairn-secure`: certificates and token.
-    tls: Option<Tls>,
+    security: Option<Security>,
     /// `cairn-secure`: what the raw driver's connections use.
     http_secure: Option<super::http1::Secure>,
 }
@@ -106,12 +108,10 @@ pub fn node_layout(prefix: &str, work: &Path, id: u64, client_base: u16, peer_ba
     }
 }
 
-/// What a `cairn-secure` cluster turns on: certificates (`cairn-node certs` output) for
-/// TLS, auth, and after init the admin token.
-struct Tls {
-    dir: PathBuf,
-    /// `None`: no TLS (the `auth` part alone).
-    ca_pem: Option<Vec<u8>>,
+/// What a `cairn-secure` cluster turns on: certificates for TLS (`None`: the `auth` part
+/// alone), auth, and after init the admin token.
+struct Security {
+    certs: Option<ClusterCerts>,
     auth: bool,
     token: Option<String>,
 }
@@ -127,72 +127,37 @@ fn secure_parts() -> (bool, bool) {
     }
 }
 
-impl Tls {
-    fn generate(bin: &Path, dir: &Path, n: u64) -> Result<Tls> {
+impl Security {
+    fn generate(bin: &Path, dir: &Path, n: u64) -> Result<Security> {
         let (tls, auth) = secure_parts();
-        if !tls {
-            return Ok(Tls {
-                dir: dir.to_path_buf(),
-                ca_pem: None,
-                auth,
-                token: None,
-            });
-        }
-        let ids: Vec<String> = (1..=n).map(|id| id.to_string()).collect();
-        let out = Command::new(bin)
-            .arg("certs")
-            .arg("--out")
-            .arg(dir)
-            .arg("--nodes")
-            .arg(ids.join(","))
-            .output()
-            .map_err(|e| anyhow!("running {} certs: {e}", bin.display()))?;
-        if !out.status.success() {
-            bail!(
-                "cairn-node certs failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        let ca_pem = std::fs::read(dir.join("ca.pem"))?;
-        Ok(Tls {
-            dir: dir.to_path_buf(),
-            ca_pem: Some(ca_pem),
+        let certs = match tls {
+            true => Some(ClusterCerts::generate(bin, dir, 1..=n, |_| None)?),
+            false => None,
+        };
+        Ok(Security {
+            certs,
             auth,
             token: None,
         })
     }
 
     fn scheme(&self) -> &'static str {
-        if self.ca_pem.is_some() {
+        if self.certs.is_some() {
             "https"
         } else {
             "http"
         }
     }
 
-    fn node_args(&self, id: u64) -> Vec<PathBuf> {
-        if self.ca_pem.is_none() {
-            return Vec::new();
-        }
-        let cert = self.dir.join(format!("node-{id}.pem"));
-        let key = self.dir.join(format!("node-{id}.key"));
-        let ca = self.dir.join("ca.pem");
-        [
-            ("--tls-cert", &cert),
-            ("--tls-key", &key),
-            ("--tls-ca", &ca),
-            ("--peer-tls-cert", &cert),
-            ("--peer-tls-key", &key),
-            ("--peer-tls-ca", &ca),
-        ]
-        .into_iter()
-        .flat_map(|(flag, path)| [PathBuf::from(flag), path.clone()])
-        .collect()
+    fn node_args(&self, id: u64) -> Vec<OsString> {
+        self.certs
+            .as_ref()
+            .map_or_else(Vec::new, |certs| certs.node_args(id))
     }
 
     fn configure(&self, builder: cairn_client::ClientBuilder) -> cairn_client::ClientBuilder {
-        let builder = match &self.ca_pem {
-            Some(ca) => builder.ca_cert_pem(ca),
+        let builder = match &self.certs {
+            Some(certs) => builder.ca_cert_pem(certs.ca_pem()),
             None => builder,
         };
         match &self.token {
@@ -205,11 +170,11 @@ impl Tls {
 /// (admin, lib) clients of a cluster.
 fn clients(
     endpoints: Vec<String>,
-    tls: Option<&Tls>,
+    security: Option<&Security>,
     op_timeout: Duration,
 ) -> Result<(Client, Client)> {
-    let configure = |b: cairn_client::ClientBuilder| match tls {
-        Some(tls) => tls.configure(b),
+    let configure = |b: cairn_client::ClientBuilder| match security {
+        Some(security) => security.configure(b),
         None => b,
     };
     let admin = configure(Client::builder(endpoints.clone()))
@@ -239,8 +204,8 @@ impl Cluster {
         config: Option<&Path>,
         secure: bool,
     ) -> Result<Cluster> {
-        let tls = match secure {
-            true => Some(Tls::generate(
+        let security = match secure {
+            true => Some(Security::generate(
                 bin,
                 &work.join(format!("{prefix}-certs")),
                 n,
@@ -249,11 +214,11 @@ impl Cluster {
         };
         let nodes: Vec<Node> = (1..=n)
             .map(|id| Node {
-                scheme: tls.as_ref().map_or("http", Tls::scheme),
+                scheme: security.as_ref().map_or("http", Security::scheme),
                 ..node_layout(prefix, work, id, ports.0, ports.1)
             })
             .collect();
-        let (admin, lib) = clients(endpoints_of(&nodes), tls.as_ref(), op_timeout)?;
+        let (admin, lib) = clients(endpoints_of(&nodes), security.as_ref(), op_timeout)?;
         let mut cluster = Cluster {
             procs,
             bin: bin.to_path_buf(),
@@ -263,7 +228,7 @@ impl Cluster {
             admin,
             op_timeout,
             lib,
-            tls,
+            security,
             http_secure: None,
         };
         std::fs::create_dir_all(&cluster.logs)?;
@@ -273,16 +238,15 @@ impl Cluster {
         for node in &cluster.nodes {
             cluster.wait_healthy(node, HEALTH_WAIT).await?;
         }
-        let init = InitRequest {
-            nodes: cluster.nodes.iter().map(Node::spec).collect(),
-            auth: cluster
-                .tls
-                .as_ref()
-                .is_some_and(|t| t.auth)
-                .then(|| EnableAuthRequest {
-                    admin: ACTOR.to_string(),
+        let init =
+            InitRequest {
+                nodes: cluster.nodes.iter().map(Node::spec).collect(),
+                auth: cluster.security.as_ref().is_some_and(|t| t.auth).then(|| {
+                    EnableAuthRequest {
+                        admin: ACTOR.to_string(),
+                    }
                 }),
-        };
+            };
         let answer = cluster
             .admin
             .pinned(&cluster.nodes[0].url())
@@ -290,21 +254,22 @@ impl Cluster {
             .init(init)
             .await
             .map_err(|e| anyhow!("POST /cluster/init: {e}"))?;
-        if let Some(tls) = cluster.tls.as_mut() {
-            if tls.auth {
+        if let Some(security) = cluster.security.as_mut() {
+            if security.auth {
                 let token = answer
                     .auth
                     .ok_or_else(|| anyhow!("init with auth answered without the admin token"))?
                     .token;
-                tls.token = Some(token);
+                security.token = Some(token);
             }
+            let ca_pem = security.certs.as_ref().map(ClusterCerts::ca_pem);
             cluster.http_secure = Some(
-                super::http1::Secure::new(tls.ca_pem.as_deref(), tls.token.as_deref())
+                super::http1::Secure::new(ca_pem, security.token.as_deref())
                     .map_err(|e| anyhow!("{e}"))?,
             );
             (cluster.admin, cluster.lib) = clients(
                 endpoints_of(&cluster.nodes),
-                cluster.tls.as_ref(),
+                cluster.security.as_ref(),
                 op_timeout,
             )?;
         }
@@ -329,8 +294,8 @@ impl Cluster {
             .arg(&node.client_addr)
             .arg("--peer-addr")
             .arg(&node.peer_addr);
-        if let Some(tls) = &self.tls {
-            cmd.args(tls.node_args(node.id));
+        if let Some(security) = &self.security {
+            cmd.args(security.node_args(node.id));
         }
         let log = self.logs.join(format!("{}.log", node.name));
         self.procs.spawn(&node.name, cmd, &log)?;

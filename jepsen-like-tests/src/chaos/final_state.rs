@@ -267,7 +267,16 @@ async fn collect_tombstones(
     members: &[u64],
     ids: BTreeSet<String>,
 ) -> BTreeMap<String, PerNode<(String, u64)>> {
-    let http = super::secure::reqwest_client(Duration::from_secs(5));
+    let http = match super::secure::reqwest_client(Duration::from_secs(5)) {
+        Ok(http) => http,
+        Err(e) => {
+            let why = format!("not collected: no HTTP client: {e:#}");
+            return ids
+                .into_iter()
+                .map(|id| (id, members.iter().map(|n| (*n, Err(why.clone()))).collect()))
+                .collect();
+        }
+    };
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let looked_up: Vec<_> = stream::iter(ids)
         .map(|id| {

@@ -12,15 +12,15 @@
 //! or written to the run's report (`results.json` records `secure: true` only).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cairn_client::ClientBuilder;
 
 use super::net::node_ip;
+use crate::certs::ClusterCerts;
 
 /// The first principal of a secure run; mutations leave `actor` empty, so the node
 /// records this name (SPEC §8: an omitted actor is the principal's).
@@ -28,8 +28,7 @@ pub const ADMIN: &str = "chaos";
 
 /// Certificates of a secure run and, once the cluster is initialized, the admin token.
 pub struct Security {
-    pub dir: PathBuf,
-    pub ca_pem: Vec<u8>,
+    certs: ClusterCerts,
     token: RwLock<Option<String>>,
 }
 
@@ -57,31 +56,9 @@ pub fn endpoint_scheme() -> &'static str {
 /// `1..=nodes + 1`: the membership nemesis joins an extra node n+1; each also named by
 /// its chaos address) and makes the mode current.
 pub fn install(node_bin: &Path, dir: &Path, nodes: u64) -> Result<()> {
-    let nodes = nodes + 1;
-    let ids: Vec<String> = (1..=nodes).map(|id| id.to_string()).collect();
-    let mut cmd = Command::new(node_bin);
-    cmd.arg("certs")
-        .arg("--out")
-        .arg(dir)
-        .arg("--nodes")
-        .arg(ids.join(","));
-    for id in 1..=nodes {
-        cmd.arg("--host").arg(format!("{id}={}", node_ip(id)));
-    }
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {} certs", node_bin.display()))?;
-    if !out.status.success() {
-        bail!(
-            "cairn-node certs failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let ca_pem = std::fs::read(dir.join("ca.pem")).context("reading the generated ca.pem")?;
+    let certs = ClusterCerts::generate(node_bin, dir, 1..=nodes + 1, |id| Some(node_ip(id)))?;
     *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(Security {
-        dir: dir.to_path_buf(),
-        ca_pem,
+        certs,
         token: RwLock::new(None),
     }));
     Ok(())
@@ -106,25 +83,7 @@ fn token() -> Option<String> {
 /// The node flags of a secure run: HTTPS on the client port (and the CA to relay to
 /// another node's), mutual TLS on the peer port.
 pub fn node_args(id: u64) -> Vec<OsString> {
-    let Some(s) = current() else {
-        return Vec::new();
-    };
-    let cert = s.dir.join(format!("node-{id}.pem"));
-    let key = s.dir.join(format!("node-{id}.key"));
-    let ca = s.dir.join("ca.pem");
-    let mut args: Vec<OsString> = Vec::new();
-    for (flag, path) in [
-        ("--tls-cert", &cert),
-        ("--tls-key", &key),
-        ("--tls-ca", &ca),
-        ("--peer-tls-cert", &cert),
-        ("--peer-tls-key", &key),
-        ("--peer-tls-ca", &ca),
-    ] {
-        args.push(flag.into());
-        args.push(path.into());
-    }
-    args
+    current().map_or_else(Vec::new, |s| s.certs.node_args(id))
 }
 
 /// Adds the CA and, once known, the admin token to a client of the harness.
@@ -132,7 +91,7 @@ pub fn configure(builder: ClientBuilder) -> ClientBuilder {
     let Some(s) = current() else {
         return builder;
     };
-    let builder = builder.ca_cert_pem(&s.ca_pem);
+    let builder = builder.ca_cert_pem(s.certs.ca_pem());
     match token() {
         Some(t) => builder.token(t),
         None => builder,
@@ -141,19 +100,22 @@ pub fn configure(builder: ClientBuilder) -> ClientBuilder {
 
 /// A raw HTTP client (for the calls the client library does not make) with the run's
 /// CA and token.
-pub fn reqwest_client(timeout: Duration) -> reqwest::Client {
+pub fn reqwest_client(timeout: Duration) -> Result<reqwest::Client> {
     let mut b = reqwest::Client::builder().no_proxy().timeout(timeout);
     if let Some(s) = current() {
-        let ca = reqwest::Certificate::from_pem(&s.ca_pem).expect("the generated CA parses");
+        let ca =
+            reqwest::Certificate::from_pem(s.certs.ca_pem()).context("the run's CA certificate")?;
         b = b.add_root_certificate(ca);
         if let Some(t) = token() {
-            let mut headers = reqwest::header::HeaderMap::new();
+            // The token's alphabet (cairn_ + base64url) always makes a valid header; the
+            // error names the header only, never the token.
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {t}"))
-                .expect("a token that travels in a header");
+                .context("the admin token as an Authorization header")?;
             value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
             headers.insert(reqwest::header::AUTHORIZATION, value);
             b = b.default_headers(headers);
         }
     }
-    b.build().expect("an HTTP client")
+    b.build().context("building an HTTP client")
 }
