@@ -18,19 +18,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
-import httpx2
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
-
 from cairn_client.testing import LocalCluster
-from mcp_e2e import AGENT, Connect
+
+from mcp_e2e import AGENT, Connect, http_client, mcp_binary, stdio_client
 
 _START_WAIT_S = 15.0
 
@@ -39,14 +34,6 @@ _START_WAIT_S = 15.0
 class Principal:
     name: str
     token: str
-
-
-def mcp_binary() -> Path:
-    target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache/cairn/target")
-    path = Path(os.environ.get("CAIRN_MCP_BIN") or Path(target) / "debug" / "cairn-mcp")
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        pytest.fail(f"no cairn-mcp at {path}: run `cargo build --workspace --bins`")
-    return path
 
 
 def _free_port() -> int:
@@ -81,16 +68,24 @@ def agent(cluster: LocalCluster) -> Principal:
 
 
 @pytest.fixture(scope="session")
-def mcp_url(cluster: LocalCluster) -> Iterator[str]:
-    """A ``cairn-mcp --listen`` process on a free loopback port."""
+def agent_token(agent: Principal) -> str:
+    return agent.token
+
+
+@pytest.fixture(scope="session")
+def mcp_url(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A ``cairn-mcp --listen`` process on a free loopback port (its log: ``mcp.log``)."""
     port = _free_port()
     env = {"PATH": os.environ.get("PATH", ""), "CAIRN_ENDPOINTS": ",".join(cluster.endpoints)}
-    process = subprocess.Popen(
-        [str(mcp_binary()), "--listen", f"127.0.0.1:{port}"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    log_path = tmp_path_factory.mktemp("cairn-mcp") / "mcp.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(mcp_binary()), "--listen", f"127.0.0.1:{port}"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + _START_WAIT_S
         while True:
@@ -99,8 +94,7 @@ def mcp_url(cluster: LocalCluster) -> Iterator[str]:
                 break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    stderr = process.stderr.read().decode() if process.stderr else ""
-                    pytest.fail(f"cairn-mcp --listen did not start: {stderr}")
+                    pytest.fail(f"cairn-mcp --listen did not start: {log_path.read_text()}")
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
@@ -110,21 +104,6 @@ def mcp_url(cluster: LocalCluster) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=5)
-
-
-def stdio_client(cluster: LocalCluster, token: str | None) -> Client:
-    env = {"CAIRN_ENDPOINTS": ",".join(cluster.endpoints), "RUST_LOG": "warn"}
-    if token is not None:
-        env["CAIRN_TOKEN"] = token
-    return Client(StdioServerParameters(command=str(mcp_binary()), env=env))
-
-
-@asynccontextmanager
-async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
-    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=60)) as http:
-        async with Client(streamable_http_client(url, http_client=http)) as client:  # type: ignore[arg-type]
-            yield client
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -1,13 +1,20 @@
-"""What the MCP end-to-end tests share: the agent principal's name, the connection type,
-and readers of tool results."""
+"""What the MCP end-to-end tests share: the agent principal's name, the cairn-mcp binary,
+MCP sessions over stdio and streamable HTTP (the official SDK's ``Client``), and readers of
+tool results."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
-from mcp import Client
+import httpx2
+import pytest
+from cairn_client.testing import LocalCluster
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
 # The principal the tests' MCP sessions act as.
@@ -15,6 +22,35 @@ AGENT = "mcp-agent"
 
 # Opens an MCP session (see the `connect` fixture).
 Connect = Callable[[], AbstractAsyncContextManager[Client]]
+
+
+def mcp_binary() -> Path:
+    """``$CAIRN_MCP_BIN``, else ``$CARGO_TARGET_DIR/debug/cairn-mcp``."""
+    target = os.environ.get("CARGO_TARGET_DIR") or str(Path.home() / ".cache/cairn/target")
+    path = Path(os.environ.get("CAIRN_MCP_BIN") or Path(target) / "debug" / "cairn-mcp")
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(f"no cairn-mcp at {path}: run `cargo build --workspace --bins`")
+    return path
+
+
+def stdio_client(cluster: LocalCluster, token: str | None) -> Client:
+    """A session with a cairn-mcp child acting with ``token`` (none: no CAIRN_TOKEN)."""
+    env = {"CAIRN_ENDPOINTS": ",".join(cluster.endpoints), "RUST_LOG": "warn"}
+    if token is not None:
+        env["CAIRN_TOKEN"] = token
+    return Client(StdioServerParameters(command=str(mcp_binary()), env=env))
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
+    """A session with the server at ``url``, sending ``token`` as the bearer token."""
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30, read=60)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,  # type: ignore[arg-type]
+    ):
+        yield client
 
 
 def text(result: CallToolResult) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+
 from mcp_e2e import AGENT, Connect, first_line, ok, refused, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
@@ -27,7 +28,8 @@ async def test_tools_have_schemas_hints_and_no_actor(connect: Connect) -> None:
         assert "actor" not in properties, name
         assert tool.input_schema.get("additionalProperties") is False, name
         assert tool.description, name
-        assert tool.output_schema is not None and tool.output_schema["type"] == "object", name
+        assert tool.output_schema is not None, name
+        assert tool.output_schema["type"] == "object", name
         hints = tool.annotations
         assert hints is not None, name
         assert hints.read_only_hint is (name in READS), name
@@ -49,7 +51,7 @@ async def test_every_tool_answers(connect: Connect, prefix: str) -> None:
             written = await ok(
                 client,
                 "write",
-                {"key": key, "value": "postgres 16", "anchors": ["path:src/db/"]},
+                {"key": key, "value": "postgres 16", "anchors": [f"path:{prefix}src/db/"]},
             )
             assert (written["state"], written["version"], written["replayed"]) == (
                 "active",
@@ -64,20 +66,20 @@ async def test_every_tool_answers(connect: Connect, prefix: str) -> None:
             assert read["rendered"] == f"[{key}] postgres 16"
             assert read["meta"]["actor"] == AGENT
 
-            recalled = await ok(client, "recall", {"cues": ["path:src/db/schema.rs"]})
+            recalled = await ok(client, "recall", {"cues": [f"path:{prefix}src/db/schema.rs"]})
             assert [n["key"] for n in recalled["notes"]] == [key]
 
             flagged = await ok(
                 client,
                 "flag_stale",
-                {"key": key, "anchor": "path:src/db/", "observed_hash": "abc"},
+                {"key": key, "anchor": f"path:{prefix}src/db/", "observed_hash": "abc"},
             )
             assert flagged["version"] == 2
             await ok(client, "write", {"key": other, "value": "sqlite"})
             superseded = await ok(client, "supersede", {"key": key, "by": other})
             assert superseded["version"] == 3
             read = await ok(client, "read", {"key": key, "consistency": "bounded"})
-            assert "[STALE: path:src/db/" in read["rendered"]
+            assert f"[STALE: path:{prefix}src/db/ changed" in read["rendered"]
             assert f"[SUPERSEDED by {other}]" in read["rendered"]
 
             revoked = await ok(client, "revoke", {"key": key, "reason": "wrong engine"})
@@ -91,7 +93,8 @@ async def test_every_tool_answers(connect: Connect, prefix: str) -> None:
             assert forgotten["state"] == "forgotten"
             assert len(forgotten["tombstone"]["id"]) == 32
             read = await ok(client, "read", {"key": key})
-            assert read["state"] == "forgotten" and "value" not in read
+            assert read["state"] == "forgotten"
+            assert "value" not in read
             assert read["rendered"].startswith(f"[{key}] [FORGOTTEN]")
 
             listed = await ok(client, "list", {"prefix": prefix})
@@ -119,7 +122,8 @@ async def test_every_tool_answers(connect: Connect, prefix: str) -> None:
             message = await refused(
                 client, "write", {"key": other, "value": 1, "expected_version": 9}
             )
-            assert message.startswith("version_conflict:") and "version 1" in message
+            assert message.startswith("version_conflict:")
+            assert "version 1" in message
             message = await refused(client, "recall", {"cues": ["nokind"]})
             assert message.startswith("invalid_request:")
 

@@ -1,0 +1,82 @@
+"""Callers without a valid token are refused: HTTP 401 on the streamable HTTP endpoint, and
+the unauthenticated error as the result of every tool over stdio; a token acts only as its
+own principal."""
+
+from __future__ import annotations
+
+import anyio
+import httpx
+import pytest
+from cairn_client.testing import LocalCluster
+
+from mcp_e2e import AGENT, http_client, ok, refused, stdio_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"},
+    },
+}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, "Bearer cairn_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "Basic YTpi"],
+)
+def test_http_callers_without_a_valid_token_get_401(
+    mcp_url: str, authorization: str | None
+) -> None:
+    headers = dict(HEADERS)
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    answer = httpx.post(mcp_url, headers=headers, json=INITIALIZE, timeout=10)
+    assert answer.status_code == 401, answer.text
+    assert answer.headers["www-authenticate"] == "Bearer"
+    assert answer.json()["error"]["code"] == "unauthenticated"
+    assert "cairn_AAAA" not in answer.text
+
+
+async def test_http_client_without_token_cannot_connect(mcp_url: str) -> None:
+    with anyio.fail_after(30), pytest.raises(Exception):  # noqa: B017, PT011
+        async with http_client(mcp_url, None) as client:
+            await client.list_tools()
+
+
+async def test_stdio_without_token_is_refused_by_every_tool(cluster: LocalCluster) -> None:
+    with anyio.fail_after(30):
+        async with stdio_client(cluster, None) as client:
+            assert len((await client.list_tools()).tools) == 11
+            for tool, arguments in [
+                ("write", {"key": "mcp-anon/k", "value": 1}),
+                ("read", {"key": "mcp-anon/k"}),
+                ("recall", {"cues": ["topic:x"]}),
+            ]:
+                message = await refused(client, tool, arguments)
+                assert message.startswith("unauthenticated:"), message
+                assert "CAIRN_TOKEN" in message
+
+
+async def test_each_http_token_acts_as_its_principal(
+    cluster: LocalCluster, agent_token: str, mcp_url: str, prefix: str
+) -> None:
+    """Two callers of one server, interleaved: each change is recorded as its own principal."""
+    with anyio.fail_after(30):
+        async with (
+            http_client(mcp_url, cluster.admin_token) as admin,
+            http_client(mcp_url, agent_token) as agent,
+        ):
+            for round_ in range(3):
+                await ok(admin, "write", {"key": f"{prefix}a", "value": round_})
+                await ok(agent, "write", {"key": f"{prefix}b", "value": round_})
+            actors = {
+                key: {e["actor"] for e in (await ok(agent, "history", {"key": key}))["events"]}
+                for key in (f"{prefix}a", f"{prefix}b")
+            }
+    assert actors == {f"{prefix}a": {"admin"}, f"{prefix}b": {AGENT}}

@@ -1,0 +1,79 @@
+"""Delivery of deterrents (SPEC §4, §9): a revoked note reaches the model as its rendered
+warning, first, in recall and on a write that meets it (same key, or a shared anchor)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcp_e2e import Connect, first_line, ok, refused, text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+
+async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> None:
+    wrong, right = f"{prefix}retry-bug", f"{prefix}retry-fix"
+    # Anchors under the test's own prefix: other tests share the cluster.
+    retry_rs, src, topic = (
+        f"path:{prefix}src/retry.rs",
+        f"path:{prefix}src/",
+        f"topic:{prefix}retries",
+    )
+    with anyio.fail_after(60):
+        async with connect() as client:
+            # The active note matches both cues, the revoked one only one: the node ranks
+            # the active note first, the server still delivers the warning first.
+            await ok(
+                client,
+                "write",
+                {"key": wrong, "value": "retries are safe", "anchors": [retry_rs]},
+            )
+            await ok(
+                client,
+                "write",
+                {
+                    "key": right,
+                    "value": "retries need a request id",
+                    "anchors": [retry_rs, topic],
+                },
+            )
+            await ok(client, "revoke", {"key": wrong, "reason": "a retry doubled a payment"})
+            warning = (await ok(client, "read", {"key": wrong}))["rendered"]
+            assert warning.startswith(f"[{wrong}] [REVOKED] Previously believed: retries are safe.")
+            assert warning.endswith("Do not re-derive without verification.")
+
+            result = await client.call_tool("recall", {"cues": [retry_rs, topic]})
+            assert not result.is_error
+            assert text(result).splitlines() == [warning, f"[{right}] retries need a request id"]
+            notes = result.structured_content["notes"]  # type: ignore[index]
+            assert [(n["key"], n["state"]) for n in notes] == [
+                (wrong, "revoked"),
+                (right, "active"),
+            ]
+            assert notes[0]["rendered"] == warning
+
+            # A write on a shared anchor carries the warning, before its own summary.
+            result = await client.call_tool(
+                "write",
+                {"key": f"{prefix}retry-plan", "value": "retry twice", "anchors": [src]},
+            )
+            assert not result.is_error
+            assert first_line(result) == warning
+            written = result.structured_content
+            assert [w["key"] for w in written["warnings"]] == [wrong]  # type: ignore[index]
+            assert written["warnings"][0]["rendered"] == warning  # type: ignore[index]
+
+            # A write on an anchor no revoked note has carries none.
+            quiet = await ok(
+                client,
+                "write",
+                {"key": f"{prefix}other", "value": 1, "anchors": [f"topic:{prefix}unrelated"]},
+            )
+            assert quiet["warnings"] == []
+
+            # A write of the revoked key itself is refused, the warning first.
+            message = await refused(client, "write", {"key": wrong, "value": "retries are safe"})
+            assert message.splitlines()[0] == warning
+            assert message.splitlines()[1].startswith("key_revoked:")
+            history = await ok(client, "history", {"key": wrong})
+            assert [e["kind"] for e in history["events"]] == ["written", "revoked"]

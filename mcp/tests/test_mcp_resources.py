@@ -1,0 +1,96 @@
+"""The resource template ``cairn://key/{key}``: reading a key, and change notifications for
+subscribed keys (``subscriptions/listen`` on 2026-07-28 sessions, ``resources/subscribe`` on
+earlier ones)."""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import pytest
+from cairn_client.testing import LocalCluster
+from mcp import Client, StdioServerParameters
+from mcp.client.session import IncomingMessage
+from mcp.shared.exceptions import MCPError
+from mcp_types import ResourceUpdatedNotification, TextResourceContents
+
+from mcp_e2e import Connect, mcp_binary, ok
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+# A subscription's feed opens just after its acknowledgment, so writes are repeated until one
+# is seen (each repeat waits this long for its notification).
+_NOTIFY_WAIT_S = 1.0
+_WRITES_MAX = 10
+
+
+async def test_a_key_reads_as_a_resource(connect: Connect, prefix: str) -> None:
+    key = f"{prefix}notes/db"
+    uri = f"cairn://key/{key}"
+    with anyio.fail_after(30):
+        async with connect() as client:
+            templates = (await client.list_resource_templates()).resource_templates
+            assert [t.uri_template for t in templates] == ["cairn://key/{key}"]
+            await ok(client, "write", {"key": key, "value": {"engine": "postgres"}})
+            await ok(client, "revoke", {"key": key, "reason": "it is sqlite"})
+            contents = (await client.read_resource(uri)).contents
+            escaped = (await client.read_resource(f"cairn://key/{prefix}notes%2Fdb")).contents
+            with pytest.raises(MCPError):
+                await client.read_resource(f"cairn://key/{prefix}never")
+            with pytest.raises(MCPError):
+                await client.read_resource("cairn://elsewhere/x")
+    assert all(isinstance(c, TextResourceContents) for c in contents)
+    rendered, record = contents
+    assert rendered.mime_type == "text/plain"
+    assert rendered.text.startswith(
+        f'[{key}] [REVOKED] Previously believed: {{"engine":"postgres"}}.'
+    )
+    assert record.mime_type == "application/json"
+    assert json.loads(record.text)["revocation"]["reason"] == "it is sqlite"
+    assert [c.text for c in escaped] == [rendered.text, record.text]  # type: ignore[union-attr]
+
+
+async def test_listen_notifies_changes_of_subscribed_keys(connect: Connect, prefix: str) -> None:
+    watched, other = f"{prefix}watched", f"{prefix}other"
+    uri = f"cairn://key/{watched}"
+    with anyio.fail_after(60):
+        async with connect() as client, client.listen(resource_subscriptions=[uri]) as events:
+            assert events.honored.resource_subscriptions == [uri]
+            for attempt in range(_WRITES_MAX):
+                await ok(client, "write", {"key": other, "value": attempt})
+                await ok(client, "write", {"key": watched, "value": attempt})
+                with anyio.move_on_after(_NOTIFY_WAIT_S):
+                    event = await events.__anext__()
+                    break
+            else:
+                pytest.fail("no notification for the subscribed key")
+    assert event.uri == uri  # type: ignore[union-attr]
+
+
+# The SDK warns that resources/subscribe is legacy: this is the legacy path, on purpose.
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_legacy_subscribe_notifies_changes(
+    cluster: LocalCluster, agent_token: str, prefix: str
+) -> None:
+    watched = f"{prefix}legacy"
+    uri = f"cairn://key/{watched}"
+    updates: list[str] = []
+    seen = anyio.Event()
+
+    async def on_message(message: IncomingMessage) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            updates.append(message.params.uri)
+            seen.set()
+
+    server = StdioServerParameters(
+        command=str(mcp_binary()),
+        env={"CAIRN_ENDPOINTS": ",".join(cluster.endpoints), "CAIRN_TOKEN": agent_token},
+    )
+    with anyio.fail_after(30):
+        async with Client(server, mode="legacy", message_handler=on_message) as client:
+            await client.subscribe_resource(uri)
+            await ok(client, "write", {"key": f"{prefix}unwatched", "value": 1})
+            await ok(client, "write", {"key": watched, "value": 1})
+            await seen.wait()
+            await client.unsubscribe_resource(uri)
+    assert updates == [uri]
