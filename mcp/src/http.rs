@@ -67,6 +67,10 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    // Marked sensitive: anything that prints the request's headers later shows no token.
+    if let Some(value) = request.headers_mut().get_mut(AUTHORIZATION) {
+        value.set_sensitive(true);
+    }
     let header = request.headers().get(AUTHORIZATION).cloned();
     match caller_of(&gateway, header).await {
         Ok(caller) => {
@@ -106,7 +110,11 @@ fn refusal(err: &ClientError) -> Response {
         ClientError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let body = json!({"error": {"code": err.name(), "message": err.to_string()}});
+    let shown = err.to_string();
+    let message = shown
+        .strip_prefix(&format!("{}: ", err.name()))
+        .unwrap_or(&shown);
+    let body = json!({"error": {"code": err.name(), "message": message}});
     let mut response = (status, axum::Json(body)).into_response();
     if status == StatusCode::UNAUTHORIZED {
         response
