@@ -1,0 +1,37 @@
+"""A cluster with auth off: the server learns it from the cluster, serves callers without a
+token, and records its ``--actor`` (never an argument) as the actor of their changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from cairn_client.testing import LocalCluster
+
+from mcp_e2e import ok, refused, stdio_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
+
+
+@pytest.fixture(scope="module")
+def open_cluster() -> Iterator[LocalCluster]:
+    with LocalCluster(3) as local:
+        yield local
+
+
+async def test_auth_off_mutations_carry_the_server_actor(
+    open_cluster: LocalCluster, prefix: str
+) -> None:
+    key = f"{prefix}open"
+    with anyio.fail_after(30):
+        async with stdio_client(open_cluster, None) as client:
+            await ok(client, "write", {"key": key, "value": "no token needed"})
+            message = await refused(client, "write", {"key": key, "value": 2, "actor": "me"})
+            assert "unknown field `actor`" in message
+            await ok(client, "revoke", {"key": key, "reason": "wrong"})
+            history = await ok(client, "history", {"key": key})
+    assert [(e["kind"], e["actor"]) for e in history["events"]] == [
+        ("written", "cairn-mcp"),
+        ("revoked", "cairn-mcp"),
+    ]
