@@ -1,0 +1,75 @@
+"""How a LangGraph namespace and key become one cairn key, and back.
+
+``("users", "alice")`` + ``"prefs"`` under the prefix ``langgraph/`` is the cairn key
+``langgraph/users/alice/prefs``: the labels and the key joined by ``/``. Each part is
+escaped so the mapping is reversible and every key is one cairn accepts: ``%``, ``/`` and
+the control characters cairn keys refuse (Unicode category Cc, as Rust's
+``char::is_control``) become the percent-encoding of their UTF-8 bytes
+(``a/b`` → ``a%2Fb``, ``%`` → ``%25``, tab → ``%09``); everything else, any other Unicode
+included, stays as it is.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from urllib.parse import quote, unquote
+
+__all__ = ["KeyCodec"]
+
+_SEPARATOR = "/"
+_ALWAYS_ESCAPED = frozenset("%/")
+
+
+def _needs_escape(char: str) -> bool:
+    return char in _ALWAYS_ESCAPED or unicodedata.category(char) == "Cc"
+
+
+def escape(part: str) -> str:
+    """``part`` with ``%``, ``/`` and control characters percent-encoded."""
+    return "".join(quote(char, safe="") if _needs_escape(char) else char for char in part)
+
+
+def unescape(part: str) -> str | None:
+    """The text ``escape`` turned into ``part``; ``None`` when no text escapes to exactly
+    ``part`` (a key the store did not write, such as ``a%2fb`` or a stray ``%``)."""
+    try:
+        text = unquote(part, errors="strict")
+    except UnicodeDecodeError:
+        return None
+    return text if escape(text) == part else None
+
+
+class KeyCodec:
+    """The cairn keys of one store: ``prefix`` + escaped labels and key, ``/``-joined."""
+
+    def __init__(self, prefix: str) -> None:
+        if prefix and not prefix.endswith(_SEPARATOR):
+            # Without the separator, "lg" would also claim the keys of "lgx/...".
+            raise ValueError(f"prefix {prefix!r} must be empty or end with '/'")
+        self.prefix = prefix
+
+    def key(self, namespace: Sequence[str], key: str) -> str:
+        """The cairn key of item ``key`` in ``namespace``."""
+        return self.namespace_prefix(namespace) + escape(key)
+
+    def namespace_prefix(self, labels: Sequence[str]) -> str:
+        """The cairn key prefix under which every item of ``labels`` and of the namespaces
+        below it lives (``labels=()``: every item of the store)."""
+        return self.prefix + "".join(escape(label) + _SEPARATOR for label in labels)
+
+    def decode(self, cairn_key: str) -> tuple[tuple[str, ...], str] | None:
+        """``(namespace, key)`` of a cairn key; ``None`` for a key this store cannot have
+        written (outside the prefix, an empty label, a non-canonical escape)."""
+        if not cairn_key.startswith(self.prefix):
+            return None
+        texts: list[str] = []
+        for part in cairn_key[len(self.prefix) :].split(_SEPARATOR):
+            text = unescape(part)
+            if text is None:
+                return None
+            texts.append(text)
+        *labels, key = texts
+        if "" in labels:
+            return None
+        return tuple(labels), key

@@ -1,0 +1,108 @@
+"""Which items a search keeps and which namespaces a listing keeps: the ``filter`` of
+LangGraph's ``SearchOp``, its ``query`` (anchor cues or words), and ``MatchCondition``s."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from langgraph.store.base import MatchCondition
+
+__all__ = ["ANCHOR_KINDS", "matches_condition", "matches_filter", "query_cues", "text_matches"]
+
+ANCHOR_KINDS = frozenset({"path", "symbol", "tag", "topic", "url"})
+"""The kinds of a cairn anchor (``kind:value``, SPEC §4)."""
+
+_ORDERINGS: Mapping[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
+}
+
+
+def matches_filter(value: Mapping[str, Any], field_filter: Mapping[str, Any] | None) -> bool:
+    """Whether ``value`` passes a LangGraph filter: every field equal to the filter's
+    (nested objects field by field, lists element by element), or satisfying its
+    operators (``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``)."""
+    return not field_filter or all(
+        _matches(value.get(name), wanted) for name, wanted in field_filter.items()
+    )
+
+
+def _matches(actual: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping) and any(str(name).startswith("$") for name in wanted):
+        return all(_satisfies(actual, name, operand) for name, operand in wanted.items())
+    if isinstance(wanted, Mapping):
+        return isinstance(actual, Mapping) and all(
+            _matches(actual.get(name), inner) for name, inner in wanted.items()
+        )
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(wanted)
+            and all(_matches(a, w) for a, w in zip(actual, wanted, strict=True))
+        )
+    return bool(actual == wanted)
+
+
+def _satisfies(actual: Any, name: str, operand: Any) -> bool:
+    if name == "$eq":
+        return _matches(actual, operand)
+    if name == "$ne":
+        return not _matches(actual, operand)
+    ordering = _ORDERINGS.get(name)
+    if ordering is None:
+        raise ValueError(f"unsupported filter operator {name!r}: use $eq $ne $gt $gte $lt $lte")
+    # Only numbers are ordered: a missing field or a string never passes (no TypeError).
+    return _is_number(actual) and _is_number(operand) and ordering(actual, operand)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def query_cues(query: str) -> list[str] | None:
+    """The query as recall cues when every word is an anchor (``topic:db path:src/``);
+    ``None`` when it is free text."""
+    words = query.split()
+    return words if words and all(_is_anchor(word) for word in words) else None
+
+
+def _is_anchor(word: str) -> bool:
+    kind, colon, value = word.partition(":")
+    return bool(colon) and kind in ANCHOR_KINDS and bool(value)
+
+
+def text_matches(value: Mapping[str, Any], query: str) -> bool:
+    """Whether every word of ``query`` occurs, ignoring case, in the string values of
+    ``value`` (at any depth)."""
+    text = "\n".join(_strings(value)).casefold()
+    return all(word.casefold() in text for word in query.split())
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for inner in value.values():
+            yield from _strings(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from _strings(inner)
+
+
+def matches_condition(condition: MatchCondition, namespace: Sequence[str]) -> bool:
+    """Whether ``namespace`` starts (``prefix``) or ends (``suffix``) with the condition's
+    path, where a ``*`` label matches any label."""
+    path = condition.path
+    if len(namespace) < len(path):
+        return False
+    if condition.match_type == "prefix":
+        labels = namespace[: len(path)]
+    elif condition.match_type == "suffix":
+        labels = namespace[len(namespace) - len(path) :]
+    else:
+        raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return all(want in ("*", label) for want, label in zip(path, labels, strict=True))
