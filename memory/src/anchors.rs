@@ -98,8 +98,10 @@ pub fn index_lookups(cue: &str) -> Vec<Lookup> {
     }];
     if c.kind == "path" {
         // Every `/` before the last character ends an ancestor directory (a `/` in last
-        // position is the cue itself, scanned above).
-        let inner = &c.value[..c.value.len() - 1];
+        // position is the cue itself, scanned above). The last character may take several
+        // bytes (`path:dir/é`).
+        let last = c.value.chars().next_back().map_or(0, char::len_utf8);
+        let inner = &c.value[..c.value.len() - last];
         out.extend(
             inner
                 .match_indices('/')
@@ -151,6 +153,22 @@ mod tests {
     use super::*;
     use crate::step::fixtures::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_path_cue_ending_in_a_multibyte_character_is_scanned_with_its_ancestors() {
+        // Found by scripts/fuzz-api: slicing off the last byte panicked the handler.
+        assert_eq!(
+            index_lookups("path:src/fÁ"),
+            vec![
+                Lookup::Exact("path:src/fÁ".into()),
+                Lookup::Exact("path:src/".into()),
+            ]
+        );
+        assert_eq!(
+            index_lookups("path:é"),
+            vec![Lookup::Exact("path:é".into())]
+        );
+    }
 
     #[test]
     fn parse_accepts_the_five_kinds_only() {
