@@ -27,6 +27,8 @@ pub mod auth;
 pub mod cluster;
 pub mod error;
 pub mod mutations;
+#[cfg(feature = "json-schema")]
+mod patterns;
 pub mod reads;
 pub mod records;
 pub mod state;

@@ -12,17 +12,28 @@ use crate::{State, Tombstone};
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct WriteRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     pub value: Value,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(inner(pattern(crate::patterns::ANCHOR)))
+    )]
     pub anchors: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(inner(pattern(crate::patterns::LINE)))
+    )]
     pub tags: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
@@ -33,8 +44,10 @@ pub struct WriteRequest {
     #[serde(default, skip_serializing_if = "is_false")]
     pub override_revocation: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -43,17 +56,21 @@ pub struct WriteRequest {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ForgetRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -62,17 +79,21 @@ pub struct ForgetRequest {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RevokeRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -81,18 +102,22 @@ pub struct RevokeRequest {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReinstateRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -101,18 +126,23 @@ pub struct ReinstateRequest {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct FlagStaleRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::ANCHOR)))]
     pub anchor: String,
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub observed_hash: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -121,19 +151,24 @@ pub struct FlagStaleRequest {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SupersedeRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub by: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 
@@ -204,6 +239,7 @@ impl BatchOp {
 pub struct BatchRequest {
     pub ops: Vec<BatchOp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub request_id: Option<String>,
 }
 

@@ -24,6 +24,7 @@ pub struct ReadOptions {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReadRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
@@ -46,6 +47,7 @@ pub struct ReadResponse {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ProbeRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
@@ -79,6 +81,7 @@ pub struct ProbeResponse {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HistoryRequest {
+    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
@@ -129,6 +132,10 @@ pub struct ListResponse {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RecallRequest {
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(inner(pattern(crate::patterns::ANCHOR)))
+    )]
     pub cues: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
