@@ -251,6 +251,10 @@ def base_url_with_path(base: str, path: Sequence[str]) -> str:
     return base + "".join("/" + quote(segment, safe="") for segment in path)
 
 
+def is_success(status: int) -> bool:
+    return 200 <= status < 300
+
+
 def leader_endpoint(status: ClusterStatus, asked: str) -> str | None:
     """The endpoint of the leader ``status`` names: the asked endpoint itself when it is the
     leader (its advertised address may be a bind address), else the leader's
@@ -402,7 +406,7 @@ class Core:
             call.method, base, call.path, call.params, call.body, call.timeout, call.stream
         )
         reply = _exchange_outcome((yield effect))
-        if 200 <= reply.status < 300:
+        if is_success(reply.status):
             return reply
         raise error_from_response(reply.status, reply.body)
 

@@ -52,7 +52,3 @@ def connection_failed(base: str, err: Exception) -> ConnectionFailed:
     return ConnectionFailed(
         base, f"{type(err).__name__}: {detail}", sent=not isinstance(err, _NOT_SENT)
     )
-
-
-def is_success(status: int) -> bool:
-    return 200 <= status < 300

@@ -10,8 +10,6 @@ already delivered at that revision are recognised by ``(key, version)`` and skip
 
 from __future__ import annotations
 
-import json
-
 from pydantic import ValidationError
 
 from .errors import CairnError, DecodeError, error_from_body
@@ -76,7 +74,7 @@ def decode_event(payload: str) -> WatchEvent:
 
 def _first_problem(err: ValidationError) -> str:
     problems = err.errors(include_input=False, include_url=False)
-    return problems[0]["msg"] if problems else json.dumps(str(err))
+    return str(problems[0]["msg"]) if problems else str(err)
 
 
 class WatchPosition:

@@ -28,13 +28,13 @@ from ._core import (
     Reply,
     Sleep,
     StreamProgram,
+    is_success,
 )
 from ._httpx import (
     TRANSPORT_ERRORS,
     build_request,
     client_options,
     connection_failed,
-    is_success,
 )
 
 __all__ = ["AsyncCairn", "AsyncStream"]

@@ -12,7 +12,7 @@ milliseconds, as on the wire.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -605,7 +605,3 @@ class WhoAmI(_Result):
 class AclChanged(_Result):
     name: str
     acl_revision: int
-
-
-ConsistencyName = Literal["linearizable", "bounded", "any"]
-StateName = Literal["absent", "active", "revoked", "forgotten"]

@@ -1,0 +1,185 @@
+"""The pure parts, without a cluster: error bodies to exceptions, retry classification,
+backoff bounds, request ids, SSE parsing and watch resumption."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cairn_client import (
+    CairnError,
+    ConnectionFailed,
+    DecodeError,
+    EventKind,
+    HttpStatusError,
+    InvalidRequest,
+    KeyForgotten,
+    KeyRevoked,
+    NoLeader,
+    OutcomeUnknown,
+    Overloaded,
+    Permission,
+    PermissionDenied,
+    RetryPolicy,
+    StaleRead,
+    State,
+    VersionConflict,
+    WatchEvent,
+    new_request_id,
+)
+from cairn_client._sse import SSE_LINE_BYTES_MAX, SseParser, WatchPosition, decode_event
+from cairn_client.errors import error_from_response
+
+
+def _error(status: int, body: str) -> CairnError:
+    return error_from_response(status, body.encode())
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "cls"),
+    [
+        ("invalid_request", 400, InvalidRequest),
+        ("version_conflict", 409, VersionConflict),
+        ("no_leader", 503, NoLeader),
+        ("stale_read", 503, StaleRead),
+        ("overloaded", 503, Overloaded),
+        ("outcome_unknown", 504, OutcomeUnknown),
+    ],
+)
+def test_each_code_is_its_class_with_status_and_message(
+    code: str, status: int, cls: type[CairnError]
+) -> None:
+    err = _error(status, f'{{"error":{{"code":"{code}","message":"m","extra":1}}}}')
+    assert type(err) is cls
+    assert (err.code, err.status, err.message, err.details) == (code, status, "m", {"extra": 1})
+    assert str(err) == f"{code}: m"
+
+
+def test_details_become_typed_attributes() -> None:
+    tombstone = (
+        '{"id":"t1","key":"k","actor":"a","reason":"wrong","value_hash":null,'
+        '"forgotten_at":10,"version":3,"generation":1,"revision":42}'
+    )
+    forgotten = _error(
+        409, f'{{"error":{{"code":"key_forgotten","message":"m","tombstone":{tombstone}}}}}'
+    )
+    assert isinstance(forgotten, KeyForgotten)
+    assert forgotten.tombstone is not None
+    assert (forgotten.tombstone.id, forgotten.tombstone.revision) == ("t1", 42)
+    revoked = _error(
+        409,
+        '{"error":{"code":"key_revoked","message":"m","rendered":"[k] [REVOKED] x",'
+        '"revocation":{"actor":"a","reason":"r","revoked_at":7,"version":2},"op_index":1}}',
+    )
+    assert isinstance(revoked, KeyRevoked)
+    assert (revoked.rendered, revoked.op_index) == ("[k] [REVOKED] x", 1)
+    assert revoked.revocation is not None
+    assert revoked.revocation.version == 2
+    denied = _error(
+        403,
+        '{"error":{"code":"permission_denied","message":"m","permission":"write","key":"k"}}',
+    )
+    assert isinstance(denied, PermissionDenied)
+    assert (denied.permission, denied.key) == (Permission.WRITE, "k")
+
+
+def test_mistyped_details_do_not_hide_the_error() -> None:
+    err = _error(409, '{"error":{"code":"version_conflict","message":"m","current_version":"5"}}')
+    assert isinstance(err, VersionConflict)
+    assert err.current_version is None
+
+
+def test_bodies_that_are_not_cairn_errors_are_http_status_errors() -> None:
+    gateway = _error(502, "<html>Bad Gateway</html>")
+    assert isinstance(gateway, HttpStatusError)
+    assert (gateway.status, gateway.body, gateway.is_transient) == (
+        502,
+        "<html>Bad Gateway</html>",
+        True,
+    )
+    assert not gateway.may_have_applied
+    unknown_code = _error(418, '{"error":{"code":"teapot","message":"m"}}')
+    assert isinstance(unknown_code, HttpStatusError)
+    assert not unknown_code.is_transient
+    long = _error(500, "x" * 2000)
+    assert isinstance(long, HttpStatusError)
+    assert len(long.body) == 513
+
+
+def test_retry_classification_matches_the_rust_client() -> None:
+    refused = ConnectionFailed("http://h:1", "refused", sent=False)
+    reset = ConnectionFailed("http://h:1", "reset", sent=True)
+    unknown = OutcomeUnknown("lost", details={"request_id": "r1"})
+    assert (refused.is_transient, refused.may_have_applied) == (True, False)
+    assert (reset.is_transient, reset.may_have_applied) == (True, True)
+    assert (unknown.is_transient, unknown.may_have_applied, unknown.request_id) == (
+        True,
+        True,
+        "r1",
+    )
+    conflict = _error(409, '{"error":{"code":"version_conflict","message":"m"}}')
+    assert (conflict.is_transient, conflict.may_have_applied) == (False, False)
+
+
+def test_backoff_is_exponential_capped_and_jittered() -> None:
+    policy = RetryPolicy(retries_max=9, backoff_ms_min=10, backoff_ms_max=100)
+    for attempt in range(1, 65):
+        ceiling = min(10 << min(attempt - 1, 20), 100)
+        assert ceiling / 2000 <= policy.backoff(attempt) <= ceiling / 1000
+
+
+def test_request_ids_are_128_bit_hex_led_by_the_time_in_milliseconds() -> None:
+    before = time.time_ns() // 1_000_000
+    first, second = new_request_id(), new_request_id()
+    for request_id in (first, second):
+        assert len(request_id) == 32
+        assert int(request_id, 16) >= 0
+        assert before <= int(request_id[:12], 16) < before + 60_000
+    assert first != second
+    assert first[:12] <= second[:12]
+
+
+def test_sse_events_split_across_chunks_are_parsed() -> None:
+    parser = SseParser()
+    assert parser.push(b": keepalive\n\nda") == []
+    assert parser.push(b'ta: {"a":') == []
+    assert parser.push(b"1}\r\n\r\nevent: change\ndata:x\ndata: y\n\n") == ['{"a":1}', "x\ny"]
+    with pytest.raises(DecodeError):
+        SseParser().push(b"a" * (SSE_LINE_BYTES_MAX + 1))
+
+
+def test_watch_payloads_are_events_or_raised_errors() -> None:
+    event = decode_event(
+        '{"revision":7,"key":"k","kind":"forgotten","state":"forgotten",'
+        '"version":2,"generation":1,"forget_epoch":2}'
+    )
+    assert (event.revision, event.kind, event.state) == (7, EventKind.FORGOTTEN, State.FORGOTTEN)
+    with pytest.raises(InvalidRequest):
+        decode_event('{"error":{"code":"invalid_request","message":"bad prefix"}}')
+    with pytest.raises(DecodeError):
+        decode_event("not json")
+
+
+def _event(revision: int, key: str, version: int = 1) -> WatchEvent:
+    return WatchEvent(
+        revision=revision,
+        key=key,
+        kind=EventKind.WRITTEN,
+        state=State.ACTIVE,
+        version=version,
+        generation=1,
+        forget_epoch=0,
+    )
+
+
+def test_a_resumed_watch_skips_what_it_delivered_at_the_resume_revision() -> None:
+    position = WatchPosition(5)
+    position.remember(_event(5, "a"))
+    position.remember(_event(7, "b"))
+    # Reopened at 7 (a batch's events share it): b was delivered, c was not.
+    assert position.resume_from == 7
+    assert position.already_delivered(_event(5, "a"))
+    assert position.already_delivered(_event(7, "b"))
+    assert not position.already_delivered(_event(7, "c"))
+    assert not position.already_delivered(_event(8, "b", version=2))
