@@ -314,3 +314,21 @@ def test_init_of_an_initialized_cluster_is_refused(api: Cairn, cluster: LocalClu
     specs = [{"id": n.id, "client_addr": n.client_addr, "peer_addr": n.peer_addr} for n in nodes]
     with pytest.raises(InvalidTransition):
         api.cluster_init(specs)
+
+
+def test_a_started_node_joins_and_is_removed(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    local = make_cluster(3)
+    client = connect(local.endpoints, actor="operator")
+    new = local.add_node()
+    node = local.node(new)
+    joined = client.cluster_join(new, node.client_addr, node.peer_addr)
+    assert new in joined.voters + joined.learners
+    assert {spec.id for spec in joined.nodes} == {1, 2, 3, new}
+    written = client.write("k", "v")
+    local.wait_applied(new, written.revision)
+    removed = client.cluster_remove(new)
+    assert sorted(removed.voters) == [1, 2, 3]
+    with pytest.raises(NotFound):
+        client.cluster_remove(new)

@@ -390,6 +390,16 @@ class LocalCluster:
         node.process.wait(timeout=5)
         node.paused = False
 
+    def add_node(self) -> int:
+        """Starts one more node (the next id) on free ports, not a member yet: it joins with
+        ``POST /cluster/join`` (``Cairn.cluster_join``). Returns its id."""
+        node_id = max(self._nodes) + 1
+        self._nodes[node_id] = _Node(node_id, self.base_dir, _free_port(), _free_port())
+        if self.tls:
+            self._make_certificates([node_id])
+        self.start(node_id)
+        return node_id
+
     def restart(self, node_id: int) -> None:
         """Stops node ``node_id`` (SIGTERM) and starts it again with the same data."""
         self.stop(node_id)
@@ -452,14 +462,15 @@ class LocalCluster:
                 with os.fdopen(fd, "w") as out:
                     out.write(secrets.token_urlsafe(_PEER_SECRET_BYTES))
         if self.tls:
-            ids = ",".join(str(node_id) for node_id in self._nodes)
-            certs = ["certs", "--out", str(self.base_dir / "certs"), "--nodes", ids]
-            subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
-                [str(self.node_bin), *certs],
-                check=True,
-                capture_output=True,
-                timeout=60,
-            )
+            self._make_certificates(list(self._nodes))
+
+    def _make_certificates(self, node_ids: list[int]) -> None:
+        """Node certificates from ``cairn-node certs``, which reuses the CA once made."""
+        ids = ",".join(str(node_id) for node_id in node_ids)
+        certs = ["certs", "--out", str(self.base_dir / "certs"), "--nodes", ids]
+        subprocess.run(  # noqa: S603 (a fixed argument list, no shell)
+            [str(self.node_bin), *certs], check=True, capture_output=True, timeout=60
+        )
 
     def _transport_flags(self, node: _Node) -> list[str]:
         if self.tls:
