@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import json
 import threading
+from collections import deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import count
@@ -177,6 +178,39 @@ READY = _Ready.READY
 Effect = Exchange | Sleep | ReadChunk | CloseStream
 Program = Generator[Effect, Any, T]
 StreamProgram = Generator[Effect | Emit[T] | _Ready, Any, None]
+
+
+class StreamSteps(Generic[T]):
+    """The state of a running stream program, shared by both transports: it hands them
+    the effects to perform and keeps what the program emitted, whether it is open
+    (``READY``) and whether it ended."""
+
+    def __init__(self, program: StreamProgram[T]) -> None:
+        self._program = program
+        self.items: deque[T] = deque()
+        self.ready = False
+        self.done = False
+
+    def advance(self, outcome: Any) -> Effect | None:
+        """Sends the outcome of the last effect; the next effect to perform, or ``None``
+        when the program emitted an item, opened or ended."""
+        try:
+            step = self._program.send(outcome)
+        except StopIteration:
+            self.done = True
+            return None
+        if isinstance(step, Emit):
+            self.items.append(step.item)
+            return None
+        if step is READY:
+            self.ready = True
+            return None
+        return step
+
+    def stop(self) -> None:
+        self.done = True
+        self._program.close()
+
 
 # --- where calls go --------------------------------------------------------------------
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -18,16 +17,15 @@ import httpx
 from ._base import ClientBase
 from ._config import Settings
 from ._core import (
-    READY,
     CloseStream,
     Core,
-    Emit,
     Exchange,
     Program,
     ReadChunk,
     Reply,
     Sleep,
     StreamProgram,
+    StreamSteps,
     is_success,
 )
 from ._httpx import (
@@ -123,19 +121,14 @@ class Stream(Generic[T]):
 
     def __init__(self, transport: _Transport, program: StreamProgram[T]) -> None:
         self._transport = transport
-        self._program = program
+        self._steps = StreamSteps(program)
         self._opened: list[_OpenStream] = []
-        self._buffer: deque[T] = deque()
-        self._ready = False
-        self._done = False
 
     def open(self) -> Stream[T]:
         """Runs the stream until it is open (a watch connected); items that arrive on the
         way are kept for iteration."""
-        while not self._ready and not self._done:
-            step = self._step()
-            if isinstance(step, Emit):
-                self._buffer.append(step.item)
+        while not self._steps.ready and not self._steps.done:
+            self._pump()
         return self
 
     def __enter__(self) -> Stream[T]:
@@ -153,41 +146,30 @@ class Stream(Generic[T]):
         return self
 
     def __next__(self) -> T:
-        while not self._buffer:
-            if self._done:
-                raise StopIteration
-            step = self._step()
-            if isinstance(step, Emit):
-                return step.item
-        return self._buffer.popleft()
+        while not self._steps.items and not self._steps.done:
+            self._pump()
+        if not self._steps.items:
+            raise StopIteration
+        return self._steps.items.popleft()
 
     def close(self) -> None:
         """Stops the stream and closes its connection."""
-        self._done = True
-        self._program.close()
+        self._steps.stop()
         for stream in self._opened:
             stream.close()
         self._opened.clear()
 
-    def _step(self) -> Emit[T] | None:
-        """Performs effects until the program emits (the item), opens or ends (``None``)."""
-        outcome: Any = None
+    def _pump(self) -> None:
+        """Performs effects until the program emits, opens or ends."""
         try:
-            while True:
-                try:
-                    step = self._program.send(outcome)
-                except StopIteration:
-                    self.close()
-                    return None
-                if isinstance(step, Emit):
-                    return step
-                if step is READY:
-                    self._ready = True
-                    return None
-                outcome = self._transport.perform(step, self._opened)
+            outcome: Any = None
+            while (effect := self._steps.advance(outcome)) is not None:
+                outcome = self._transport.perform(effect, self._opened)
         except BaseException:
             self.close()
             raise
+        if self._steps.done:
+            self.close()
 
 
 def _op(program: Callable[Concatenate[Core, P], Program[T]]) -> Callable[Concatenate[Cairn, P], T]:
