@@ -3,6 +3,7 @@ grants, token rotation, the 401/403 errors, and no token in any repr, str or err
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -126,6 +127,24 @@ def test_the_token_never_shows_in_repr_str_or_errors(
     shown += [str(malformed.value), repr(malformed.value)]
     assert all(token not in text for text in shown), shown
     assert all(auth_cluster.admin_token not in text for text in shown)
+
+
+def test_the_token_never_reaches_a_log_line(
+    connect: Callable[..., Cairn],
+    auth_cluster: LocalCluster,
+    prefix: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)  # httpx and httpcore log every request at DEBUG
+    client = connect(auth_cluster.endpoints, token=auth_cluster.admin_token)
+    client.write(f"{prefix}logged", 1)
+    with client.watch(prefix, from_revision=0) as events:
+        next(events)
+    with pytest.raises(CairnError):
+        connect(auth_cluster.endpoints, token="cairn_wrong").whoami()
+    assert "HTTP Request" in caplog.text, "the transport did log"
+    assert auth_cluster.admin_token not in caplog.text
+    assert "cairn_wrong" not in caplog.text
 
 
 def test_token_from_environment_and_files(
