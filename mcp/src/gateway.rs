@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use cairn_client::{BearerToken, Client, ClientError, Session};
@@ -124,7 +124,7 @@ impl Gateway {
         Ok(caller)
     }
 
-    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<String, Caller>> {
+    fn clients(&self) -> MutexGuard<'_, HashMap<String, Caller>> {
         self.by_token.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

@@ -13,7 +13,8 @@
 //! listen request, notifying through its stream until the client closes it).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use axum::http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -26,13 +27,16 @@ use rmcp::model::{
     UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 
 use crate::gateway::{Caller, Gateway};
 use crate::resources;
 
+/// How often a session's change-feed task checks that the session is still open.
+const SESSION_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the model is told when it connects (MCP `instructions`).
-pub const INSTRUCTIONS: &str = include_str!("instructions.md");
+const INSTRUCTIONS: &str = include_str!("instructions.md");
 
 /// The handler of one MCP session (stdio: the process; HTTP: one per session or
 /// stateless request). Sessions share the [`Gateway`]; subscriptions are per session.
@@ -42,7 +46,7 @@ pub struct CairnMcp {
     /// Keys this session subscribed to with `resources/subscribe`.
     subscribed: Arc<Mutex<HashSet<String>>>,
     /// Whether this session's change-feed task runs.
-    feeding: Arc<std::sync::atomic::AtomicBool>,
+    feeding: Arc<AtomicBool>,
 }
 
 impl CairnMcp {
@@ -69,7 +73,7 @@ impl CairnMcp {
             .ok_or_else(|| ErrorData::internal_error("request without a caller", None))
     }
 
-    fn subscribed(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn subscribed(&self) -> MutexGuard<'_, HashSet<String>> {
         self.subscribed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -80,7 +84,6 @@ impl CairnMcp {
         &self,
         context: &RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        use std::sync::atomic::Ordering;
         if self.feeding.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
@@ -110,12 +113,26 @@ impl CairnMcp {
                     peer.notify_resource_updated(update).await.is_ok()
                 }
             };
-            if let Some(err) = resources::forward(feed, wanted, notify).await {
-                tracing::warn!(error = %err, "change feed of subscriptions ended");
+            tokio::select! {
+                ended = resources::forward(feed, wanted, notify) => {
+                    if let Some(err) = ended {
+                        tracing::warn!(error = %err, "change feed of subscriptions ended");
+                    }
+                }
+                // A closed session would otherwise hold its feed open until the next change.
+                () = closed(&peer) => {}
             }
             feeding.store(false, Ordering::Release);
         });
         Ok(())
+    }
+}
+
+/// Resolves once the session's transport is closed (checked every few seconds: the peer
+/// offers no wait).
+async fn closed(peer: &Peer<RoleServer>) {
+    while !peer.is_transport_closed() {
+        tokio::time::sleep(SESSION_CHECK_PERIOD).await;
     }
 }
 
