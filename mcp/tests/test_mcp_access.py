@@ -80,3 +80,24 @@ async def test_each_http_token_acts_as_its_principal(
                 for key in (f"{prefix}a", f"{prefix}b")
             }
     assert actors == {f"{prefix}a": {"admin"}, f"{prefix}b": {AGENT}}
+
+
+async def test_a_write_beyond_the_grants_is_a_permission_denied_result(
+    cluster: LocalCluster, mcp_url: str, prefix: str
+) -> None:
+    grants = [{"prefix": prefix, "permissions": ["read"]}]
+    made = httpx.post(
+        f"{cluster.endpoints[0]}/v1/auth/principals",
+        headers={"Authorization": f"Bearer {cluster.admin_token}"},
+        json={"name": f"reader-{prefix.strip('/')}", "grants": grants},
+        timeout=10,
+    )
+    made.raise_for_status()
+    with anyio.fail_after(30):
+        async with http_client(mcp_url, made.json()["token"]) as reader:
+            message = await refused(reader, "write", {"key": f"{prefix}k", "value": 1})
+            assert message.startswith("permission_denied:"), message
+            message = await refused(reader, "read", {"key": "elsewhere/k"})
+            assert message.startswith("permission_denied:"), message
+            listed = await ok(reader, "list", {"prefix": prefix})
+    assert listed["items"] == []
