@@ -50,7 +50,7 @@ pub async fn serve() -> Response {
 }
 
 /// The OpenAPI document of every route in the table.
-pub fn document() -> Value {
+fn document() -> Value {
     let mut generator = SchemaSettings::draft2020_12()
         .with(|s| {
             s.definitions_path = SCHEMAS_PATH.into();

@@ -182,7 +182,7 @@ fn mutation<R: SingleOp + JsonSchema>(
     route(Method::POST, R::PATH, mutations::single::<R>, operation)
 }
 
-/// Every route of the client port (SPEC §5, §6, §8), in the order the document lists them.
+/// Every route of the client port (SPEC §5, §6, §8).
 pub fn routes() -> Vec<Route> {
     let mut all = mutation_routes();
     all.extend(read_routes());
