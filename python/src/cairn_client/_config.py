@@ -21,7 +21,7 @@ __all__ = ["BearerToken", "RetryPolicy", "Timeouts", "new_request_id", "normaliz
 DEFAULT_ENDPOINTS = ("http://127.0.0.1:7401", "http://127.0.0.1:7402", "http://127.0.0.1:7403")
 """The local cluster of ``scripts/cluster up``, as the CLI defaults to."""
 
-RETRIES_MAX_DEFAULT = 5
+RETRIES_MAX_DEFAULT = 8
 BACKOFF_MS_MIN_DEFAULT = 50
 # Long enough to span a Raft election.
 BACKOFF_MS_MAX_DEFAULT = 2_000

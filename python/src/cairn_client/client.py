@@ -215,7 +215,7 @@ class Cairn(ClientBase):
             client ports that require client certificates.
         timeout, connect_timeout, discovery_timeout: seconds per attempt, per connection,
             per leader-discovery status request.
-        retry: a ``RetryPolicy`` (default 5 retries, backoff 50 ms to 2 s).
+        retry: a ``RetryPolicy`` (default 8 retries, backoff 50 ms to 2 s).
         consistency, max_staleness_ms: defaults of reads that name none.
 
     Use it as a context manager (``with Cairn() as cairn:``) or call ``close()``. The
