@@ -82,9 +82,8 @@ pub struct Args {
     /// Deadline of one request attempt to a node, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// Retries of a failed cluster call (unreachable node, no leader, ...). The default
-    /// spans a leader election (backoff doubling from 50 ms to 2 s: about 8-15 s in all),
-    /// so a call outlives a failover instead of failing during one.
-    #[arg(long, default_value_t = 12)]
+    /// Retries of a failed cluster call (unreachable node, no leader, ...); the client's
+    /// default spans a leader failover, so a call outlives one instead of failing in it.
+    #[arg(long, default_value_t = cairn_client::client::RETRIES_MAX_DEFAULT)]
     pub retries: u32,
 }
