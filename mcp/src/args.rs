@@ -11,8 +11,8 @@ pub const MCP_PATH: &str = "/mcp";
 const AFTER_HELP: &str = "\
 Modes:
   stdio (default)   the MCP client starts cairn-mcp and talks over stdin/stdout; every
-                    call acts with the token of CAIRN_TOKEN (or --token-file). Logs go to
-                    stderr only: stdout is the protocol.
+                    call acts with one token (see Token below). Logs go to stderr only:
+                    stdout is the protocol.
   HTTP (--listen)   streamable HTTP at http://ADDR/mcp; every request acts with its own
                     Authorization: Bearer token (one cluster client per token, never
                     shared between tokens). Without a token the answer is HTTP 401 when
@@ -22,9 +22,10 @@ Identity: tools never take an actor. With auth on, the node records the token's
   principal as the actor of every event and tombstone; with auth off, mutations carry
   --actor.
 
-Token (stdio mode), the first found wins:
-  1. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
-  2. --token-file FILE, or CAIRN_TOKEN_FILE
+Token (stdio mode), the first found wins, as for the cairn CLI:
+  1. --token-file FILE on the command line
+  2. CAIRN_TOKEN, the token itself (there is no --token flag: ps shows command lines)
+  3. CAIRN_TOKEN_FILE, a file holding it
   Without one, calls go without a token: on a cluster with auth on, every tool answers
   the unauthenticated error.
 
@@ -64,8 +65,8 @@ pub struct Args {
     /// cross the network in clear: put a TLS proxy in front of it.
     #[arg(long)]
     pub insecure: bool,
-    /// File holding the bearer token (stdio mode, when CAIRN_TOKEN is unset).
-    #[arg(long, env = "CAIRN_TOKEN_FILE", value_name = "FILE")]
+    /// File holding the bearer token (stdio mode); beats CAIRN_TOKEN and CAIRN_TOKEN_FILE.
+    #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// CA certificate (PEM) of an HTTPS cluster; endpoints without a scheme are then https.
     #[arg(long, env = "CAIRN_CACERT", value_name = "FILE")]

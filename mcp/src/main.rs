@@ -99,9 +99,12 @@ fn configure(args: &Args) -> Result<Gateway, String> {
     Gateway::new(args, token).map_err(|err| err.to_string())
 }
 
-/// The token of stdio mode: `CAIRN_TOKEN`, else `--token-file`/`CAIRN_TOKEN_FILE`.
-/// Errors name the source, never the token.
+/// The token of stdio mode, first found: `--token-file`, `CAIRN_TOKEN`,
+/// `CAIRN_TOKEN_FILE` (the cairn CLI's order). Errors name the source, never the token.
 fn stdio_token(args: &Args) -> Result<Option<BearerToken>, ClientError> {
+    if let Some(path) = &args.token_file {
+        return BearerToken::from_file(path).map(Some);
+    }
     if let Some(token) = std::env::var("CAIRN_TOKEN")
         .ok()
         .filter(|t| !t.trim().is_empty())
@@ -113,9 +116,9 @@ fn stdio_token(args: &Args) -> Result<Option<BearerToken>, ClientError> {
             other => other,
         });
     }
-    args.token_file
-        .as_deref()
-        .map(BearerToken::from_file)
+    std::env::var_os("CAIRN_TOKEN_FILE")
+        .filter(|path| !path.is_empty())
+        .map(|path| BearerToken::from_file(path.as_ref()))
         .transpose()
 }
 

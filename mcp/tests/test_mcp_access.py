@@ -4,12 +4,15 @@ own principal."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import httpx
 import pytest
 from cairn_client.testing import LocalCluster
+from mcp import Client, StdioServerParameters
 
-from mcp_e2e import AGENT, http_client, ok, refused, stdio_client
+from mcp_e2e import AGENT, http_client, mcp_binary, ok, refused, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -101,3 +104,27 @@ async def test_a_write_beyond_the_grants_is_a_permission_denied_result(
             assert message.startswith("permission_denied:"), message
             listed = await ok(reader, "list", {"prefix": prefix})
     assert listed["items"] == []
+
+
+async def test_stdio_token_sources_in_the_cli_order(
+    cluster: LocalCluster, agent_token: str, prefix: str, tmp_path: Path
+) -> None:
+    """``--token-file`` beats ``CAIRN_TOKEN``, which beats ``CAIRN_TOKEN_FILE``."""
+    agent_file, admin_file = tmp_path / "agent.token", tmp_path / "admin.token"
+    agent_file.write_text(f"{agent_token}\n")
+    admin_file.write_text(f"{cluster.admin_token}\n")
+    endpoints = ",".join(cluster.endpoints)
+    cases = {
+        "flag": ([f"--token-file={agent_file}"], {"CAIRN_TOKEN": cluster.admin_token}),
+        "env": ([], {"CAIRN_TOKEN": agent_token, "CAIRN_TOKEN_FILE": str(admin_file)}),
+        "env-file": ([], {"CAIRN_TOKEN_FILE": str(agent_file)}),
+    }
+    with anyio.fail_after(30):
+        for case, (args, env) in cases.items():
+            server = StdioServerParameters(
+                command=str(mcp_binary()), args=args, env={"CAIRN_ENDPOINTS": endpoints, **env}
+            )
+            async with Client(server) as client:
+                await ok(client, "write", {"key": f"{prefix}{case}", "value": 1})
+                history = await ok(client, "history", {"key": f"{prefix}{case}"})
+            assert history["events"][0]["actor"] == AGENT, case
