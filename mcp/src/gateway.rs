@@ -5,14 +5,15 @@
 //! Whether auth is on is asked of the cluster, never configured: `GET /v1/auth/whoami`
 //! without a token answers 401 `unauthenticated` when auth is on, and 409
 //! `invalid_transition` ("auth is off") when it is off. Auth cannot be turned off again,
-//! so "on" is remembered; "off" is asked again each time it matters, so a cluster whose
-//! auth is enabled later is noticed at the next call.
+//! so "on" is remembered; "off" is believed for [`AUTH_OFF_RECHECK`] and then asked
+//! again, so a cluster whose auth is enabled later is noticed within that bound, without
+//! an extra round trip on every call of an auth-off cluster.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cairn_client::{BearerToken, Client, ClientError, Session};
 
@@ -21,6 +22,10 @@ use crate::args::Args;
 /// Cluster clients kept for HTTP callers' tokens. A full cache is emptied and refilled:
 /// callers beyond this many distinct tokens only pay a client rebuild.
 const CLIENTS_MAX: usize = 256;
+/// How long an "auth is off" answer is believed. A call in the window after auth is
+/// enabled goes out as an auth-off call and is refused by the node (unauthenticated, or
+/// actor_mismatch), never applied under the wrong identity.
+const AUTH_OFF_RECHECK: Duration = Duration::from_secs(1);
 
 /// One caller's handle on the cluster: a client sending that caller's token (or none).
 #[derive(Debug, Clone)]
@@ -49,6 +54,8 @@ pub struct Gateway {
     /// cluster.
     anonymous: Caller,
     auth_on: AtomicBool,
+    /// When the cluster last said auth is off.
+    auth_off_seen: Mutex<Option<Instant>>,
     /// Actor of mutations while auth is off.
     actor: String,
     /// The stdio caller (CAIRN_TOKEN); `None` over HTTP, where every request brings its
@@ -87,6 +94,7 @@ impl Gateway {
             settings,
             anonymous,
             auth_on: AtomicBool::new(false),
+            auth_off_seen: Mutex::new(None),
             actor: args.actor.clone(),
             fixed,
             by_token: Mutex::new(HashMap::new()),
@@ -124,6 +132,13 @@ impl Gateway {
         Ok(caller)
     }
 
+    fn auth_off_seen(&self) -> Option<Instant> {
+        *self
+            .auth_off_seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn clients(&self) -> MutexGuard<'_, HashMap<String, Caller>> {
         self.by_token.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -133,12 +148,24 @@ impl Gateway {
         if self.auth_on.load(Ordering::Relaxed) {
             return Ok(true);
         }
+        let off_recently = self
+            .auth_off_seen()
+            .is_some_and(|at| at.elapsed() < AUTH_OFF_RECHECK);
+        if off_recently {
+            return Ok(false);
+        }
         match self.anonymous.client().whoami().await {
             Err(ClientError::Unauthenticated { .. }) => {
                 self.auth_on.store(true, Ordering::Relaxed);
                 Ok(true)
             }
-            Err(ClientError::InvalidTransition { .. }) => Ok(false),
+            Err(ClientError::InvalidTransition { .. }) => {
+                *self
+                    .auth_off_seen
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+                Ok(false)
+            }
             Ok(_) => Err(ClientError::Decode {
                 message: "whoami without a token named a principal".into(),
             }),

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
+from cairn_client import Cairn
 from cairn_client.testing import LocalCluster
 
 from mcp_e2e import ok, refused, stdio_client
@@ -35,3 +36,18 @@ async def test_auth_off_mutations_carry_the_server_actor(
         ("written", "cairn-mcp"),
         ("revoked", "cairn-mcp"),
     ]
+
+
+async def test_auth_enabled_later_is_noticed_and_tokenless_calls_refused(prefix: str) -> None:
+    key = f"{prefix}later"
+    with LocalCluster(3) as local, anyio.fail_after(60):
+        async with stdio_client(local, None) as client:
+            await ok(client, "write", {"key": key, "value": "before auth"})
+            with Cairn(endpoints=local.endpoints) as anyone:
+                admin_token = anyone.enable_auth("admin").token
+            # "auth is off" is believed for at most a second (gateway::AUTH_OFF_RECHECK).
+            await anyio.sleep(1.5)
+            message = await refused(client, "write", {"key": key, "value": "after auth"})
+            assert message.startswith("unauthenticated"), message
+        with Cairn(endpoints=local.endpoints, token=admin_token) as admin:
+            assert admin.read(key).value == "before auth"
