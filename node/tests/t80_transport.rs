@@ -18,7 +18,7 @@ use std::time::Duration;
 use cairn_api::{ClusterStatus, NodeSpec};
 use cairn_node::consensus::{NodeId, TypeConfig, Vote};
 use cairn_node::raft_rpc::proof::{PEER_ID_HEADER, PEER_SECRET_HEADER};
-use cairn_node::raft_rpc::{APPEND_PATH, CONTENT_TYPE, VOTE_PATH};
+use cairn_node::raft_rpc::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, VOTE_PATH};
 use cairn_node::store::codec;
 use cairn_node::tls::certs::{self, Generated};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
@@ -513,6 +513,32 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
         let what = format!("node {target}, no id");
         answers_seen.push((what, answers, vec![Some(401), Some(401)]));
     }
+    // (d) A member's own certificate, on a connection that has just proved itself with a
+    // harmless ReadIndex: claiming the leader's id next on that connection is refused
+    // (the name check is remembered per connection and id, not per connection).
+    let member = *cluster.specs.keys().find(|id| **id != leader).unwrap();
+    let (cert, key) = cluster.certs.nodes[&member].clone();
+    let member_client = peer_tls_client(&ca, Some((&cert, &key)));
+    let url = |path: &str| cluster.peer_url(leader, path);
+    let proved = member_client
+        .post(url(READ_INDEX_PATH))
+        .header("content-type", CONTENT_TYPE)
+        .header(PEER_ID_HEADER, member.to_string())
+        .body(codec::encode(&()))
+        .send()
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(proved.ok(), Some(200), "a member's ReadIndex as itself");
+    let headers = [(PEER_ID_HEADER, leader.to_string())];
+    let answers = send_rogue(
+        &member_client,
+        url,
+        &headers,
+        rogue_bodies(term, leader, last),
+    )
+    .await;
+    let what = format!("member {member}'s connection, then claiming {leader}");
+    answers_seen.push((what, answers, vec![Some(403), Some(403)]));
     // Give a deposed leader time to show it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = cluster.statuses().await;

@@ -3,7 +3,9 @@
 //! - **Mutual TLS**: the handshake already checked that the caller's certificate chains
 //!   to the cluster CA. [`require`] then checks that the certificate is valid for
 //!   `node-<ID>`, the id the caller claims in [`PEER_ID_HEADER`], and, once this node
-//!   knows a membership, that the id is one of its voters or learners.
+//!   knows a membership, that the id is one of its voters or learners. The name check
+//!   runs once per connection and id ([`valid_for_node`](crate::tls::PresentedCertificate::valid_for_node)); the
+//!   membership check runs on every request, so a removed node is refused at once.
 //! - **Shared secret** (loopback only): [`PEER_SECRET_HEADER`] must carry the secret;
 //!   compared as SHA-256 digests in constant time, so neither its bytes nor its length
 //!   leak through timing.
@@ -130,7 +132,10 @@ fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
                 .get::<PeerCertificate>()
                 .and_then(|c| c.0.as_ref())
                 .ok_or_else(|| forbidden("no client certificate".to_string()))?;
-            check_certificate_names(cert, id)?;
+            if cert.valid_for_node.get() != Some(&id) {
+                check_certificate_names(&cert.der, id)?;
+                let _ = cert.valid_for_node.set(id);
+            }
             check_member(&gate.raft, id)
         }
     }

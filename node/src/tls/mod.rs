@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 
-pub use serve::PeerCertificate;
+pub use serve::{PeerCertificate, PresentedCertificate};
 
 /// The crypto provider of every TLS configuration the node builds: ring (aws-lc-rs would
 /// add a second C build beside RocksDB's).
