@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Benchmark a local 3-node cairn cluster against a local 3-node etcd cluster.
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Check an external history for linearizability.
     Check {
         /// History format: `jepsen-etcd` or `kv`.
@@ -49,7 +49,7 @@ fn verdict(result: anyhow::Result<bool>) -> anyhow::Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Bench(args) => bench::main(args),
+        Command::Bench(args) => bench::main(*args),
         Command::Run(args) => verdict(cairn_jepsen::chaos::cli::run_blocking(args)),
         Command::Selftest(args) => verdict(cairn_jepsen::chaos::cli::planted_selftest(args.into())),
         Command::Check { format, file } => {

@@ -16,6 +16,14 @@ use super::tables::{bytes_label, efficiency_table, secure_cost_table, summary_ta
 const NOTES_BEGIN: &str = "<!-- notes:begin -->";
 const NOTES_END: &str = "<!-- notes:end -->";
 
+/// How the rounds of a point are summarized, for the Points line ("" for one round).
+fn rounds_label(rounds: u32) -> String {
+    match rounds {
+        1 => String::new(),
+        n => format!(", {n} rounds per point with the order alternating, each system's median-throughput round reported"),
+    }
+}
+
 /// `to` relative to directory `from` when it lies below it, else as given.
 fn relative(from: &Path, to: &Path) -> String {
     let from = from.canonicalize().unwrap_or_else(|_| from.to_path_buf());
@@ -143,8 +151,8 @@ fn setup_systems(s: &mut String, res: &Results) {
     );
     let _ = writeln!(
         s,
-        "- **Points:** closed loop, {:.1} s warm-up + {:.1} s measured per point; {} keys (uniform), {} values; per-op timeout {:.0} s; cairn and etcd alternate which goes first at each point; both clusters stay up for the whole run (the idle one costs a little CPU, shown as `idle_system_cores` in the JSON).",
-        st.warmup_s, st.measure_s, st.keys, bytes_label(st.value_bytes), st.op_timeout_s
+        "- **Points:** closed loop, {:.1} s warm-up + {:.1} s measured per point{}; {} keys (uniform), {} values; per-op timeout {:.0} s; the systems alternate which goes first at each point; both clusters stay up for the whole run (the idle one costs a little CPU, shown as `idle_system_cores` in the JSON).",
+        st.warmup_s, st.measure_s, rounds_label(st.rounds), st.keys, bytes_label(st.value_bytes), st.op_timeout_s
     );
     if let Some(l) = &res.loadgen {
         let _ = writeln!(

@@ -105,6 +105,12 @@ pub struct BenchArgs {
     /// Unrecorded warm-up seconds per point (default 0.5 with --quick, else 2).
     #[arg(long)]
     warmup_secs: Option<f64>,
+    /// Measure every point this many times, the systems' order alternating each round,
+    /// and report each system's median-throughput round (with every round's ops/s beside
+    /// it). This machine's speed drifts by tens of percent over minutes; short alternated
+    /// rounds compare systems under the same drift, one long point does not.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    rounds: u32,
     #[arg(long, default_value_t = 100_000)]
     keys: u64,
     #[arg(long, default_value_t = 256)]

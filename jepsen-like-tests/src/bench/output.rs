@@ -45,6 +45,7 @@ pub(super) fn results(args: &BenchArgs, plan: &Plan, run_started: Instant, m: Me
         settings: Settings {
             warmup_s: plan.warmup.as_secs_f64(),
             measure_s: plan.measure.as_secs_f64(),
+            rounds: args.rounds,
             keys: args.keys,
             value_bytes: args.value_bytes,
             cairn_driver: format!("{:?}", args.cairn_driver).to_lowercase(),

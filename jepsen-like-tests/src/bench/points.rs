@@ -1,6 +1,6 @@
 //! The measured points: the schedule (every workload × client count, plus the large-value
-//! writes of `--scale`), each point once per system with the order alternating, and one
-//! point from leader lookup to its row.
+//! writes of `--scale`), each point `--rounds` times per system with the order alternating
+//! (each system's median round is its row), and one point from leader lookup to its row.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +51,7 @@ pub(super) async fn run_all(
         driver,
     };
     let schedule = schedule(args, plan);
-    let total = schedule.len() * plan.systems.len();
+    let total = schedule.len() * plan.systems.len() * args.rounds as usize;
     let mut rows = Vec::new();
     let mut done = 0;
     let nproc = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -60,28 +60,43 @@ pub(super) async fn run_all(
         sysinfo::Spinners::start(nproc, Duration::from_secs(24 * 3600))
     });
     for (p, &(workload, clients, value_bytes)) in schedule.iter().enumerate() {
-        let mut order = plan.systems.clone();
-        if p % 2 == 1 {
-            order.reverse();
+        let spec = PointSpec {
+            workload,
+            clients,
+            value_bytes,
+            keys: args.keys,
+            warmup: plan.warmup,
+            measure: plan.measure,
+            op_timeout: OP_TIMEOUT,
+        };
+        let mut rounds: Vec<Vec<Row>> = vec![Vec::new(); plan.systems.len()];
+        for round in 0..args.rounds as usize {
+            let mut order: Vec<usize> = (0..plan.systems.len()).collect();
+            if (p + round) % 2 == 1 {
+                order.reverse();
+            }
+            for s in order {
+                done += 1;
+                let row = ctx.point(plan.systems[s], spec, p as u64).await?;
+                print_row(&row, done, total);
+                rounds[s].push(row);
+                tokio::time::sleep(POINT_GAP).await;
+            }
         }
-        for system in order {
-            done += 1;
-            let spec = PointSpec {
-                workload,
-                clients,
-                value_bytes,
-                keys: args.keys,
-                warmup: plan.warmup,
-                measure: plan.measure,
-                op_timeout: OP_TIMEOUT,
-            };
-            let row = ctx.point(system, spec, p as u64).await?;
-            print_row(&row, done, total);
-            rows.push(row);
-            tokio::time::sleep(POINT_GAP).await;
-        }
+        rows.extend(rounds.into_iter().map(median_round));
     }
     Ok(rows)
+}
+
+/// A system's rounds of one point as one row: the round of median throughput (the lower
+/// middle one of an even count), carrying every round's ops/s in run order.
+fn median_round(rounds: Vec<Row>) -> Row {
+    let all: Vec<f64> = rounds.iter().map(|r| r.ops_per_s).collect();
+    let mut by_throughput = rounds;
+    by_throughput.sort_by(|a, b| a.ops_per_s.total_cmp(&b.ops_per_s));
+    let mut median = by_throughput.swap_remove((by_throughput.len() - 1) / 2);
+    median.rounds_ops_per_s = all;
+    median
 }
 
 fn print_row(row: &Row, done: usize, total: usize) {
@@ -201,5 +216,36 @@ fn note(system: System, workload: Workload) -> &'static str {
         }
         (System::Etcd, Workload::Mixed) => "70% linearizable get, 20% put, 10% delete",
         _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(ops_per_s: f64) -> Row {
+        let mut row: Row = serde_json::from_value(serde_json::json!({
+            "system": "cairn", "workload": "write", "clients": 1, "value_bytes": 1,
+            "ops_per_s": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "p999_ms": 0.0, "mean_ms": 0.0,
+            "max_ms": 0.0, "ops": 0, "errors": 0, "rejected": 0, "error_samples": {},
+            "cpu": {"server_cores": 0.0, "server_by_process": {}, "loadgen_cores": 0.0,
+                    "idle_system_cores": 0.0, "other_cores": 0.0},
+            "server_cpu_us_per_op": 0.0, "loadgen_cpu_us_per_op": 0.0,
+            "server_metrics": {}, "latency_cdf": [], "note": ""
+        }))
+        .expect("a row");
+        row.ops_per_s = ops_per_s;
+        row
+    }
+
+    #[test]
+    fn the_median_round_is_kept_with_every_round_in_run_order() {
+        let kept = median_round(vec![row(30.0), row(10.0), row(20.0)]);
+        assert_eq!(kept.ops_per_s, 20.0);
+        assert_eq!(kept.rounds_ops_per_s, vec![30.0, 10.0, 20.0]);
+        let kept = median_round(vec![row(40.0), row(10.0), row(30.0), row(20.0)]);
+        assert_eq!(kept.ops_per_s, 20.0, "the lower middle of an even count");
+        let kept = median_round(vec![row(5.0)]);
+        assert_eq!((kept.ops_per_s, kept.rounds_ops_per_s), (5.0, vec![5.0]));
     }
 }

@@ -52,6 +52,10 @@ pub struct Row {
     /// (quantile, latency ms), for CDF plots.
     pub latency_cdf: Vec<(f64, f64)>,
     pub note: String,
+    /// ops/s of every round of this point (`--rounds`), in run order; this row is the
+    /// median one. Empty in results written before rounds existed.
+    #[serde(default)]
+    pub rounds_ops_per_s: Vec<f64>,
 }
 
 impl Row {
@@ -103,6 +107,7 @@ impl Row {
             server_metrics,
             latency_cdf,
             note: note.into(),
+            rounds_ops_per_s: vec![ops_per_s],
         }
     }
 }
@@ -125,10 +130,17 @@ pub struct ResourceRow {
     pub data_dir_mib: f64,
 }
 
+fn one_round() -> u32 {
+    1
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     pub warmup_s: f64,
     pub measure_s: f64,
+    /// Rounds per point (`--rounds`); results written before rounds existed had one.
+    #[serde(default = "one_round")]
+    pub rounds: u32,
     pub keys: u64,
     pub value_bytes: usize,
     pub cairn_driver: String,

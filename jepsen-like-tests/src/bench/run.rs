@@ -81,7 +81,8 @@ pub(super) async fn run(args: BenchArgs) -> Result<()> {
 
 /// `--time-limit-secs`, or twice the points' planned time plus slack (and the scale part).
 fn time_limit(args: &BenchArgs, plan: &Plan) -> Duration {
-    let points = plan.workloads.len() * args.clients.len() * plan.systems.len();
+    let points =
+        plan.workloads.len() * args.clients.len() * plan.systems.len() * args.rounds as usize;
     let per_point = plan.warmup + plan.measure + Duration::from_secs(2);
     let default_limit =
         240 + per_point.as_secs() * points as u64 * 2 + if args.scale { 2400 } else { 0 };

@@ -65,14 +65,14 @@ pub fn secure_cost_table(res: &Results) -> String {
         return String::new();
     }
     let mut s = String::new();
-    s.push_str("| workload | clients | value | cairn ops/s | cairn-secure ops/s | ops/s secure÷plain | cairn p50 ms | secure p50 ms | cairn p99 ms | secure p99 ms | cairn server CPU µs/op | secure server CPU µs/op | CPU/op secure÷plain |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    s.push_str("| workload | clients | value | cairn ops/s | cairn-secure ops/s | ops/s secure÷plain | cairn p50 ms | secure p50 ms | cairn p99 ms | secure p99 ms | cairn server CPU µs/op | secure server CPU µs/op | CPU/op secure÷plain | ops/s secure÷plain by round |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (w, c, vb) in res.points() {
         let a = res.find("cairn", &w, c, vb);
         let b = res.find("cairn-secure", &w, c, vb);
         let _ = writeln!(
             s,
-            "| {w} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {w} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             bytes_label(vb),
             num(a.map(|r| r.ops_per_s), 0),
             num(b.map(|r| r.ops_per_s), 0),
@@ -87,9 +87,28 @@ pub fn secure_cost_table(res: &Results) -> String {
                 b.map(|r| r.server_cpu_us_per_op),
                 a.map(|r| r.server_cpu_us_per_op)
             ),
+            round_ratios(a, b),
         );
     }
     s
+}
+
+/// `b ÷ a` throughput of each round, paired in run order (the two systems ran each round
+/// back to back); "–" when either has no rounds recorded.
+fn round_ratios(a: Option<&Row>, b: Option<&Row>) -> String {
+    let (Some(a), Some(b)) = (a, b) else {
+        return "–".into();
+    };
+    let ratios: Vec<String> = a
+        .rounds_ops_per_s
+        .iter()
+        .zip(&b.rounds_ops_per_s)
+        .map(|(a, b)| ratio(Some(*b), Some(*a)))
+        .collect();
+    match ratios.is_empty() {
+        true => "–".into(),
+        false => ratios.join(" "),
+    }
 }
 
 /// What the leader's counters say about batching (cairn: mutations per log entry, reads per
