@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::report::{utc, Results, Row};
-use super::tables::{bytes_label, efficiency_table, secure_cost_table, summary_table};
+use super::tables::{bytes_label, efficiency_table, goals_table, secure_cost_table, summary_table};
 
 const NOTES_BEGIN: &str = "<!-- notes:begin -->";
 const NOTES_END: &str = "<!-- notes:end -->";
@@ -203,6 +203,13 @@ fn results(s: &mut String, res: &Results) {
         s,
         "Ratios are cairn ÷ etcd: above 1× cairn has more throughput, or a higher (worse) p99.\n"
     );
+    let _ = writeln!(s, "### Goals\n");
+    let _ = writeln!(
+        s,
+        "Each goal judged on this run; the Observations below explain the gaps that remain.\n"
+    );
+    s.push_str(&goals_table(res));
+    let _ = writeln!(s, "\n### Every point\n");
     s.push_str(&summary_table(res));
     let secure = secure_cost_table(res);
     if !secure.is_empty() {

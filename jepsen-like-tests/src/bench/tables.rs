@@ -1,10 +1,11 @@
-//! The report's tables: cairn beside etcd per point (also printed at the end of a run) and
-//! where the CPU went per row.
+//! The report's tables: the performance goals judged on the run, cairn beside etcd per
+//! point (also printed at the end of a run) and where the CPU went per row.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::report::{Results, Row};
+use super::scale::ScaleResults;
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
@@ -25,6 +26,185 @@ pub(super) fn bytes_label(b: usize) -> String {
     } else {
         format!("{b} B")
     }
+}
+
+/// A throughput goal: cairn ÷ etcd at one point at least `at_least` (`stretch`: the further
+/// aim), and with `p99_no_higher`, cairn's p99 no higher than etcd's. `value_bytes` 0 is
+/// the run's own value size (256 B by default).
+struct ThroughputGoal {
+    workload: &'static str,
+    clients: usize,
+    value_bytes: usize,
+    at_least: f64,
+    stretch: Option<f64>,
+    p99_no_higher: bool,
+}
+
+const fn goal(
+    workload: &'static str,
+    clients: usize,
+    value_bytes: usize,
+    at_least: f64,
+    stretch: Option<f64>,
+    p99_no_higher: bool,
+) -> ThroughputGoal {
+    ThroughputGoal {
+        workload,
+        clients,
+        value_bytes,
+        at_least,
+        stretch,
+        p99_no_higher,
+    }
+}
+
+const THROUGHPUT_GOALS: [ThroughputGoal; 7] = [
+    goal("write", 64, 0, 1.5, None, true),
+    goal("write", 256, 0, 1.5, None, true),
+    goal("write", 16, 4096, 1.0, Some(1.5), true),
+    goal("write", 64, 4096, 1.0, Some(1.5), true),
+    goal("write", 16, 65536, 1.0, Some(1.5), true),
+    goal("write", 64, 65536, 1.0, Some(1.5), true),
+    goal("mixed", 16, 0, 3.0, None, false),
+];
+
+/// The scale goals, at 1M keys: RSS per node, a restarted follower caught up, a new node
+/// caught up.
+const GOAL_KEYS: u64 = 1_000_000;
+const GOAL_RSS_MIB: f64 = 300.0;
+const GOAL_RESTART_S: f64 = 10.0;
+const GOAL_JOIN_S: f64 = 60.0;
+
+/// The project's performance goals, each judged on this run: what was measured, cairn ÷
+/// etcd, and whether it is met. A goal whose point the run lacks (`--quick` has no 64 KiB
+/// writes and no 1M keys) says so.
+pub(super) fn goals_table(res: &Results) -> String {
+    goals(&res.rows, res.scale.as_ref(), res.settings.value_bytes)
+}
+
+fn goals(rows: &[Row], scale: Option<&ScaleResults>, base_value: usize) -> String {
+    let find = |system: &str, workload: &str, clients: usize, value_bytes: usize| {
+        rows.iter().find(|r| {
+            (
+                r.system.as_str(),
+                r.workload.as_str(),
+                r.clients,
+                r.value_bytes,
+            ) == (system, workload, clients, value_bytes)
+        })
+    };
+    let missing = || ("not in this run".to_string(), "–".to_string());
+    let yes_no = |met: bool| if met { "yes" } else { "no" }.to_string();
+    let mut s = String::from("| goal | measured | met |\n|---|---|---|\n");
+    for g in &THROUGHPUT_GOALS {
+        let vb = if g.value_bytes == 0 {
+            base_value
+        } else {
+            g.value_bytes
+        };
+        let (a, b) = (
+            find("cairn", g.workload, g.clients, vb),
+            find("etcd", g.workload, g.clients, vb),
+        );
+        let (measured, met) = match (a, b) {
+            (Some(a), Some(b)) if b.ops_per_s > 0.0 && b.p99_ms > 0.0 => {
+                let (x, p99) = (a.ops_per_s / b.ops_per_s, a.p99_ms / b.p99_ms);
+                let mut measured =
+                    format!("{:.0} vs {:.0} ops/s ({x:.2}×)", a.ops_per_s, b.ops_per_s);
+                if g.p99_no_higher {
+                    let _ = write!(
+                        measured,
+                        "; p99 {:.2} vs {:.2} ms ({p99:.2}×)",
+                        a.p99_ms, b.p99_ms
+                    );
+                }
+                let met = x >= g.at_least && (!g.p99_no_higher || p99 <= 1.0);
+                match g.stretch {
+                    Some(st) if met && x >= st => (measured, "yes, stretch too".into()),
+                    _ => (measured, yes_no(met)),
+                }
+            }
+            _ => missing(),
+        };
+        let stretch = g
+            .stretch
+            .map_or(String::new(), |x| format!(" (stretch {x:.1}×)"));
+        let p99 = if g.p99_no_higher {
+            ", p99 no higher"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "| {}, {} clients, {}: ≥ {:.1}× etcd{stretch}{p99} | {measured} | {met} |",
+            g.workload,
+            g.clients,
+            bytes_label(vb),
+            g.at_least
+        );
+    }
+    let (measured, met) = match (
+        find("cairn", "write", 1, base_value),
+        find("etcd", "write", 1, base_value),
+    ) {
+        (Some(a), Some(b)) if b.p50_ms > 0.0 => (
+            format!(
+                "p50 {:.2} vs {:.2} ms ({:.2}×)",
+                a.p50_ms,
+                b.p50_ms,
+                a.p50_ms / b.p50_ms
+            ),
+            yes_no(a.p50_ms <= b.p50_ms),
+        ),
+        _ => missing(),
+    };
+    let _ = writeln!(
+        s,
+        "| write, 1 client, {}: p50 no higher than etcd's | {measured} | {met} |",
+        bytes_label(base_value)
+    );
+    let level = scale.and_then(|sc| sc.levels.iter().find(|l| l.keys == GOAL_KEYS));
+    let failed = || ("failed (Scale table)".to_string(), "no".to_string());
+    let (rss, restart, join) = match level {
+        None => (missing(), missing(), missing()),
+        Some(l) => (
+            match l.nodes.iter().map(|n| n.rss_mib).reduce(f64::max) {
+                Some(max) => {
+                    let each: Vec<String> = l.nodes.iter().map(|n| format!("{:.0}", n.rss_mib)).collect();
+                    (format!("{} MiB", each.join(" / ")), yes_no(max <= GOAL_RSS_MIB))
+                }
+                None => missing(),
+            },
+            match &l.restart {
+                Some(r) => (
+                    format!("caught up {:.2} s after the restart (`/healthz` {:.2} s)", r.caught_up_s, r.healthz_s),
+                    yes_no(r.caught_up_s <= GOAL_RESTART_S),
+                ),
+                None => failed(),
+            },
+            match &l.join {
+                Some(j) => (
+                    format!(
+                        "caught up {:.2} s after `POST /cluster/join` (compacting before it: {:.2} s)",
+                        j.caught_up_s, j.compact_s
+                    ),
+                    yes_no(j.caught_up_s <= GOAL_JOIN_S),
+                ),
+                None => failed(),
+            },
+        ),
+    };
+    for (goal, (measured, met)) in [
+        (format!("RSS ≤ {GOAL_RSS_MIB:.0} MiB per node"), rss),
+        (
+            format!("a restarted follower ready ≤ {GOAL_RESTART_S:.0} s"),
+            restart,
+        ),
+        (format!("a new node caught up ≤ {GOAL_JOIN_S:.0} s"), join),
+    ] {
+        let _ = writeln!(s, "| 1M keys: {goal} | {measured} | {met} |");
+    }
+    s
 }
 
 /// The side-by-side comparison table (also printed at the end of a run).
@@ -189,4 +369,82 @@ pub(super) fn efficiency_table(res: &Results) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        system: &str,
+        workload: &str,
+        clients: usize,
+        value_bytes: usize,
+        ops: f64,
+        p50: f64,
+        p99: f64,
+    ) -> Row {
+        serde_json::from_value(serde_json::json!({
+            "system": system, "workload": workload, "clients": clients,
+            "value_bytes": value_bytes, "ops_per_s": ops, "p50_ms": p50, "p99_ms": p99,
+            "p999_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0, "ops": 0, "errors": 0,
+            "rejected": 0, "error_samples": {},
+            "cpu": {"server_cores": 0.0, "server_by_process": {}, "loadgen_cores": 0.0,
+                    "idle_system_cores": 0.0, "other_cores": 0.0},
+            "server_cpu_us_per_op": 0.0, "loadgen_cpu_us_per_op": 0.0,
+            "server_metrics": {}, "latency_cdf": [], "note": ""
+        }))
+        .expect("a row")
+    }
+
+    #[test]
+    fn each_goal_is_judged_on_the_run_and_a_missing_point_says_so() {
+        let rows = vec![
+            row("cairn", "write", 64, 256, 15_000.0, 4.0, 14.0),
+            row("etcd", "write", 64, 256, 10_000.0, 6.0, 15.0),
+            // 1.6× etcd but a higher p99: not met.
+            row("cairn", "write", 256, 256, 16_000.0, 15.0, 40.0),
+            row("etcd", "write", 256, 256, 10_000.0, 15.0, 35.0),
+            row("cairn", "write", 16, 4096, 3_300.0, 4.0, 19.0),
+            row("etcd", "write", 16, 4096, 3_000.0, 4.0, 20.0),
+            row("cairn", "write", 64, 4096, 4_800.0, 10.0, 40.0),
+            row("etcd", "write", 64, 4096, 3_000.0, 11.0, 45.0),
+            row("cairn", "write", 1, 256, 800.0, 1.16, 1.8),
+            row("etcd", "write", 1, 256, 1_200.0, 0.76, 1.3),
+            row("cairn", "mixed", 16, 256, 6_000.0, 1.7, 14.0),
+            row("etcd", "mixed", 16, 256, 3_000.0, 3.8, 15.0),
+        ];
+        let scale: ScaleResults = serde_json::from_value(serde_json::json!({
+            "value_bytes": 256, "batch_ops": 500, "load_concurrency": 16,
+            "levels": [{
+                "keys": 1_000_000, "load_s": 20.0, "load_keys_per_s": 50_000.0,
+                "nodes": [{"node": "a", "rss_mib": 296.9, "data_dir_mib": 1.0},
+                          {"node": "b", "rss_mib": 301.0, "data_dir_mib": 1.0}],
+                "restart": {"node": "b", "stop_s": 0.1, "healthz_s": 0.13, "caught_up_s": 0.14},
+                "restart_error": null, "join": null, "join_error": "timed out"
+            }]
+        }))
+        .expect("scale results");
+        let table = goals(&rows, Some(&scale), 256);
+        let expected = [
+            "| write, 64 clients, 256 B: ≥ 1.5× etcd, p99 no higher | 15000 vs 10000 ops/s (1.50×); p99 14.00 vs 15.00 ms (0.93×) | yes |",
+            "| write, 256 clients, 256 B: ≥ 1.5× etcd, p99 no higher | 16000 vs 10000 ops/s (1.60×); p99 40.00 vs 35.00 ms (1.14×) | no |",
+            "| write, 16 clients, 4 KiB: ≥ 1.0× etcd (stretch 1.5×), p99 no higher | 3300 vs 3000 ops/s (1.10×); p99 19.00 vs 20.00 ms (0.95×) | yes |",
+            "| write, 64 clients, 4 KiB: ≥ 1.0× etcd (stretch 1.5×), p99 no higher | 4800 vs 3000 ops/s (1.60×); p99 40.00 vs 45.00 ms (0.89×) | yes, stretch too |",
+            "| write, 16 clients, 64 KiB: ≥ 1.0× etcd (stretch 1.5×), p99 no higher | not in this run | – |",
+            "| write, 64 clients, 64 KiB: ≥ 1.0× etcd (stretch 1.5×), p99 no higher | not in this run | – |",
+            "| mixed, 16 clients, 256 B: ≥ 3.0× etcd | 6000 vs 3000 ops/s (2.00×) | no |",
+            "| write, 1 client, 256 B: p50 no higher than etcd's | p50 1.16 vs 0.76 ms (1.53×) | no |",
+            "| 1M keys: RSS ≤ 300 MiB per node | 297 / 301 MiB | no |",
+            "| 1M keys: a restarted follower ready ≤ 10 s | caught up 0.14 s after the restart (`/healthz` 0.13 s) | yes |",
+            "| 1M keys: a new node caught up ≤ 60 s | failed (Scale table) | no |",
+        ];
+        assert_eq!(table.lines().skip(2).collect::<Vec<_>>(), expected);
+        let without_scale = goals(&rows, None, 256);
+        assert!(
+            without_scale
+                .ends_with("| 1M keys: a new node caught up ≤ 60 s | not in this run | – |\n"),
+            "{without_scale}"
+        );
+    }
 }
