@@ -26,6 +26,11 @@ pub const WORKER_THREADS_MAX: u64 = 1024;
 pub const SLOT_CACHE_MIB_DEFAULT: u64 = 64;
 /// 1 TiB: more is a typo.
 pub const SLOT_CACHE_MIB_MAX: u64 = 1 << 20;
+/// Slot records at least this big live in RocksDB blob files (see `blob_min_bytes`): a
+/// 4 KiB document and up.
+pub const BLOB_MIN_BYTES_DEFAULT: u64 = 4096;
+/// 1 GiB: more is a typo (no record is that big).
+pub const BLOB_MIN_BYTES_MAX: u64 = 1 << 30;
 
 /// Everything one `cairn-node` process needs. Build it with [`NodeConfig::load`] (or
 /// [`NodeConfig::local`]), which fills defaults and validates; a `NodeConfig` obtained that
@@ -53,6 +58,11 @@ pub struct NodeConfig {
     /// lookup. It holds what was written or read by mutations most recently (about 600
     /// bytes per key with a 256-byte value), and counts toward the node's RSS.
     pub slot_cache_mib: u64,
+    /// Slot records (a key's current record, value included) of at least this many bytes
+    /// keep their bytes in RocksDB blob files, written once at flush, instead of being
+    /// rewritten by every compaction of the LSM tree; 0 keeps everything inline. Large
+    /// values are where this pays (docs/design.md#storage).
+    pub blob_min_bytes: u64,
     /// Client-port certificate chain (PEM); with `tls_key`, the client port serves HTTPS.
     pub tls_cert: Option<PathBuf>,
     /// Private key of `tls_cert` (PEM).
@@ -110,6 +120,7 @@ struct NodeFile {
     log_level: Option<String>,
     worker_threads: Option<u64>,
     slot_cache_mib: Option<u64>,
+    blob_min_bytes: Option<u64>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     tls_client_ca: Option<PathBuf>,
@@ -168,7 +179,7 @@ impl NodeConfig {
     /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
     /// - `client_addr` and `peer_addr` parse as `IP:PORT` and differ (unless port 0);
     /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
-    ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`;
+    ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`; `blob_min_bytes <= BLOB_MIN_BYTES_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
     /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one);
     /// - the transport keys (see `validate_transport` in `transport.rs`).
@@ -190,6 +201,7 @@ impl NodeConfig {
         check_positive("dedup_retention_ms", self.dedup_retention_ms)?;
         check_at_most("worker_threads", self.worker_threads, WORKER_THREADS_MAX)?;
         check_at_most("slot_cache_mib", self.slot_cache_mib, SLOT_CACHE_MIB_MAX)?;
+        check_at_most("blob_min_bytes", self.blob_min_bytes, BLOB_MIN_BYTES_MAX)?;
         if self.log_level.trim().is_empty() || self.log_level.contains(char::is_whitespace) {
             return Err(ConfigError::invalid(
                 "log_level",
@@ -290,6 +302,7 @@ fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
             .unwrap_or_else(|| LOG_LEVEL_DEFAULT.to_string()),
         worker_threads: file.worker_threads.unwrap_or(WORKER_THREADS_DEFAULT),
         slot_cache_mib: file.slot_cache_mib.unwrap_or(SLOT_CACHE_MIB_DEFAULT),
+        blob_min_bytes: file.blob_min_bytes.unwrap_or(BLOB_MIN_BYTES_DEFAULT),
         tls_cert: ov.tls_cert.clone().or(file.tls_cert),
         tls_key: ov.tls_key.clone().or(file.tls_key),
         tls_client_ca: ov.tls_client_ca.clone().or(file.tls_client_ca),

@@ -51,6 +51,16 @@ fn top_level_fields() {
     rejects("slot_cache_mib = 1048577", "slot_cache_mib", "<= 1048576");
     let off = NodeConfig::from_toml_str("id = 1\nslot_cache_mib = 0\n", &ov).unwrap();
     assert_eq!(off.slot_cache_mib, 0, "0 (no cache) is a valid setting");
+    rejects(
+        "blob_min_bytes = 1073741825",
+        "blob_min_bytes",
+        "<= 1073741824",
+    );
+    let inline = NodeConfig::from_toml_str("id = 1\nblob_min_bytes = 0\n", &ov).unwrap();
+    assert_eq!(
+        inline.blob_min_bytes, 0,
+        "0 (no blob files) is a valid setting"
+    );
 }
 
 #[test]

@@ -172,6 +172,7 @@ impl Storage {
         let engine_options = EngineOptions {
             slot_cache_bytes: usize::try_from(config.slot_cache_mib << 20)
                 .context("slot_cache_mib does not fit in this machine's address space")?,
+            blob_min_bytes: config.blob_min_bytes,
             ..EngineOptions::default()
         };
         let engine =

@@ -18,6 +18,7 @@ fn small_options() -> EngineOptions {
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
         slot_cache_bytes: 1 << 20,
+        ..Default::default()
     }
 }
 

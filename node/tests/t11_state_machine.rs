@@ -33,6 +33,7 @@ fn open(dir: &Path) -> Opened {
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
         slot_cache_bytes: 64 << 10,
+        ..Default::default()
     };
     let engine = Engine::open(&dir.join("db"), &options).expect("open rocksdb");
     let snapshots = SnapshotDir::open(dir.join("snapshots")).expect("open snapshot dir");

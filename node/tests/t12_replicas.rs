@@ -319,6 +319,7 @@ fn open(dir: &Path) -> (StateEngine, StateMachine) {
         // from the reference. Eviction is covered by slot_cache's unit tests, the clear on
         // install by t11.
         slot_cache_bytes: 16 << 10,
+        ..Default::default()
     };
     let engine = Engine::open(&dir.join("db"), &options).expect("open rocksdb");
     let snapshots = SnapshotDir::open(dir.join("snapshots")).expect("open snapshot dir");

@@ -206,10 +206,10 @@ async fn assert_probe_everywhere(
     answers
 }
 
-/// Every regular file under `dir` (recursively) whose bytes contain `needle`, and the
-/// number of files and bytes scanned. Files that vanish mid-scan (RocksDB deletes
+/// Every regular file under `dir` (recursively) whose bytes contain any of `needles`, and
+/// the number of files and bytes scanned. Files that vanish mid-scan (RocksDB deletes
 /// obsolete files at any time) are skipped.
-fn files_containing(dir: &Path, needle: &[u8]) -> (Vec<PathBuf>, usize, usize) {
+fn files_containing(dir: &Path, needles: &[String]) -> (Vec<PathBuf>, usize, usize) {
     let (mut found, mut files, mut bytes) = (Vec::new(), 0, 0);
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -238,7 +238,11 @@ fn files_containing(dir: &Path, needle: &[u8]) -> (Vec<PathBuf>, usize, usize) {
             };
             files += 1;
             bytes += content.len();
-            if content.windows(needle.len()).any(|w| w == needle) {
+            let holds = |needle: &String| {
+                let needle = needle.as_bytes();
+                content.windows(needle.len()).any(|w| w == needle)
+            };
+            if needles.iter().any(holds) {
                 found.push(path);
             }
         }
@@ -819,28 +823,85 @@ async fn a_revoked_belief_is_recalled_as_a_deterrent_and_can_be_reinstated() {
 
 // -- 5. physical erasure ----------------------------------------------------------------------
 
+/// A value to erase, and pieces of it that a scan of the data files looks for.
+struct Secret {
+    value: Value,
+    /// Documents of the same size written to other keys after it, so that the memtables
+    /// holding it are flushed while it is live (RocksDB's write buffer is 8 MiB): its
+    /// bytes are then in SST or blob files, not only in the WAL and memory.
+    fillers: usize,
+    /// Each is unique to this value. A large value is stored in many RocksDB blocks (and,
+    /// with `blob_min_bytes`, in a blob file), so several pieces are sought, not one.
+    needles: Vec<String>,
+}
+
+impl Secret {
+    /// A small record with a random marker: stored inline in the `slots` family.
+    fn small() -> Secret {
+        let marker = hex::encode(rand::random::<[u8; 16]>());
+        Secret {
+            value: json!({"ssn": format!("secret-{marker}")}),
+            fillers: 0,
+            needles: vec![marker],
+        }
+    }
+
+    /// A document of `bytes` random base64 (so no compression rewrites it), big enough to
+    /// live in blob files: sought as 8 pieces of 32 characters spread over it.
+    fn document(bytes: usize) -> Secret {
+        use base64::Engine as _;
+        let random: Vec<u8> = (0..bytes * 3 / 4).map(|_| rand::random::<u8>()).collect();
+        let text = base64::engine::general_purpose::STANDARD.encode(random);
+        let needles = (0..8)
+            .map(|i| text[i * text.len() / 8..][..32].to_string())
+            .collect();
+        Secret {
+            value: json!({"document": text}),
+            fillers: (10 << 20) / bytes,
+            needles,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn compaction_erases_a_forgotten_value_from_every_data_dir() {
+    forget_compact_and_scan(Secret::small()).await;
+}
+
+/// The same for a 64 KiB document: its bytes were in a blob file (its slot's, besides the
+/// log's files) and are gone from it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn compaction_erases_a_forgotten_64_kib_document_from_every_data_dir() {
+    forget_compact_and_scan(Secret::document(64 << 10)).await;
+}
+
+async fn forget_compact_and_scan(secret: Secret) {
     let cluster = Cluster::start(3).await;
     let client = cluster.client();
     let key = "t60/pii/ssn";
-    let marker = hex::encode(rand::random::<[u8; 16]>());
-    let needle = marker.as_bytes();
+    let needles = &secret.needles;
 
-    // 5.1 Written and replicated: the scan finds the marker on every node.
+    // 5.1 Written and replicated: the scan finds the value on every node.
     let written = client
-        .write(WriteRequest::new(
-            key,
-            json!({"ssn": format!("secret-{marker}")}),
-            "agent-a",
-        ))
+        .write(WriteRequest::new(key, secret.value.clone(), "agent-a"))
         .await
         .expect("write");
+    let mut last = written.revision;
+    for i in 0..secret.fillers {
+        let filler = Secret::document(secret.value.to_string().len());
+        let request = WriteRequest::new(&format!("t60/filler/{i}"), filler.value, "agent-a");
+        last = client.write(request).await.expect("filler").revision;
+    }
     for id in cluster.ids() {
-        cluster
-            .wait_applied(id, written.revision, CATCH_UP_TIMEOUT)
-            .await;
-        let (found, files, _) = files_containing(&cluster.data_dir(id), needle);
+        cluster.wait_applied(id, last, CATCH_UP_TIMEOUT).await;
+        let (found, files, _) = files_containing(&cluster.data_dir(id), needles);
+        if secret.fillers > 0 {
+            let in_blob = |f: &PathBuf| f.extension().is_some_and(|e| e == "blob");
+            assert!(
+                found.iter().any(in_blob),
+                "node {id}: the document is in no blob file: {found:#?}"
+            );
+        }
         assert!(
             !found.is_empty(),
             "node {id}: the scan of {files} files does not find a value just written"
@@ -875,7 +936,7 @@ async fn compaction_erases_a_forgotten_value_from_every_data_dir() {
     // 5.3 No file of any node holds the value any more; the tombstone is still served.
     for id in cluster.ids() {
         let data_dir = cluster.data_dir(id);
-        let (found, files, bytes) = files_containing(&data_dir, needle);
+        let (found, files, bytes) = files_containing(&data_dir, needles);
         assert!(files > 0 && bytes > 0, "node {id}: nothing scanned");
         assert!(
             found.is_empty(),
@@ -884,8 +945,9 @@ async fn compaction_erases_a_forgotten_value_from_every_data_dir() {
     }
     // Nor did the value ever reach a node's own log output.
     for id in cluster.ids() {
+        let log = cluster.log_text(id);
         assert!(
-            !cluster.log_text(id).contains(&marker),
+            !needles.iter().any(|needle| log.contains(needle)),
             "node {id} logged the value"
         );
     }

@@ -1210,6 +1210,7 @@ fn digest_of(data_dir: &Path) -> String {
         write_buffer_bytes: 1 << 20,
         background_jobs: 1,
         slot_cache_bytes: 64 << 10,
+        ..Default::default()
     };
     let engine = cairn_node::store::Engine::open(&data_dir.join("db"), &options)
         .unwrap_or_else(|e| panic!("opening {}: {e}", data_dir.display()));
