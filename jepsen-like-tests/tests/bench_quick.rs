@@ -63,24 +63,30 @@ fn quick_bench_measures_both_systems() {
     for system in SYSTEMS {
         for workload in WORKLOADS {
             for clients in CLIENTS {
-                check_row(rows, system, workload, clients);
+                check_row(rows, system, workload, clients, 256);
             }
         }
+        // The smoke's one large-value point.
+        check_row(rows, system, "write", 16, 65536);
     }
     let report_text = std::fs::read_to_string(&report).unwrap();
-    assert!(
-        report_text.contains("| write | 64 | 256 B |"),
-        "{report_text}"
-    );
+    for row in ["| write | 64 | 256 B |", "| write | 16 | 64 KiB |"] {
+        assert!(report_text.contains(row), "no {row} in {report_text}");
+    }
     assert_plots(out.path());
 }
 
-fn check_row(rows: &[Value], system: &str, workload: &str, clients: u64) {
+fn check_row(rows: &[Value], system: &str, workload: &str, clients: u64, value_bytes: u64) {
     let row = rows
         .iter()
-        .find(|r| r["system"] == system && r["workload"] == workload && r["clients"] == clients)
-        .unwrap_or_else(|| panic!("no row for {system} {workload} c={clients}"));
-    let what = format!("{system} {workload} c={clients}: {row}");
+        .find(|r| {
+            r["system"] == system
+                && r["workload"] == workload
+                && r["clients"] == clients
+                && r["value_bytes"] == value_bytes
+        })
+        .unwrap_or_else(|| panic!("no row for {system} {workload} c={clients} {value_bytes} B"));
+    let what = format!("{system} {workload} c={clients} {value_bytes} B: {row}");
     let ops = row["ops"].as_f64().unwrap_or(0.0);
     assert!(row["ops_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{what}");
     for latency in ["p50_ms", "p99_ms", "p999_ms"] {

@@ -64,7 +64,8 @@ pub enum DriverArg {
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// CI smoke: 0.5 s warm-up + 2 s per point, about 2-3 minutes in all.
+    /// CI smoke: 0.5 s warm-up + 2 s per point, and one 64 KiB write point at 16 clients;
+    /// about 2-3 minutes in all.
     #[arg(long)]
     quick: bool,
     /// Also run the scale part (cairn: 10k/100k/1M keys, RSS, disk, restart, join) and

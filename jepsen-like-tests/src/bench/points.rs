@@ -1,5 +1,5 @@
 //! The measured points: the schedule (every workload × client count, plus the large-value
-//! writes of `--scale`), each point `--rounds` times per system with the order alternating
+//! writes of `--scale` and `--quick`), each point `--rounds` times per system with the order alternating
 //! (each system's median round is its row), and one point from leader lookup to its row.
 
 use std::sync::Arc;
@@ -22,14 +22,22 @@ fn schedule(args: &BenchArgs, plan: &Plan) -> Vec<(Workload, usize, usize)> {
             schedule.push((w, c, args.value_bytes));
         }
     }
-    if args.scale && plan.workloads.contains(&Workload::Write) {
-        for vb in [4096usize, 65536] {
-            for c in [16usize, 64] {
-                schedule.push((Workload::Write, c, vb));
-            }
-        }
+    if plan.workloads.contains(&Workload::Write) {
+        schedule.extend(large_value_writes(args).map(|(c, vb)| (Workload::Write, c, vb)));
     }
     schedule
+}
+
+/// (clients, value bytes) of the large-value write points: 4 KiB and 64 KiB at 16 and 64
+/// clients with `--scale`; one 64 KiB point at 16 clients in a `--quick` smoke, so CI
+/// sees the blob-file write path of both systems.
+fn large_value_writes(args: &BenchArgs) -> impl Iterator<Item = (usize, usize)> {
+    let points: &[(usize, usize)] = match (args.scale, args.quick) {
+        (true, _) => &[(16, 4096), (64, 4096), (16, 65536), (64, 65536)],
+        (false, true) => &[(16, 65536)],
+        (false, false) => &[],
+    };
+    points.iter().copied()
 }
 
 /// Runs the whole schedule on every planned system and returns a row per point.
