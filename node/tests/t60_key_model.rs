@@ -889,7 +889,7 @@ async fn forget_compact_and_scan(secret: Secret) {
     let mut last = written.revision;
     for i in 0..secret.fillers {
         let filler = Secret::document(secret.value.to_string().len());
-        let request = WriteRequest::new(&format!("t60/filler/{i}"), filler.value, "agent-a");
+        let request = WriteRequest::new(format!("t60/filler/{i}"), filler.value, "agent-a");
         last = client.write(request).await.expect("filler").revision;
     }
     for id in cluster.ids() {
