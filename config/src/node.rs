@@ -51,7 +51,7 @@ pub struct NodeConfig {
     pub log_level: String,
     /// Async worker threads; 0 = one per CPU core. Several nodes sharing a few cores
     /// spend less CPU per write with 1 each (fewer cross-thread wake-ups), but the
-    /// leader's one thread then caps throughput (lower at 64 writers; BENCH.md).
+    /// leader's one thread then caps throughput (lower at 64 writers; docs/design.md, Performance notes).
     pub worker_threads: u64,
     /// MiB of encoded slots kept in memory in front of RocksDB (0 disables the cache).
     /// Every mutation reads its key's slot on every replica; a cached one skips the RocksDB

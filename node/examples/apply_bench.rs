@@ -1,5 +1,5 @@
 //! Micro-benchmark of the state machine's apply path, the cost every replica pays for
-//! every write (BENCH.md: ~35% of a leader's and ~54% of a follower's CPU under load).
+//! every write (docs/design.md, Performance notes: ~35% of a leader's and ~54% of a follower's CPU under load).
 //!
 //! Opens a real RocksDB store in a temp dir with the node's default engine options, loads
 //! `--keys` keys, then applies entries of `--per-entry` upserts (256-byte values, random

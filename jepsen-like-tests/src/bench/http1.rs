@@ -6,7 +6,7 @@
 //! URL of every request, so one request woke two tasks in the load generator; the load
 //! generator shares the machine's cores with the servers it measures, so whatever it
 //! spends is taken from them. `cairn-jepsen bench` prints the load generator's CPU per
-//! request against a stub at the start of every run; BENCH.md has the before and after.
+//! request against a stub at the start of every run; docs/design.md (Performance notes) has the before and after.
 //! What an agent embedding the public library pays is `--cairn-driver client`.
 //!
 //! `cairn-secure` (auth + TLS): the same connection over TLS (rustls, trusting only the
