@@ -61,7 +61,8 @@ ARMS = {
 
 @dataclass(frozen=True)
 class Mistake:
-    """A true result note disposed of by mistake before session 1, and how it is undone."""
+    """A true result note disposed of by mistake before the agent's first session, and how
+    it is undone."""
 
     name: str
     title: str

@@ -82,7 +82,7 @@ class Run:
 
 
 def play_disposal(run: Run, arm: Arm) -> list[SessionRecord]:
-    """The agent derived the false belief before session 1; the curator disposes of it
+    """The agent derived the false belief before its first session; the curator disposes of it
     under ``arm``; then the sessions."""
     run.space.agent_write(BELIEF_KEY, FALSE_BELIEF, DERIVED_REASON)
     arm.dispose(run.space)
@@ -94,7 +94,7 @@ def play_disposal(run: Run, arm: Arm) -> list[SessionRecord]:
 
 def play_reinstatement(run: Run, mistake: Mistake) -> list[SessionRecord]:
     """The agent had verified that the fast deploy works; that result is disposed of by
-    mistake before session 1 and undone after ``mistake_sessions`` sessions. Recall
+    mistake before the agent's first session and undone after ``mistake_sessions`` sessions. Recall
     delivers as in arm D."""
     run.space.agent_write(RESULT_KEY, result_value(succeeded=True, session=0), RESULT_REASON)
     mistake.dispose(run.space)

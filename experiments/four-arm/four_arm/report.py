@@ -99,8 +99,8 @@ def summary_table(document: Mapping[str, Any]) -> str:
     ]
     lines += [
         "",
-        f"reinstatement: a true result disposed of by mistake before session 1, undone before "
-        f"session {world['mistake_sessions'] + 1}",
+        "reinstatement: a true result disposed of by mistake before the agent's first session, "
+        f"undone after {_count(world['mistake_sessions'], 'session')}",
         "",
         "| mistake, undo | premise | sessions to act on it again | median | in 1 session | never |",
         "|---|---|--:|--:|--:|--:|",
@@ -154,3 +154,8 @@ def _record_json(record: SessionRecord) -> dict[str, Any]:
         "succeeded": record.succeeded,
         "writes": [{"key": key, "outcome": outcome.value} for key, outcome in record.writes],
     }
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1: "1 session", "3 sessions"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -3,7 +3,7 @@
 A deploy task offers `deploy --fast`, which works (its true payoff is the ``payoff``
 parameter). A stale runbook line says it fails. An agent that believes the runbook takes
 `deploy --safe` and so never learns otherwise. The false belief, derived from that line
-before session 1, is what each arm disposes of.
+before the agent's first session, is what each arm disposes of.
 
 Keys are relative to a run's own prefix (``Space``); the texts here are what the agent
 reads, so they are written the way a real runbook and real notes would be.
