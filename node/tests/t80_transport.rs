@@ -313,13 +313,13 @@ fn rogue_bodies(term: u64, from: NodeId, last_log_index: u64) -> [(&'static str,
     ]
 }
 
-/// Sends the rogue bodies to `url_of(path)` with `headers`; returns each answer's status
+/// Sends each `(path, body)` to `url_of(path)` with `headers`; returns each answer's status
 /// (`None`: the connection or handshake failed).
 async fn send_rogue(
     client: &reqwest::Client,
     url_of: impl Fn(&str) -> String,
     headers: &[(&str, String)],
-    bodies: [(&'static str, Vec<u8>); 2],
+    bodies: impl IntoIterator<Item = (&'static str, Vec<u8>)>,
 ) -> Vec<Option<u16>> {
     let mut out = Vec::new();
     for (path, body) in bodies {
@@ -520,15 +520,10 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     let (cert, key) = cluster.certs.nodes[&member].clone();
     let member_client = peer_tls_client(&ca, Some((&cert, &key)));
     let url = |path: &str| cluster.peer_url(leader, path);
-    let proved = member_client
-        .post(url(READ_INDEX_PATH))
-        .header("content-type", CONTENT_TYPE)
-        .header(PEER_ID_HEADER, member.to_string())
-        .body(codec::encode(&()))
-        .send()
-        .await
-        .map(|r| r.status().as_u16());
-    assert_eq!(proved.ok(), Some(200), "a member's ReadIndex as itself");
+    let as_itself = [(PEER_ID_HEADER, member.to_string())];
+    let read_index = [(READ_INDEX_PATH, codec::encode(&()))];
+    let proved = send_rogue(&member_client, url, &as_itself, read_index).await;
+    assert_eq!(proved, vec![Some(200)], "a member's ReadIndex as itself");
     let headers = [(PEER_ID_HEADER, leader.to_string())];
     let answers = send_rogue(
         &member_client,

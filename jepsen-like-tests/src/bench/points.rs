@@ -232,18 +232,7 @@ mod tests {
     use super::*;
 
     fn row(ops_per_s: f64) -> Row {
-        let mut row: Row = serde_json::from_value(serde_json::json!({
-            "system": "cairn", "workload": "write", "clients": 1, "value_bytes": 1,
-            "ops_per_s": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "p999_ms": 0.0, "mean_ms": 0.0,
-            "max_ms": 0.0, "ops": 0, "errors": 0, "rejected": 0, "error_samples": {},
-            "cpu": {"server_cores": 0.0, "server_by_process": {}, "loadgen_cores": 0.0,
-                    "idle_system_cores": 0.0, "other_cores": 0.0},
-            "server_cpu_us_per_op": 0.0, "loadgen_cpu_us_per_op": 0.0,
-            "server_metrics": {}, "latency_cdf": [], "note": ""
-        }))
-        .expect("a row");
-        row.ops_per_s = ops_per_s;
-        row
+        Row::sample("cairn", "write", 1, 256, ops_per_s, 0.0, 0.0)
     }
 
     #[test]

@@ -112,6 +112,33 @@ impl Row {
     }
 }
 
+#[cfg(test)]
+impl Row {
+    /// A row for tests of the tables and the rounds: the given point and numbers, every
+    /// other field zero or empty.
+    pub(super) fn sample(
+        system: &str,
+        workload: &str,
+        clients: usize,
+        value_bytes: usize,
+        ops_per_s: f64,
+        p50_ms: f64,
+        p99_ms: f64,
+    ) -> Row {
+        serde_json::from_value(serde_json::json!({
+            "system": system, "workload": workload, "clients": clients,
+            "value_bytes": value_bytes, "ops_per_s": ops_per_s, "p50_ms": p50_ms,
+            "p99_ms": p99_ms, "p999_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0, "ops": 0,
+            "errors": 0, "rejected": 0, "error_samples": {},
+            "cpu": {"server_cores": 0.0, "server_by_process": {}, "loadgen_cores": 0.0,
+                    "idle_system_cores": 0.0, "other_cores": 0.0},
+            "server_cpu_us_per_op": 0.0, "loadgen_cpu_us_per_op": 0.0,
+            "server_metrics": {}, "latency_cdf": [], "note": ""
+        }))
+        .expect("a sample row")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PreloadRow {
     pub system: String,

@@ -375,44 +375,22 @@ pub(super) fn efficiency_table(res: &Results) -> String {
 mod tests {
     use super::*;
 
-    fn row(
-        system: &str,
-        workload: &str,
-        clients: usize,
-        value_bytes: usize,
-        ops: f64,
-        p50: f64,
-        p99: f64,
-    ) -> Row {
-        serde_json::from_value(serde_json::json!({
-            "system": system, "workload": workload, "clients": clients,
-            "value_bytes": value_bytes, "ops_per_s": ops, "p50_ms": p50, "p99_ms": p99,
-            "p999_ms": 0.0, "mean_ms": 0.0, "max_ms": 0.0, "ops": 0, "errors": 0,
-            "rejected": 0, "error_samples": {},
-            "cpu": {"server_cores": 0.0, "server_by_process": {}, "loadgen_cores": 0.0,
-                    "idle_system_cores": 0.0, "other_cores": 0.0},
-            "server_cpu_us_per_op": 0.0, "loadgen_cpu_us_per_op": 0.0,
-            "server_metrics": {}, "latency_cdf": [], "note": ""
-        }))
-        .expect("a row")
-    }
-
     #[test]
     fn each_goal_is_judged_on_the_run_and_a_missing_point_says_so() {
         let rows = vec![
-            row("cairn", "write", 64, 256, 15_000.0, 4.0, 14.0),
-            row("etcd", "write", 64, 256, 10_000.0, 6.0, 15.0),
+            Row::sample("cairn", "write", 64, 256, 15_000.0, 4.0, 14.0),
+            Row::sample("etcd", "write", 64, 256, 10_000.0, 6.0, 15.0),
             // 1.6× etcd but a higher p99: not met.
-            row("cairn", "write", 256, 256, 16_000.0, 15.0, 40.0),
-            row("etcd", "write", 256, 256, 10_000.0, 15.0, 35.0),
-            row("cairn", "write", 16, 4096, 3_300.0, 4.0, 19.0),
-            row("etcd", "write", 16, 4096, 3_000.0, 4.0, 20.0),
-            row("cairn", "write", 64, 4096, 4_800.0, 10.0, 40.0),
-            row("etcd", "write", 64, 4096, 3_000.0, 11.0, 45.0),
-            row("cairn", "write", 1, 256, 800.0, 1.16, 1.8),
-            row("etcd", "write", 1, 256, 1_200.0, 0.76, 1.3),
-            row("cairn", "mixed", 16, 256, 6_000.0, 1.7, 14.0),
-            row("etcd", "mixed", 16, 256, 3_000.0, 3.8, 15.0),
+            Row::sample("cairn", "write", 256, 256, 16_000.0, 15.0, 40.0),
+            Row::sample("etcd", "write", 256, 256, 10_000.0, 15.0, 35.0),
+            Row::sample("cairn", "write", 16, 4096, 3_300.0, 4.0, 19.0),
+            Row::sample("etcd", "write", 16, 4096, 3_000.0, 4.0, 20.0),
+            Row::sample("cairn", "write", 64, 4096, 4_800.0, 10.0, 40.0),
+            Row::sample("etcd", "write", 64, 4096, 3_000.0, 11.0, 45.0),
+            Row::sample("cairn", "write", 1, 256, 800.0, 1.16, 1.8),
+            Row::sample("etcd", "write", 1, 256, 1_200.0, 0.76, 1.3),
+            Row::sample("cairn", "mixed", 16, 256, 6_000.0, 1.7, 14.0),
+            Row::sample("etcd", "mixed", 16, 256, 3_000.0, 3.8, 15.0),
         ];
         let scale: ScaleResults = serde_json::from_value(serde_json::json!({
             "value_bytes": 256, "batch_ops": 500, "load_concurrency": 16,
