@@ -209,6 +209,22 @@ pub struct Results {
     pub scale: Option<ScaleResults>,
 }
 
+/// The row of `system` at one point, if the run has it.
+pub fn find_row<'a>(
+    rows: &'a [Row],
+    system: &str,
+    workload: &str,
+    clients: usize,
+    value_bytes: usize,
+) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.system == system
+            && r.workload == workload
+            && r.clients == clients
+            && r.value_bytes == value_bytes
+    })
+}
+
 impl Results {
     pub fn find(
         &self,
@@ -217,12 +233,7 @@ impl Results {
         clients: usize,
         value_bytes: usize,
     ) -> Option<&Row> {
-        self.rows.iter().find(|r| {
-            r.system == system
-                && r.workload == workload
-                && r.clients == clients
-                && r.value_bytes == value_bytes
-        })
+        find_row(&self.rows, system, workload, clients, value_bytes)
     }
 
     /// (workload, clients, value_bytes) in run order, without repeats.

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::report::{Results, Row};
-use super::scale::ScaleResults;
+use super::report::{find_row, Results, Row};
+use super::scale::{Level, ScaleResults};
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
@@ -83,70 +83,77 @@ pub(super) fn goals_table(res: &Results) -> String {
 }
 
 fn goals(rows: &[Row], scale: Option<&ScaleResults>, base_value: usize) -> String {
-    let find = |system: &str, workload: &str, clients: usize, value_bytes: usize| {
-        rows.iter().find(|r| {
-            (
-                r.system.as_str(),
-                r.workload.as_str(),
-                r.clients,
-                r.value_bytes,
-            ) == (system, workload, clients, value_bytes)
-        })
-    };
-    let missing = || ("not in this run".to_string(), "–".to_string());
-    let yes_no = |met: bool| if met { "yes" } else { "no" }.to_string();
     let mut s = String::from("| goal | measured | met |\n|---|---|---|\n");
     for g in &THROUGHPUT_GOALS {
-        let vb = if g.value_bytes == 0 {
-            base_value
-        } else {
-            g.value_bytes
-        };
-        let (a, b) = (
-            find("cairn", g.workload, g.clients, vb),
-            find("etcd", g.workload, g.clients, vb),
-        );
-        let (measured, met) = match (a, b) {
-            (Some(a), Some(b)) if b.ops_per_s > 0.0 && b.p99_ms > 0.0 => {
-                let (x, p99) = (a.ops_per_s / b.ops_per_s, a.p99_ms / b.p99_ms);
-                let mut measured =
-                    format!("{:.0} vs {:.0} ops/s ({x:.2}×)", a.ops_per_s, b.ops_per_s);
-                if g.p99_no_higher {
-                    let _ = write!(
-                        measured,
-                        "; p99 {:.2} vs {:.2} ms ({p99:.2}×)",
-                        a.p99_ms, b.p99_ms
-                    );
-                }
-                let met = x >= g.at_least && (!g.p99_no_higher || p99 <= 1.0);
-                match g.stretch {
-                    Some(st) if met && x >= st => (measured, "yes, stretch too".into()),
-                    _ => (measured, yes_no(met)),
-                }
-            }
-            _ => missing(),
-        };
-        let stretch = g
-            .stretch
-            .map_or(String::new(), |x| format!(" (stretch {x:.1}×)"));
-        let p99 = if g.p99_no_higher {
-            ", p99 no higher"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "| {}, {} clients, {}: ≥ {:.1}× etcd{stretch}{p99} | {measured} | {met} |",
-            g.workload,
-            g.clients,
-            bytes_label(vb),
-            g.at_least
-        );
+        s.push_str(&throughput_goal(g, rows, base_value));
     }
-    let (measured, met) = match (
-        find("cairn", "write", 1, base_value),
-        find("etcd", "write", 1, base_value),
-    ) {
+    s.push_str(&one_client_goal(rows, base_value));
+    let level = scale.and_then(|sc| sc.levels.iter().find(|l| l.keys == GOAL_KEYS));
+    for (goal, (measured, met)) in scale_goals(level) {
+        let _ = writeln!(s, "| 1M keys: {goal} | {measured} | {met} |");
+    }
+    s
+}
+
+/// (what was measured, whether the goal is met) of a goal whose point the run lacks.
+fn missing() -> (String, String) {
+    ("not in this run".to_string(), "–".to_string())
+}
+
+fn yes_no(met: bool) -> String {
+    if met { "yes" } else { "no" }.to_string()
+}
+
+/// The table line of one throughput goal: cairn ÷ etcd at its point (and p99 ÷ p99).
+fn throughput_goal(g: &ThroughputGoal, rows: &[Row], base_value: usize) -> String {
+    let vb = if g.value_bytes == 0 {
+        base_value
+    } else {
+        g.value_bytes
+    };
+    let cairn = find_row(rows, "cairn", g.workload, g.clients, vb);
+    let etcd = find_row(rows, "etcd", g.workload, g.clients, vb);
+    let (measured, met) = match (cairn, etcd) {
+        (Some(a), Some(b)) if b.ops_per_s > 0.0 && b.p99_ms > 0.0 => {
+            let (x, p99) = (a.ops_per_s / b.ops_per_s, a.p99_ms / b.p99_ms);
+            let mut measured = format!("{:.0} vs {:.0} ops/s ({x:.2}×)", a.ops_per_s, b.ops_per_s);
+            if g.p99_no_higher {
+                let _ = write!(
+                    measured,
+                    "; p99 {:.2} vs {:.2} ms ({p99:.2}×)",
+                    a.p99_ms, b.p99_ms
+                );
+            }
+            let met = x >= g.at_least && (!g.p99_no_higher || p99 <= 1.0);
+            match g.stretch {
+                Some(st) if met && x >= st => (measured, "yes, stretch too".into()),
+                _ => (measured, yes_no(met)),
+            }
+        }
+        _ => missing(),
+    };
+    let stretch = g
+        .stretch
+        .map_or(String::new(), |x| format!(" (stretch {x:.1}×)"));
+    let p99 = if g.p99_no_higher {
+        ", p99 no higher"
+    } else {
+        ""
+    };
+    format!(
+        "| {}, {} clients, {}: ≥ {:.1}× etcd{stretch}{p99} | {measured} | {met} |\n",
+        g.workload,
+        g.clients,
+        bytes_label(vb),
+        g.at_least
+    )
+}
+
+/// The table line of the one-writer latency goal: cairn's p50 no higher than etcd's.
+fn one_client_goal(rows: &[Row], base_value: usize) -> String {
+    let cairn = find_row(rows, "cairn", "write", 1, base_value);
+    let etcd = find_row(rows, "etcd", "write", 1, base_value);
+    let (measured, met) = match (cairn, etcd) {
         (Some(a), Some(b)) if b.p50_ms > 0.0 => (
             format!(
                 "p50 {:.2} vs {:.2} ms ({:.2}×)",
@@ -158,53 +165,67 @@ fn goals(rows: &[Row], scale: Option<&ScaleResults>, base_value: usize) -> Strin
         ),
         _ => missing(),
     };
-    let _ = writeln!(
-        s,
-        "| write, 1 client, {}: p50 no higher than etcd's | {measured} | {met} |",
+    format!(
+        "| write, 1 client, {}: p50 no higher than etcd's | {measured} | {met} |\n",
         bytes_label(base_value)
-    );
-    let level = scale.and_then(|sc| sc.levels.iter().find(|l| l.keys == GOAL_KEYS));
-    let failed = || ("failed (Scale table)".to_string(), "no".to_string());
+    )
+}
+
+/// (goal, (measured, met)) of the three scale goals at 1M keys.
+fn scale_goals(level: Option<&Level>) -> [(String, (String, String)); 3] {
     let (rss, restart, join) = match level {
         None => (missing(), missing(), missing()),
-        Some(l) => (
-            match l.nodes.iter().map(|n| n.rss_mib).reduce(f64::max) {
-                Some(max) => {
-                    let each: Vec<String> = l.nodes.iter().map(|n| format!("{:.0}", n.rss_mib)).collect();
-                    (format!("{} MiB", each.join(" / ")), yes_no(max <= GOAL_RSS_MIB))
-                }
-                None => missing(),
-            },
-            match &l.restart {
-                Some(r) => (
-                    format!("caught up {:.2} s after the restart (`/healthz` {:.2} s)", r.caught_up_s, r.healthz_s),
-                    yes_no(r.caught_up_s <= GOAL_RESTART_S),
-                ),
-                None => failed(),
-            },
-            match &l.join {
-                Some(j) => (
-                    format!(
-                        "caught up {:.2} s after `POST /cluster/join` (compacting before it: {:.2} s)",
-                        j.caught_up_s, j.compact_s
-                    ),
-                    yes_no(j.caught_up_s <= GOAL_JOIN_S),
-                ),
-                None => failed(),
-            },
-        ),
+        Some(l) => (rss_goal(l), restart_goal(l), join_goal(l)),
     };
-    for (goal, (measured, met)) in [
+    [
         (format!("RSS ≤ {GOAL_RSS_MIB:.0} MiB per node"), rss),
         (
             format!("a restarted follower ready ≤ {GOAL_RESTART_S:.0} s"),
             restart,
         ),
         (format!("a new node caught up ≤ {GOAL_JOIN_S:.0} s"), join),
-    ] {
-        let _ = writeln!(s, "| 1M keys: {goal} | {measured} | {met} |");
-    }
-    s
+    ]
+}
+
+fn failed() -> (String, String) {
+    ("failed (Scale table)".to_string(), "no".to_string())
+}
+
+fn rss_goal(l: &Level) -> (String, String) {
+    let Some(max) = l.nodes.iter().map(|n| n.rss_mib).reduce(f64::max) else {
+        return missing();
+    };
+    let each: Vec<String> = l
+        .nodes
+        .iter()
+        .map(|n| format!("{:.0}", n.rss_mib))
+        .collect();
+    (
+        format!("{} MiB", each.join(" / ")),
+        yes_no(max <= GOAL_RSS_MIB),
+    )
+}
+
+fn restart_goal(l: &Level) -> (String, String) {
+    let Some(r) = &l.restart else {
+        return failed();
+    };
+    let measured = format!(
+        "caught up {:.2} s after the restart (`/healthz` {:.2} s)",
+        r.caught_up_s, r.healthz_s
+    );
+    (measured, yes_no(r.caught_up_s <= GOAL_RESTART_S))
+}
+
+fn join_goal(l: &Level) -> (String, String) {
+    let Some(j) = &l.join else {
+        return failed();
+    };
+    let measured = format!(
+        "caught up {:.2} s after `POST /cluster/join` (compacting before it: {:.2} s)",
+        j.caught_up_s, j.compact_s
+    );
+    (measured, yes_no(j.caught_up_s <= GOAL_JOIN_S))
 }
 
 /// The side-by-side comparison table (also printed at the end of a run).
