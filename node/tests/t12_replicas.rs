@@ -554,3 +554,94 @@ fn bounded_expiry_progresses_the_same_in_one_transaction_or_several() {
     }
     assert_eq!(one.state.digest().unwrap(), several.state.digest().unwrap());
 }
+
+fn put_dedup(state: &StateEngine, id: &str, at: u64) {
+    let mut txn = state.txn();
+    let record = DedupRecord {
+        payload_hash: "p".into(),
+        decision: Decision::Applied(vec![]),
+        revision: at,
+        decided_at_ms: at,
+    };
+    txn.apply_effects(vec![Effect::PutDedup {
+        request_id: id.into(),
+        record,
+    }])
+    .unwrap();
+    txn.commit().unwrap();
+}
+
+fn expire_dedup(state: &StateEngine, cutoff_ms: u64) {
+    let mut txn = state.txn();
+    txn.expire_dedup(cutoff_ms, 10).unwrap();
+    txn.commit().unwrap();
+}
+
+fn dedup_present(state: &StateEngine, ids: &[&str]) -> Vec<bool> {
+    ids.iter()
+        .map(|id| state.dedup(id).unwrap().is_some())
+        .collect()
+}
+
+/// The floor of `dedup_by_time` times lets an apply skip the expiry scan only when it would
+/// find nothing: a record put below the floor still expires, and so does one put after the
+/// index was found empty.
+#[test]
+fn expiry_skips_a_scan_only_when_nothing_is_below_the_cutoff() {
+    let replica = replica();
+    let state = &replica.state;
+    let present = |state: &StateEngine| dedup_present(state, &["r1", "r2", "r3", "late"]);
+    for (id, at) in [("r1", 10), ("r2", 20), ("r3", 30)] {
+        put_dedup(state, id, at);
+    }
+    expire_dedup(state, 15);
+    assert_eq!(present(state), [false, true, true, false]);
+    expire_dedup(state, 15);
+    expire_dedup(state, 20);
+    assert_eq!(
+        present(state),
+        [false, true, true, false],
+        "nothing below 20"
+    );
+    put_dedup(state, "late", 5);
+    expire_dedup(state, 20);
+    assert_eq!(
+        present(state),
+        [false, true, true, false],
+        "a record put below the floor expires"
+    );
+    expire_dedup(state, 25);
+    assert_eq!(present(state), [false, false, true, false]);
+    expire_dedup(state, 31);
+    assert_eq!(present(state), [false, false, false, false]);
+    put_dedup(state, "r1", 40);
+    expire_dedup(state, 41);
+    assert_eq!(
+        present(state),
+        [false, false, false, false],
+        "expired after the index was found empty"
+    );
+}
+
+/// A snapshot install replaces the index the floor described: records older than the
+/// receiver's floor arrive with it and still expire.
+#[test]
+fn an_installed_snapshot_brings_records_below_the_old_floor_that_still_expire() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (mut sender, mut receiver) = (replica(), replica());
+        put_dedup(&receiver.state, "new", 30);
+        expire_dedup(&receiver.state, 25);
+        put_dedup(&sender.state, "old", 10);
+        transfer_snapshot(&mut sender.sm, &mut receiver.sm).await;
+        assert_eq!(
+            dedup_present(&receiver.state, &["old", "new"]),
+            [true, false]
+        );
+        expire_dedup(&receiver.state, 15);
+        assert_eq!(dedup_present(&receiver.state, &["old"]), [false]);
+    });
+}

@@ -242,6 +242,7 @@ pub fn install_file(state: &StateEngine, path: &Path) -> Result<SnapshotHeader, 
     // Nothing fills the cache while this runs (the apply path is busy installing), so
     // once empty it stays empty until the new state is in place.
     engine.slot_cache().clear();
+    engine.set_dedup_floor_ms(0);
     let unlogged = Engine::unlogged();
     let mut batch = WriteBatch::default();
     for family in cf::STATE {

@@ -26,6 +26,7 @@ impl StateEngine {
             slots: HashMap::new(),
             dedup: HashMap::new(),
             dedup_by_time: BTreeMap::new(),
+            dedup_floor_ms: self.engine.dedup_floor_ms(),
             feed_seq: 0,
         }
     }
@@ -44,6 +45,9 @@ pub struct StateTxn<'a> {
     /// Pending changes to the `dedup_by_time` index (`true`: put, `false`: deleted), so
     /// that expiry sees what earlier entries of this txn did to it.
     dedup_by_time: BTreeMap<Vec<u8>, bool>,
+    /// A lower bound on the time of every committed `dedup_by_time` key this txn has not
+    /// deleted ([`Engine`]'s floor, raised by this txn's scans); its own puts are not in it.
+    dedup_floor_ms: u64,
     feed_seq: u32,
 }
 
@@ -137,9 +141,13 @@ impl<'a> StateTxn<'a> {
     /// time stays bounded; the rest go with later entries). Deterministic: every replica
     /// iterates the same ordered index, as earlier entries left it whether or not they were
     /// committed in the same apply call (openraft's batching differs between replicas).
+    ///
+    /// The committed index is scanned only when the cutoff is above the known floor of its
+    /// times: below it, a scan would find nothing to expire, so skipping it changes
+    /// nothing on any replica.
     pub fn expire_dedup(&mut self, cutoff_ms: u64, max: usize) -> Result<(), StoreError> {
         for k in self.expired_index_keys(cutoff_ms, max)? {
-            let at = codec::u64_from_key(&k).unwrap_or(u64::MAX);
+            let at = key_time_ms(&k);
             let request_id = String::from_utf8_lossy(&k[8..]).into_owned();
             // The id may have been applied again after it expired: only the record that
             // this index entry points at is dropped.
@@ -157,9 +165,42 @@ impl<'a> StateTxn<'a> {
 
     /// The first `max` `dedup_by_time` keys below `cutoff_ms` in the index as this txn has
     /// changed it so far: the committed keys it has not deleted, plus the keys it put.
-    fn expired_index_keys(&self, cutoff_ms: u64, max: usize) -> Result<Vec<Vec<u8>>, StoreError> {
-        let below_cutoff = |k: &[u8]| codec::u64_from_key(k).unwrap_or(u64::MAX) < cutoff_ms;
+    /// Raises the txn's floor to what the scan saw remain.
+    fn expired_index_keys(
+        &mut self,
+        cutoff_ms: u64,
+        max: usize,
+    ) -> Result<Vec<Vec<u8>>, StoreError> {
+        let below_cutoff = |k: &[u8]| key_time_ms(k) < cutoff_ms;
         let mut keys: BTreeSet<Vec<u8>> = BTreeSet::new();
+        if cutoff_ms > self.dedup_floor_ms {
+            let (committed, stopped_at_ms) = self.committed_keys_below(cutoff_ms, max)?;
+            keys = committed;
+            self.dedup_floor_ms = stopped_at_ms;
+        }
+        let put = self
+            .dedup_by_time
+            .iter()
+            .filter(|(k, put)| **put && below_cutoff(k));
+        keys.extend(put.take(max).map(|(k, _)| k.clone()));
+        let mut expired: Vec<Vec<u8>> = keys.into_iter().collect();
+        if let Some(first_kept) = expired.get(max) {
+            // Committed keys collected but not deleted now stay in the index.
+            self.dedup_floor_ms = self.dedup_floor_ms.min(key_time_ms(first_kept));
+            expired.truncate(max);
+        }
+        Ok(expired)
+    }
+
+    /// Up to `max` committed `dedup_by_time` keys below `cutoff_ms` that this txn has not
+    /// deleted, and the time of the key the scan stopped at (`u64::MAX` at the end of the
+    /// index): every other committed key is at least that old.
+    fn committed_keys_below(
+        &self,
+        cutoff_ms: u64,
+        max: usize,
+    ) -> Result<(BTreeSet<Vec<u8>>, u64), StoreError> {
+        let mut keys = BTreeSet::new();
         let by_time = self.cf(cf::DEDUP_BY_TIME);
         // Reads at most `max` kept keys plus the keys this txn deleted (which are skipped).
         for item in self
@@ -169,19 +210,15 @@ impl<'a> StateTxn<'a> {
             .iterator_cf(by_time, IteratorMode::Start)
         {
             let (k, _) = item?;
-            if !below_cutoff(&k) || keys.len() >= max {
-                break;
+            let at_ms = key_time_ms(&k);
+            if at_ms >= cutoff_ms || keys.len() >= max {
+                return Ok((keys, at_ms));
             }
             if self.dedup_by_time.get(&*k) != Some(&false) {
                 keys.insert(k.into_vec());
             }
         }
-        let put = self
-            .dedup_by_time
-            .iter()
-            .filter(|(k, put)| **put && below_cutoff(k));
-        keys.extend(put.take(max).map(|(k, _)| k.clone()));
-        Ok(keys.into_iter().take(max).collect())
+        Ok((keys, u64::MAX))
     }
 
     /// Drops change-feed events older than `keep_from_revision`.
@@ -211,12 +248,26 @@ impl<'a> StateTxn<'a> {
     /// read it).
     pub fn commit(self) -> Result<(), StoreError> {
         let engine = &self.state.engine;
+        let put_floor_ms = self
+            .dedup_by_time
+            .iter()
+            .filter(|(_, put)| **put)
+            .map(|(k, _)| key_time_ms(k))
+            .min()
+            .unwrap_or(u64::MAX);
         engine
             .state_db()
             .write_opt(self.batch, &Engine::unlogged())?;
+        engine.set_dedup_floor_ms(self.dedup_floor_ms.min(put_floor_ms));
         for (key, (_, encoded)) in self.slots {
             engine.slot_cache().insert(&key, encoded);
         }
         Ok(())
     }
+}
+
+/// The time a `dedup_by_time` key starts with (`u64::MAX` for a malformed key, which is
+/// then never expired, as before).
+fn key_time_ms(key: &[u8]) -> u64 {
+    codec::u64_from_key(key).unwrap_or(u64::MAX)
 }
