@@ -516,17 +516,11 @@ fn a_dedup_record_expires_the_same_whatever_the_chunking() {
 /// make the same progress as in two (the second must not pick the keys the first deleted).
 #[test]
 fn bounded_expiry_progresses_the_same_in_one_transaction_or_several() {
-    let record = |at: u64| DedupRecord {
-        payload_hash: "p".into(),
-        decision: Decision::Applied(vec![]),
-        revision: at,
-        decided_at_ms: at,
-    };
     let seed = |state: &StateEngine| {
         let mut txn = state.txn();
         let puts = (1..=3).map(|at| Effect::PutDedup {
             request_id: format!("r{at}"),
-            record: record(at),
+            record: dedup_record(at),
         });
         txn.apply_effects(puts.collect()).unwrap();
         txn.commit().unwrap();
@@ -555,17 +549,21 @@ fn bounded_expiry_progresses_the_same_in_one_transaction_or_several() {
     assert_eq!(one.state.digest().unwrap(), several.state.digest().unwrap());
 }
 
-fn put_dedup(state: &StateEngine, id: &str, at: u64) {
-    let mut txn = state.txn();
-    let record = DedupRecord {
+/// A dedup record decided at `at` ms (its revision too).
+fn dedup_record(at: u64) -> DedupRecord {
+    DedupRecord {
         payload_hash: "p".into(),
         decision: Decision::Applied(vec![]),
         revision: at,
         decided_at_ms: at,
-    };
+    }
+}
+
+fn put_dedup(state: &StateEngine, id: &str, at: u64) {
+    let mut txn = state.txn();
     txn.apply_effects(vec![Effect::PutDedup {
         request_id: id.into(),
-        record,
+        record: dedup_record(at),
     }])
     .unwrap();
     txn.commit().unwrap();
@@ -583,6 +581,9 @@ fn dedup_present(state: &StateEngine, ids: &[&str]) -> Vec<bool> {
         .collect()
 }
 
+/// One step of [`expiry_skips_a_scan_only_when_nothing_is_below_the_cutoff`].
+type ExpiryStep = (Option<(&'static str, u64)>, u64, [bool; 4], &'static str);
+
 /// The floor of `dedup_by_time` times lets an apply skip the expiry scan only when it would
 /// find nothing: a record put below the floor still expires, and so does one put after the
 /// index was found empty.
@@ -590,37 +591,36 @@ fn dedup_present(state: &StateEngine, ids: &[&str]) -> Vec<bool> {
 fn expiry_skips_a_scan_only_when_nothing_is_below_the_cutoff() {
     let replica = replica();
     let state = &replica.state;
-    let present = |state: &StateEngine| dedup_present(state, &["r1", "r2", "r3", "late"]);
+    let ids = ["r1", "r2", "r3", "late"];
     for (id, at) in [("r1", 10), ("r2", 20), ("r3", 30)] {
         put_dedup(state, id, at);
     }
-    expire_dedup(state, 15);
-    assert_eq!(present(state), [false, true, true, false]);
-    expire_dedup(state, 15);
-    expire_dedup(state, 20);
-    assert_eq!(
-        present(state),
-        [false, true, true, false],
-        "nothing below 20"
-    );
-    put_dedup(state, "late", 5);
-    expire_dedup(state, 20);
-    assert_eq!(
-        present(state),
-        [false, true, true, false],
-        "a record put below the floor expires"
-    );
-    expire_dedup(state, 25);
-    assert_eq!(present(state), [false, false, true, false]);
-    expire_dedup(state, 31);
-    assert_eq!(present(state), [false, false, false, false]);
-    put_dedup(state, "r1", 40);
-    expire_dedup(state, 41);
-    assert_eq!(
-        present(state),
-        [false, false, false, false],
-        "expired after the index was found empty"
-    );
+    // (a record put first, the expiry cutoff, which of `ids` are left after it, why)
+    let steps: [ExpiryStep; 6] = [
+        (None, 15, [false, true, true, false], "r1 is below 15"),
+        (None, 20, [false, true, true, false], "nothing below 20"),
+        (
+            Some(("late", 5)),
+            20,
+            [false, true, true, false],
+            "put below the floor",
+        ),
+        (None, 25, [false, false, true, false], "r2 is below 25"),
+        (None, 31, [false; 4], "r3 is below 31"),
+        (
+            Some(("r1", 40)),
+            41,
+            [false; 4],
+            "put after the index was found empty",
+        ),
+    ];
+    for (put, cutoff_ms, left, why) in steps {
+        if let Some((id, at)) = put {
+            put_dedup(state, id, at);
+        }
+        expire_dedup(state, cutoff_ms);
+        assert_eq!(dedup_present(state, &ids), left, "{why}");
+    }
 }
 
 /// A snapshot install replaces the index the floor described: records older than the

@@ -21,7 +21,7 @@ class DisposalOutcome:
     foreclosed_taken: int
     """Sessions in which the agent held the belief and took the fast deploy anyway."""
     error_survival_sessions: int
-    """Sessions, from session 1, before the first one decided without the belief; the
+    """Sessions, counted from the first, before the first one decided without the belief; the
     run's length if there was none (``error_ended`` is then false)."""
     error_ended: bool
 

@@ -129,7 +129,7 @@ def format_trace(job: Job, records: Sequence[SessionRecord]) -> str:
         belief = "believes" if record.believes_fast_fails else "does not believe"
         writes = ", ".join(f"{key}: {outcome.value}" for key, outcome in record.writes)
         lines += [
-            f"session {record.session}",
+            f"{_ordinal(record.session)} session",
             *(f"  recalled: {shown}" for shown in record.shown or ("(nothing)",)),
             f"  history:  {history}",
             f"  decision: {belief} the fast deploy fails ({record.basis.value}); {action}",
@@ -159,3 +159,9 @@ def _record_json(record: SessionRecord) -> dict[str, Any]:
 def _count(n: int, noun: str) -> str:
     """``n`` and ``noun``, plural unless ``n`` is 1: "1 session", "3 sessions"."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _ordinal(n: int) -> str:
+    """``n`` as an ordinal: "1st", "2nd", "3rd", "4th", "11th", "21st"."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"

@@ -248,13 +248,12 @@ impl<'a> StateTxn<'a> {
     /// read it).
     pub fn commit(self) -> Result<(), StoreError> {
         let engine = &self.state.engine;
+        // The index is ordered by time: the first key put is the oldest.
         let put_floor_ms = self
             .dedup_by_time
             .iter()
-            .filter(|(_, put)| **put)
-            .map(|(k, _)| key_time_ms(k))
-            .min()
-            .unwrap_or(u64::MAX);
+            .find(|(_, put)| **put)
+            .map_or(u64::MAX, |(k, _)| key_time_ms(k));
         engine
             .state_db()
             .write_opt(self.batch, &Engine::unlogged())?;
