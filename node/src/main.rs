@@ -100,6 +100,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(missing) = missing_cpu_features() {
+        eprintln!(
+            "cairn-node: this build needs the CPU features {missing}, which this CPU lacks \
+             (.cargo/config.toml enables them for RocksDB's hardware CRC32C); rebuild \
+             without that file's rustflags to run here"
+        );
+        return ExitCode::FAILURE;
+    }
     if let Some(Command::Certs { out, nodes, hosts }) = args.command {
         return certs(&out, &nodes, &hosts);
     }
@@ -151,6 +159,25 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The target features this binary was compiled with (`.cargo/config.toml`) that the CPU
+/// running it does not have, if any. Without this check such a CPU dies of an illegal
+/// instruction somewhere inside RocksDB, with no word of why.
+fn missing_cpu_features() -> Option<String> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut missing = Vec::new();
+        if cfg!(target_feature = "sse4.2") && !std::arch::is_x86_feature_detected!("sse4.2") {
+            missing.push("sse4.2");
+        }
+        if cfg!(target_feature = "pclmulqdq") && !std::arch::is_x86_feature_detected!("pclmulqdq") {
+            missing.push("pclmulqdq");
+        }
+        (!missing.is_empty()).then(|| missing.join(", "))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
 }
 
 /// `cairn-node certs`: exit code 2 for bad arguments, 1 when writing fails.

@@ -435,6 +435,19 @@ mod tests {
         assert!(!dir.path().join("state").exists(), "created state/ anyway");
     }
 
+    /// librocksdb-sys compiles RocksDB with `-msse4.2 -mpclmul`, and so with its hardware
+    /// CRC32C, only when Rust's target has these features (`.cargo/config.toml`); a build
+    /// that lost them (the file removed, or `RUSTFLAGS` set, which replaces it) fails here.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn rocksdb_is_compiled_for_the_hardware_crc32c() {
+        assert!(
+            cfg!(target_feature = "sse4.2") && cfg!(target_feature = "pclmulqdq"),
+            "built without +sse4.2,+pclmulqdq: RocksDB checksums every WAL record, block \
+             and blob with its table-driven CRC32C"
+        );
+    }
+
     #[test]
     fn each_family_lives_in_its_instance() {
         let dir = tempfile::tempdir().unwrap();
