@@ -13,9 +13,16 @@ use sha2::{Digest, Sha256};
 /// - Two values that are equal as JSON (same members, any key order) give the same text.
 /// - The text parses back to an equal value.
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
+    match value {
+        Value::Object(_) | Value::Array(_) => {
+            let mut out = String::new();
+            write_canonical(value, &mut out);
+            out
+        }
+        // A scalar's compact text is the answer itself: a large string value is not
+        // copied once more into an output buffer.
+        scalar => scalar.to_string(),
+    }
 }
 
 fn write_canonical(value: &Value, out: &mut String) {
@@ -97,6 +104,22 @@ mod tests {
         let text = canonical_json(&v);
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
         assert!(!text.contains('\n'));
+    }
+
+    /// A top-level scalar takes the shortcut; it must give the text a nested one gets.
+    #[test]
+    fn a_scalar_alone_reads_as_it_does_nested() {
+        for scalar in [
+            json!("line\nbreak \"quoted\" é"),
+            json!(1.5),
+            json!(-7),
+            json!(true),
+            json!(null),
+        ] {
+            let alone = canonical_json(&scalar);
+            assert_eq!(canonical_json(&json!([scalar])), format!("[{alone}]"));
+            assert_eq!(serde_json::from_str::<Value>(&alone).unwrap(), scalar);
+        }
     }
 
     #[test]

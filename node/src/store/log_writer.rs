@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bytes::Bytes;
 use rocksdb::WriteBatch;
 
 use super::engine::StoreError;
@@ -35,10 +36,10 @@ const GROUP_JOBS_MAX: usize = 1_024;
 pub type Done = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
 
 /// Staged entries not yet known to be on disk: index → (job sequence number, bytes).
-type Tail = BTreeMap<u64, (u64, Arc<[u8]>)>;
+type Tail = BTreeMap<u64, (u64, Bytes)>;
 
 enum Op {
-    Append(Vec<(u64, Arc<[u8]>)>),
+    Append(Vec<(u64, Bytes)>),
     Truncate { from: u64 },
     Purge { through: u64, marker: Vec<u8> },
 }
@@ -97,8 +98,8 @@ impl LogWriter {
 
     /// Stages `entries` (readable when this returns) and queues their synced write.
     pub fn append(&self, entries: Vec<(u64, Vec<u8>)>, done: Done) -> Result<(), StoreError> {
-        let entries: Vec<(u64, Arc<[u8]>)> =
-            entries.into_iter().map(|(i, b)| (i, b.into())).collect();
+        // `Bytes` takes each encoding's allocation as it is: no copy of a large entry.
+        let entries: Vec<(u64, Bytes)> = entries.into_iter().map(|(i, b)| (i, b.into())).collect();
         let mut staging = lock(&self.staging);
         let seq = staging.next_seq;
         staging.next_seq += 1;
@@ -141,7 +142,7 @@ impl LogWriter {
     /// queue order), so the disk is read only below its first entry.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         // The tail first: an entry that leaves it meanwhile is on disk before it leaves.
-        let staged: Vec<(u64, Arc<[u8]>)> = lock(&self.staging)
+        let staged: Vec<(u64, Bytes)> = lock(&self.staging)
             .tail
             .range(start..end)
             .map(|(i, (_, b))| (*i, b.clone()))

@@ -29,10 +29,12 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
 
 /// Bytes counted per entry on top of its encoded slot and (twice held) key: the map's
-/// bucket, the ring's entry, the heap headers and the `Arc` counts.
+/// bucket, the ring's entry, the heap headers and the `Bytes` counts.
 const ENTRY_OVERHEAD_BYTES: usize = 96;
 
 pub struct SlotCache {
@@ -53,7 +55,7 @@ struct Clock {
 
 struct Entry {
     key: Box<str>,
-    slot: Arc<[u8]>,
+    slot: Bytes,
     /// Used since the hand last passed: spared once.
     marked: bool,
 }
@@ -89,7 +91,7 @@ impl SlotCache {
     }
 
     /// The encoded slot of `key`, if cached.
-    pub fn get(&self, key: &str) -> Option<Arc<[u8]>> {
+    pub fn get(&self, key: &str) -> Option<Bytes> {
         if self.capacity_bytes == 0 {
             return None;
         }
@@ -105,7 +107,7 @@ impl SlotCache {
 
     /// Caches `slot` as the current encoded slot of `key`. Only the apply path may call
     /// this (see the module's invariants).
-    pub fn insert(&self, key: &str, slot: Arc<[u8]>) {
+    pub fn insert(&self, key: &str, slot: Bytes) {
         let bytes = cost(key, &slot);
         let mut clock = self.lock();
         // A key cached before is in use (the apply looked it up to write it): it keeps its
@@ -139,14 +141,14 @@ impl SlotCache {
 }
 
 impl Clock {
-    fn get(&mut self, key: &str) -> Option<Arc<[u8]>> {
+    fn get(&mut self, key: &str) -> Option<Bytes> {
         let position = *self.index.get(key)?;
         let entry = &mut self.ring[position];
         entry.marked = true;
         Some(entry.slot.clone())
     }
 
-    fn push(&mut self, key: Box<str>, slot: Arc<[u8]>, bytes: usize, marked: bool) {
+    fn push(&mut self, key: Box<str>, slot: Bytes, bytes: usize, marked: bool) {
         self.index.insert(key.clone(), self.ring.len());
         self.ring.push(Entry { key, slot, marked });
         self.bytes += bytes;
@@ -198,7 +200,7 @@ impl Clock {
 mod tests {
     use super::*;
 
-    fn slot(len: usize) -> Arc<[u8]> {
+    fn slot(len: usize) -> Bytes {
         vec![7u8; len].into()
     }
 

@@ -1,8 +1,7 @@
 //! Reading a slot back, from RocksDB or the slot cache: decode, upgrade a format-3 slot,
 //! check.
 
-use std::sync::Arc;
-
+use bytes::Bytes;
 use cairn_memory::{Slot, State};
 
 use super::{in_family, StateEngine};
@@ -27,7 +26,7 @@ impl StateEngine {
             return Ok(None);
         };
         let decoded = self.decode_slot(&stored, key)?;
-        let encoded: Arc<[u8]> = if slot::is_current(&stored) {
+        let encoded: Bytes = if slot::is_current(&stored) {
             stored.into()
         } else {
             slot::encode(&decoded).into()

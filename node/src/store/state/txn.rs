@@ -6,8 +6,8 @@
 //! the apply clock, as ONE `WriteBatch`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
+use bytes::Bytes;
 use cairn_memory::{DedupRecord, Effect, Slot, SlotSource};
 use rocksdb::{IteratorMode, WriteBatch};
 
@@ -39,7 +39,7 @@ pub struct StateTxn<'a> {
     batch: WriteBatch,
     /// Pending slot writes (decoded and encoded), read back by later commands before the
     /// batch is committed, and cached once it is.
-    slots: HashMap<String, (Slot, Arc<[u8]>)>,
+    slots: HashMap<String, (Slot, Bytes)>,
     /// Pending dedup writes: `None` is a record expired by an earlier entry of this txn.
     dedup: HashMap<String, Option<DedupRecord>>,
     /// Pending changes to the `dedup_by_time` index (`true`: put, `false`: deleted), so
@@ -86,7 +86,8 @@ impl<'a> StateTxn<'a> {
         match effect {
             Effect::PutSlot(slot) => {
                 check_slot(&slot, &slot.key)?;
-                let encoded: Arc<[u8]> = slot::encode(&slot).into();
+                // `Bytes` takes the encoding's allocation as it is: no copy of a large slot.
+                let encoded: Bytes = slot::encode(&slot).into();
                 self.batch
                     .put_cf(self.cf(cf::SLOTS), slot.key.as_bytes(), &encoded);
                 self.slots.insert(slot.key.clone(), (slot, encoded));
