@@ -233,70 +233,115 @@ fn rss_goal(l: &Level) -> (String, String) {
     )
 }
 
-/// The side-by-side comparison table (also printed at the end of a run).
-pub fn summary_table(res: &Results) -> String {
-    let mut s = String::new();
-    s.push_str("| workload | clients | value | cairn ops/s | etcd ops/s | ops/s cairn÷etcd | cairn p50 ms | etcd p50 ms | cairn p99 ms | etcd p99 ms | p99 cairn÷etcd | cairn p99.9 ms | etcd p99.9 ms | errors cairn/etcd |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (w, c, vb) in res.points() {
-        let a = res.find("cairn", &w, c, vb);
-        let b = res.find("etcd", &w, c, vb);
-        let _ = writeln!(
-            s,
-            "| {w} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
-            bytes_label(vb),
-            num(a.map(|r| r.ops_per_s), 0),
-            num(b.map(|r| r.ops_per_s), 0),
-            ratio(a.map(|r| r.ops_per_s), b.map(|r| r.ops_per_s)),
-            num(a.map(|r| r.p50_ms), 2),
-            num(b.map(|r| r.p50_ms), 2),
-            num(a.map(|r| r.p99_ms), 2),
-            num(b.map(|r| r.p99_ms), 2),
-            ratio(a.map(|r| r.p99_ms), b.map(|r| r.p99_ms)),
-            num(a.map(|r| r.p999_ms), 2),
-            num(b.map(|r| r.p999_ms), 2),
-            a.map_or("–".into(), |r| (r.errors).to_string()),
-            b.map_or("–".into(), |r| (r.errors).to_string()),
+/// One column of a two-system table: its header, its alignment row cell, and its cell
+/// from the two systems' rows of a point (`a` the first system, `b` the second).
+struct Column {
+    header: &'static str,
+    align: &'static str,
+    cell: fn(Option<&Row>, Option<&Row>) -> String,
+}
+
+const fn column(header: &'static str, cell: fn(Option<&Row>, Option<&Row>) -> String) -> Column {
+    Column {
+        header,
+        align: "---:",
+        cell,
+    }
+}
+
+fn ops(r: Option<&Row>) -> Option<f64> {
+    r.map(|r| r.ops_per_s)
+}
+
+fn p50(r: Option<&Row>) -> Option<f64> {
+    r.map(|r| r.p50_ms)
+}
+
+fn p99(r: Option<&Row>) -> Option<f64> {
+    r.map(|r| r.p99_ms)
+}
+
+fn cpu(r: Option<&Row>) -> Option<f64> {
+    r.map(|r| r.server_cpu_us_per_op)
+}
+
+/// `system_a` beside `system_b`, one row per point of the run, in `columns` after the
+/// point's workload, clients and value size.
+fn two_system_table(res: &Results, system_a: &str, system_b: &str, columns: &[Column]) -> String {
+    let mut s = String::from("| workload | clients | value |");
+    for c in columns {
+        let _ = write!(s, " {} |", c.header);
+    }
+    s.push_str("\n|---|---:|---:|");
+    for c in columns {
+        let _ = write!(s, "{}|", c.align);
+    }
+    s.push('\n');
+    for (w, clients, vb) in res.points() {
+        let (a, b) = (
+            res.find(system_a, &w, clients, vb),
+            res.find(system_b, &w, clients, vb),
         );
+        let _ = write!(s, "| {w} | {clients} | {} |", bytes_label(vb));
+        for c in columns {
+            let _ = write!(s, " {} |", (c.cell)(a, b));
+        }
+        s.push('\n');
     }
     s
 }
+
+/// cairn beside etcd.
+const SUMMARY_COLUMNS: [Column; 11] = [
+    column("cairn ops/s", |a, _| num(ops(a), 0)),
+    column("etcd ops/s", |_, b| num(ops(b), 0)),
+    column("ops/s cairn÷etcd", |a, b| ratio(ops(a), ops(b))),
+    column("cairn p50 ms", |a, _| num(p50(a), 2)),
+    column("etcd p50 ms", |_, b| num(p50(b), 2)),
+    column("cairn p99 ms", |a, _| num(p99(a), 2)),
+    column("etcd p99 ms", |_, b| num(p99(b), 2)),
+    column("p99 cairn÷etcd", |a, b| ratio(p99(a), p99(b))),
+    column("cairn p99.9 ms", |a, _| num(a.map(|r| r.p999_ms), 2)),
+    column("etcd p99.9 ms", |_, b| num(b.map(|r| r.p999_ms), 2)),
+    column("errors cairn/etcd", |a, b| {
+        let errors = |r: Option<&Row>| r.map_or("–".into(), |r| r.errors.to_string());
+        format!("{}/{}", errors(a), errors(b))
+    }),
+];
+
+/// The side-by-side comparison table (also printed at the end of a run).
+pub fn summary_table(res: &Results) -> String {
+    two_system_table(res, "cairn", "etcd", &SUMMARY_COLUMNS)
+}
+
+/// cairn (plain) beside cairn-secure: ratios are secure ÷ plain.
+const SECURE_COLUMNS: [Column; 11] = [
+    column("cairn ops/s", |a, _| num(ops(a), 0)),
+    column("cairn-secure ops/s", |_, b| num(ops(b), 0)),
+    column("ops/s secure÷plain", |a, b| ratio(ops(b), ops(a))),
+    column("cairn p50 ms", |a, _| num(p50(a), 2)),
+    column("secure p50 ms", |_, b| num(p50(b), 2)),
+    column("cairn p99 ms", |a, _| num(p99(a), 2)),
+    column("secure p99 ms", |_, b| num(p99(b), 2)),
+    column("cairn server CPU µs/op", |a, _| num(cpu(a), 0)),
+    column("secure server CPU µs/op", |_, b| num(cpu(b), 0)),
+    column("CPU/op secure÷plain", |a, b| ratio(cpu(b), cpu(a))),
+    Column {
+        header: "ops/s secure÷plain by round",
+        align: "---",
+        cell: round_ratios,
+    },
+];
 
 /// The cost of auth + TLS (SPEC §8): `cairn-secure` beside `cairn` per point, measured in
 /// the same run; empty unless both ran. Ratios are secure ÷ plain (throughput below 1× and
 /// CPU per op above 1× are the cost).
 pub fn secure_cost_table(res: &Results) -> String {
-    let both = |system: &str| res.rows.iter().any(|r| r.system == system);
-    if !both("cairn") || !both("cairn-secure") {
+    let ran = |system: &str| res.rows.iter().any(|r| r.system == system);
+    if !ran("cairn") || !ran("cairn-secure") {
         return String::new();
     }
-    let mut s = String::new();
-    s.push_str("| workload | clients | value | cairn ops/s | cairn-secure ops/s | ops/s secure÷plain | cairn p50 ms | secure p50 ms | cairn p99 ms | secure p99 ms | cairn server CPU µs/op | secure server CPU µs/op | CPU/op secure÷plain | ops/s secure÷plain by round |\n");
-    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
-    for (w, c, vb) in res.points() {
-        let a = res.find("cairn", &w, c, vb);
-        let b = res.find("cairn-secure", &w, c, vb);
-        let _ = writeln!(
-            s,
-            "| {w} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            bytes_label(vb),
-            num(a.map(|r| r.ops_per_s), 0),
-            num(b.map(|r| r.ops_per_s), 0),
-            ratio(b.map(|r| r.ops_per_s), a.map(|r| r.ops_per_s)),
-            num(a.map(|r| r.p50_ms), 2),
-            num(b.map(|r| r.p50_ms), 2),
-            num(a.map(|r| r.p99_ms), 2),
-            num(b.map(|r| r.p99_ms), 2),
-            num(a.map(|r| r.server_cpu_us_per_op), 0),
-            num(b.map(|r| r.server_cpu_us_per_op), 0),
-            ratio(
-                b.map(|r| r.server_cpu_us_per_op),
-                a.map(|r| r.server_cpu_us_per_op)
-            ),
-            round_ratios(a, b),
-        );
-    }
-    s
+    two_system_table(res, "cairn", "cairn-secure", &SECURE_COLUMNS)
 }
 
 /// `b ÷ a` throughput of each round, paired in run order (the two systems ran each round
