@@ -102,8 +102,8 @@ def summarize_reinstatement(
 
 
 def survival_curve(survival: Sequence[int], sessions: int) -> list[float]:
-    """Fraction of runs whose error outlived sessions 0..``sessions`` (1.0 at 0: the
-    false note is in memory when it is disposed of)."""
+    """Fraction of runs whose error outlived each count of sessions, from 0 to
+    ``sessions`` (1.0 at 0: the false note is in memory when it is disposed of)."""
     return [round(sum(s >= n for s in survival) / len(survival), 4) for n in range(sessions + 1)]
 
 

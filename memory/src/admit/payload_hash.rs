@@ -16,24 +16,11 @@ use crate::types::Mutation;
 /// The codec's bytes stream into the hash instead of into a buffer first: a request of
 /// large values is not copied once more only to be hashed.
 pub(super) fn payload_hash(mutations: &[Mutation], is_batch: bool) -> String {
-    let mut hasher = HashWriter(Sha256::new());
+    // `Sha256` is an `io::Write` that hashes what is written to it.
+    let mut hasher = Sha256::new();
     bincode::serialize_into(&mut hasher, &(PAYLOAD_HASH_DOMAIN, is_batch, mutations))
         .expect("plain data always serializes, and hashing cannot fail");
-    hex::encode(hasher.0.finalize())
-}
-
-/// An `io::Write` that hashes what is written to it.
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.update(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    hex::encode(hasher.finalize())
 }
 
 /// Prefix of every hashed payload; a change of what is hashed changes it, so that old and

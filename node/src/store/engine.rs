@@ -454,6 +454,7 @@ mod tests {
     /// that lost them (the file removed, or `RUSTFLAGS` set, which replaces it) fails here.
     #[test]
     #[cfg(target_arch = "x86_64")]
+    #[allow(clippy::assertions_on_constants)] // the constant is what this build was given
     fn rocksdb_is_compiled_for_the_hardware_crc32c() {
         assert!(
             cfg!(target_feature = "sse4.2") && cfg!(target_feature = "pclmulqdq"),
