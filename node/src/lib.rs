@@ -15,6 +15,7 @@
 //! - [`tls`]: TLS configurations, serving over TLS, certificate generation (SPEC §8).
 //! - [`datadir`]: the exclusive lock and node-id check on the data directory.
 //! - [`metrics`]: counters for `GET /metrics`.
+//! - [`native_heap`]: gives glibc's free pages (RocksDB's heap) back to the kernel.
 //! - [`node`]: wiring and clean shutdown.
 //! - [`planted`]: deliberate bugs for the chaos suite's self-test (feature `planted-bugs`).
 
@@ -22,6 +23,7 @@ pub mod api;
 pub mod consensus;
 pub mod datadir;
 pub mod metrics;
+pub mod native_heap;
 pub mod node;
 pub mod planted;
 pub mod raft_rpc;

@@ -21,6 +21,7 @@ use crate::consensus::view::StateView;
 use crate::consensus::Raft;
 use crate::datadir::DataDir;
 use crate::metrics::Metrics;
+use crate::native_heap;
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
 use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
@@ -51,6 +52,7 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::
     let engine = storage.engine.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let node = start(&config, &transport, storage, shutdown_rx.clone()).await?;
+    tokio::spawn(native_heap::trim_periodically(shutdown_rx.clone()));
 
     let client_server = serve(
         client_listener,

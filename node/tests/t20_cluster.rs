@@ -166,9 +166,15 @@ async fn metrics_report_raft_store_and_read_gate_gauges() {
             "cairn_slot_cache_bytes",
             "cairn_read_token_age_ms",
             "cairn_read_index_rounds",
+            "cairn_rocksdb_table_readers_bytes",
+            "cairn_rocksdb_block_cache_bytes",
         ] {
             get(gauge);
         }
+        // A running node is resident, and its memtables hold the writes' records (each
+        // gauge's floor also shows it is not a constant 0).
+        assert!(get("cairn_process_resident_bytes") > 1 << 20, "{m:?}");
+        assert!(get("cairn_rocksdb_memtable_bytes") > 0, "{m:?}");
     }
     let on_leader = metrics_of(&cluster, leader).await;
     assert!(on_leader["cairn_commit_index"] >= revision, "{on_leader:?}");

@@ -460,14 +460,15 @@ pub async fn healthz(State(app): State<SharedApp>) -> Response {
     (status, body).into_response()
 }
 
-/// `GET /metrics`: the request counters, then Raft's, the store's and the read gate's
-/// gauges, in Prometheus text format.
+/// `GET /metrics`: the request counters, then Raft's, the store's, the read gate's and the
+/// memory gauges, in Prometheus text format.
 pub async fn metrics(State(app): State<SharedApp>) -> Response {
     let mut out = String::new();
     app.metrics.render(&mut out);
     raft_gauges(&app, &mut out);
     store_gauges(&app, &mut out);
     read_gauges(&app, &mut out);
+    memory_gauges(&app, &mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
@@ -540,6 +541,54 @@ fn store_gauges(app: &App, out: &mut String) {
         "bytes held by the slot cache",
         cache.bytes as u64,
     );
+}
+
+/// Where the node's memory is: the process's resident set and RocksDB's parts of it (the
+/// slot cache is in [`store_gauges`]). A value that cannot be read is left out.
+fn memory_gauges(app: &App, out: &mut String) {
+    match resident_bytes() {
+        Some(bytes) => gauge(
+            out,
+            "cairn_process_resident_bytes",
+            "resident set size of the node process",
+            bytes,
+        ),
+        None => {
+            tracing::warn!("cairn_process_resident_bytes left out: /proc/self/status unreadable")
+        }
+    }
+    let memory = match app.view.engine_memory() {
+        Ok(memory) => memory,
+        Err(e) => return tracing::warn!(error = %e, "RocksDB memory gauges left out"),
+    };
+    let parts = [
+        (
+            "cairn_rocksdb_memtable_bytes",
+            "RocksDB memtables, flushed or not",
+            memory.memtables,
+        ),
+        (
+            "cairn_rocksdb_table_readers_bytes",
+            "RocksDB index and filter blocks held outside the block cache",
+            memory.table_readers,
+        ),
+        (
+            "cairn_rocksdb_block_cache_bytes",
+            "RocksDB block cache usage",
+            memory.block_cache,
+        ),
+    ];
+    for (name, help, value) in parts {
+        gauge(out, name, help, value);
+    }
+}
+
+/// `VmRSS` of `/proc/self/status` (Linux), in bytes.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// The read gate: token age and ReadIndex rounds.

@@ -26,6 +26,7 @@ use crate::store::{Engine, StateEngine, StoreError};
 
 pub use crate::store::slot_cache::SlotCacheStats;
 pub use crate::store::state::FeedPosition;
+pub use crate::store::EngineMemory;
 
 /// Why a [`StateView`] call failed. Displays exactly as the underlying error does.
 #[derive(Debug, thiserror::Error)]
@@ -174,6 +175,12 @@ impl StateView {
     #[inline]
     pub fn unflushed_state_records(&self) -> Result<u64> {
         Ok(self.engine.unflushed_state_records()?)
+    }
+
+    /// RocksDB's memory by kind (memtables, table readers, block cache).
+    #[inline]
+    pub fn engine_memory(&self) -> Result<EngineMemory> {
+        Ok(self.engine.memory()?)
     }
 
     /// The apply path's slot-cache counters.

@@ -24,7 +24,7 @@ pub mod slot_cache;
 pub mod snapshot;
 pub mod state;
 
-pub use engine::{Engine, EngineOptions, StoreError};
+pub use engine::{Engine, EngineMemory, EngineOptions, StoreError};
 pub use log::LogEngine;
 pub use log_writer::LogWriter;
 pub use snapshot::{SnapshotDir, SnapshotHeader};

@@ -160,7 +160,9 @@ pub fn write_file(
     write_blob(&mut out, &codec::encode(&header))?;
     let mut count: u64 = 0;
     for (family_index, family) in cf::STATE.iter().enumerate() {
-        for item in view.iterator_cf(engine.cf(family), IteratorMode::Start) {
+        for item in
+            view.iterator_cf_opt(engine.cf(family), Engine::full_scan(), IteratorMode::Start)
+        {
             let (k, v) = item?;
             if *family == cf::SM_META && &*k == INSTALLING {
                 continue;

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::{in_family, StateEngine};
 use crate::store::codec::{self, pair_key, split_pair, u64_key};
-use crate::store::engine::{cf, StoreError};
+use crate::store::engine::{cf, Engine, StoreError};
 use crate::store::records::{dedup, feed, history, slot, tombstone};
 
 /// A change-feed position: `(revision, seq)`.
@@ -155,7 +155,9 @@ impl StateEngine {
                 continue;
             }
             hasher.update(family.as_bytes());
-            for item in snapshot.iterator_cf(self.engine.cf(family), IteratorMode::Start) {
+            let family_handle = self.engine.cf(family);
+            let scan = Engine::full_scan();
+            for item in snapshot.iterator_cf_opt(family_handle, scan, IteratorMode::Start) {
                 let (k, mut v) = item?;
                 if family == cf::SLOTS && !slot::is_current(&v) {
                     let s = self.decode_slot(&v, std::str::from_utf8(&k).unwrap_or(""))?;
