@@ -44,8 +44,8 @@ impl Token {
 
     /// A token in its text form, checked for shape only.
     ///
-    /// Decodes onto the stack: this runs on every request of an auth-on cluster, twice
-    /// for a read (the shape check before its barrier, the authentication after).
+    /// Decodes onto the stack: this runs on every request of an auth-on cluster (a read
+    /// keeps the token its shape check parsed for the authentication after its barrier).
     pub fn parse(text: &str) -> Option<Token> {
         let body = text.strip_prefix(TOKEN_PREFIX)?;
         if body.len() != TOKEN_TEXT_LEN {

@@ -15,7 +15,7 @@ use cairn_api::{
 };
 use cairn_memory::{admit, anchors, render, Slot};
 
-use super::auth::{self, Caller};
+use super::auth::{self, Caller, Presented};
 use super::body::{JsonBody, StrictQuery};
 use super::error::ApiError;
 use super::forward::{self, Kind};
@@ -36,8 +36,8 @@ const LIST_SCAN_FACTOR: usize = 10;
 
 /// The outcome of a consistency barrier.
 enum Barrier {
-    /// Serve from local state.
-    Local(Served),
+    /// Serve from local state, to the caller of this token.
+    Local(Served, Presented),
     /// A follower relayed a linearizable read to the leader: this is its answer.
     Relayed(Response),
 }
@@ -55,7 +55,7 @@ async fn barrier(
     raw: Bytes,
     opts: ReadOptions,
 ) -> Result<Barrier> {
-    auth::refuse_malformed(app, headers)?;
+    let presented = auth::presented(app, headers)?;
     let consistency = opts.consistency.unwrap_or_default();
     let reads = &app.reads;
     let checked = match consistency {
@@ -104,7 +104,7 @@ async fn barrier(
             .await
             .inspect_err(|_| Metrics::inc(&app.metrics.reads_stale_refused))?;
     }
-    Ok(Barrier::Local(served(app, consistency)))
+    Ok(Barrier::Local(served(app, consistency), presented))
 }
 
 /// How a read was served ([`App::ms_since_leader_contact`]; `u64::MAX` when the node
@@ -130,8 +130,8 @@ fn check_key(app: &App, key: &str) -> Result<()> {
 
 /// The read's caller (after its barrier), or the leader's answer to a relayed read.
 macro_rules! reader_or_relay {
-    ($app:expr, $headers:expr, $path:expr, $raw:expr) => {
-        match auth::reader($app, $headers, $path, $raw).await? {
+    ($app:expr, $presented:expr, $headers:expr, $path:expr, $raw:expr) => {
+        match auth::reader($app, $presented, $headers, $path, $raw).await? {
             Ok(caller) => caller,
             Err(relayed) => return Ok(relayed),
         }
@@ -142,7 +142,7 @@ macro_rules! local_or_relay {
     ($barrier:expr) => {
         match $barrier {
             Barrier::Relayed(resp) => return Ok(resp),
-            Barrier::Local(served) => served,
+            Barrier::Local(served, presented) => (served, presented),
         }
     };
 }
@@ -167,9 +167,9 @@ pub async fn read(
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served =
+    let (served, presented) =
         local_or_relay!(barrier(&app, &headers, "/v1/read", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/read", body.raw.clone())
+    reader_or_relay!(&app, presented, &headers, "/v1/read", body.raw.clone())
         .require(Permission::Read, &req.key)?;
     let slot = app
         .view
@@ -198,9 +198,9 @@ pub async fn probe(
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served =
+    let (served, presented) =
         local_or_relay!(barrier(&app, &headers, "/v1/probe", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/probe", body.raw.clone())
+    reader_or_relay!(&app, presented, &headers, "/v1/probe", body.raw.clone())
         .require(Permission::Read, &req.key)?;
     let slot = app.view.slot(&req.key)?;
     let log_purged_through = app.view.log_purged_through()?;
@@ -246,9 +246,9 @@ pub async fn history(
     let req = &body.value;
     check_key(&app, &req.key)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served =
+    let (served, presented) =
         local_or_relay!(barrier(&app, &headers, "/v1/history", body.raw.clone(), opts).await?);
-    reader_or_relay!(&app, &headers, "/v1/history", body.raw.clone())
+    reader_or_relay!(&app, presented, &headers, "/v1/history", body.raw.clone())
         .require(Permission::Read, &req.key)?;
     let events = app.view.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
@@ -277,8 +277,8 @@ pub async fn tombstone(
     // Ids are stored in lowercase; hex is hex in either case.
     let id = id.to_ascii_lowercase();
     let path = format!("/v1/tombstones/{id}{}", query_string(&opts));
-    let _served = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
-    let caller = reader_or_relay!(&app, &headers, &path, Bytes::new());
+    let (_, presented) = local_or_relay!(barrier(&app, &headers, &path, Bytes::new(), opts).await?);
+    let caller = reader_or_relay!(&app, presented, &headers, &path, Bytes::new());
     // A tombstone of a key the caller may not read is "not found": its id must not
     // reveal the key's name.
     let tombstone = app
@@ -339,9 +339,9 @@ pub async fn list(
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served =
+    let (served, presented) =
         local_or_relay!(barrier(&app, &headers, "/v1/list", body.raw.clone(), opts).await?);
-    let caller = reader_or_relay!(&app, &headers, "/v1/list", body.raw.clone());
+    let caller = reader_or_relay!(&app, presented, &headers, "/v1/list", body.raw.clone());
     let wanted = |s: &Slot| {
         req.states
             .as_ref()
@@ -410,9 +410,9 @@ pub async fn recall(
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
-    let served =
+    let (served, presented) =
         local_or_relay!(barrier(&app, &headers, "/v1/recall", body.raw.clone(), opts).await?);
-    let caller = reader_or_relay!(&app, &headers, "/v1/recall", body.raw.clone());
+    let caller = reader_or_relay!(&app, presented, &headers, "/v1/recall", body.raw.clone());
     let notes = recall_notes(&app, &caller, req, limit)?;
     Ok(Json(RecallResponse { notes, served }).into_response())
 }

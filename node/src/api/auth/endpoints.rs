@@ -15,7 +15,7 @@ use cairn_api::{
     RotatedToken, SetGrantsRequest, WhoAmI,
 };
 
-use super::{caller, reader, refuse_malformed, Caller};
+use super::{caller, presented, reader, refuse_malformed, Caller};
 use crate::api::body::JsonBody;
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
@@ -228,7 +228,9 @@ pub async fn list(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Re
 /// `GET /v1/auth/whoami` → `{name, grants, acl_revision}`. A token this node does not
 /// know yet is asked of the leader.
 pub async fn whoami(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
-    let caller = match reader(&app, &headers, "/v1/auth/whoami", Bytes::new()).await? {
+    let presented = presented(&app, &headers)?;
+    let path = "/v1/auth/whoami";
+    let caller = match reader(&app, presented, &headers, path, Bytes::new()).await? {
         Ok(caller) => caller,
         Err(relayed) => return Ok(relayed),
     };

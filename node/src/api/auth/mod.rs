@@ -78,11 +78,24 @@ fn bearer(headers: &HeaderMap) -> Result<Token, ApiError> {
 
 /// The caller of a request, against this node's applied access state.
 pub fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Unauthenticated> {
+    caller_with(app, Presented(None), headers)
+}
+
+/// [`caller`], with the token parsed already when the request's shape was checked.
+fn caller_with(
+    app: &App,
+    presented: Presented,
+    headers: &HeaderMap,
+) -> Result<Caller, Unauthenticated> {
     let access = app.view.access();
     if !access.enabled() {
         return Ok(Caller::Open);
     }
-    let token = bearer(headers).map_err(Unauthenticated::Malformed)?;
+    // Auth may have been turned on since the shape check: then there is no token yet.
+    let token = match presented.0 {
+        Some(token) => token,
+        None => bearer(headers).map_err(Unauthenticated::Malformed)?,
+    };
     match access.authenticate(&token) {
         Some((name, _)) => Ok(Caller::Principal {
             name: name.to_string(),
@@ -94,13 +107,23 @@ pub fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Unauthenticated>
     }
 }
 
+/// The bearer token of a request whose shape was checked ([`presented`]): `None` while
+/// auth was off. Never logged, never echoed.
+pub struct Presented(Option<Token>);
+
 /// A missing or malformed token while auth is on: the check a follower makes before
 /// relaying a mutation (a malformed token is malformed on every node).
 pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
-    if app.view.access().enabled() {
-        bearer(headers)?;
+    presented(app, headers).map(drop)
+}
+
+/// [`refuse_malformed`], keeping the parsed token for the authentication that follows a
+/// read's barrier, so that a read decodes its token once.
+pub fn presented(app: &App, headers: &HeaderMap) -> Result<Presented, ApiError> {
+    if !app.view.access().enabled() {
+        return Ok(Presented(None));
     }
-    Ok(())
+    bearer(headers).map(|token| Presented(Some(token)))
 }
 
 /// The caller of a read, once its barrier passed: authenticated against the state the
@@ -108,11 +131,12 @@ pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> 
 /// this is the leader, or the request was relayed here already): `Err(answer)`.
 pub async fn reader(
     app: &App,
+    presented: Presented,
     headers: &HeaderMap,
     path: &str,
     raw: Bytes,
 ) -> Result<Result<Caller, Response>, ApiError> {
-    match caller(app, headers) {
+    match caller_with(app, presented, headers) {
         Ok(caller) => Ok(Ok(caller)),
         Err(Unauthenticated::Unknown(_))
             if !app.is_leader() && !headers.contains_key(forward::FORWARDED_BY) =>
