@@ -435,6 +435,51 @@ async fn follower() -> (TempDir, Opened, SnapshotMeta) {
     (dir, node, meta)
 }
 
+/// `bytes` (a snapshot file as this build writes it: magic, format byte, an LZ4 frame,
+/// sha256) rewritten in the uncompressed layout of earlier builds: the magic `CAIRNSNP`,
+/// the format byte, the frame's content, and the sha256 of all that.
+fn uncompressed_layout(bytes: &[u8]) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read as _;
+    assert_eq!(
+        &bytes[..8],
+        b"CAIRNSNZ",
+        "this build writes LZ4 snapshot files"
+    );
+    let mut content = Vec::new();
+    lz4::Decoder::new(&bytes[9..bytes.len() - 32])
+        .unwrap()
+        .read_to_end(&mut content)
+        .unwrap();
+    let mut out = b"CAIRNSNP".to_vec();
+    out.push(bytes[8]);
+    out.extend_from_slice(&content);
+    let digest = Sha256::digest(&out);
+    out.extend_from_slice(&digest);
+    out
+}
+
+#[tokio::test]
+async fn a_snapshot_file_in_the_uncompressed_layout_still_installs() {
+    let (_leader_dir, mut source) = leader().await;
+    let (meta, bytes) = snapshot_bytes(&mut source).await;
+    let old = uncompressed_layout(&bytes);
+    let dir = TempDir::new().unwrap();
+    let mut target = open(dir.path());
+    install(&mut target, &meta, &old).await.unwrap();
+    assert_eq!(
+        target.state.digest().unwrap(),
+        source.state.digest().unwrap()
+    );
+    assert_same_reads(&source.state, &target.state);
+    // Its trailer is checked as before: one flipped byte and it is refused.
+    let (_dir, mut other, _) = follower().await;
+    let mut flipped = old.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x01;
+    assert!(install(&mut other, &meta, &flipped).await.is_err());
+}
+
 /// Corruptions of a valid snapshot file: flipped bytes across the file, truncations.
 fn corruptions(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();

@@ -207,8 +207,9 @@ async fn assert_probe_everywhere(
 }
 
 /// Every regular file under `dir` (recursively) whose bytes contain any of `needles`, and
-/// the number of files and bytes scanned. Files that vanish mid-scan (RocksDB deletes
-/// obsolete files at any time) are skipped.
+/// the number of files and bytes scanned. A snapshot file is searched decoded too (its
+/// records are in an LZ4 frame, which may store part of a needle as a back-reference).
+/// Files that vanish mid-scan (RocksDB deletes obsolete files at any time) are skipped.
 fn files_containing(dir: &Path, needles: &[String]) -> (Vec<PathBuf>, usize, usize) {
     let (mut found, mut files, mut bytes) = (Vec::new(), 0, 0);
     let mut dirs = vec![dir.to_path_buf()];
@@ -238,6 +239,7 @@ fn files_containing(dir: &Path, needles: &[String]) -> (Vec<PathBuf>, usize, usi
             };
             files += 1;
             bytes += content.len();
+            let content = with_snapshot_records(content);
             let holds = |needle: &String| {
                 let needle = needle.as_bytes();
                 content.windows(needle.len()).any(|w| w == needle)
@@ -248,6 +250,22 @@ fn files_containing(dir: &Path, needles: &[String]) -> (Vec<PathBuf>, usize, usi
         }
     }
     (found, files, bytes)
+}
+
+/// `content`, followed by the records of the LZ4 frame if it is a snapshot file (magic,
+/// format byte, frame, sha256).
+fn with_snapshot_records(mut content: Vec<u8>) -> Vec<u8> {
+    use std::io::Read as _;
+    if !content.starts_with(b"CAIRNSNZ") || content.len() < 9 + 32 {
+        return content;
+    }
+    let mut records = Vec::new();
+    let frame = &content[9..content.len() - 32];
+    lz4::Decoder::new(frame)
+        .and_then(|mut decoder| decoder.read_to_end(&mut records))
+        .expect("a snapshot file's LZ4 frame decodes");
+    content.extend_from_slice(&records);
+    content
 }
 
 // -- 1. write-after-forget resurrection -------------------------------------------------------
@@ -894,7 +912,17 @@ async fn forget_compact_and_scan(secret: Secret) {
     }
     for id in cluster.ids() {
         cluster.wait_applied(id, last, CATCH_UP_TIMEOUT).await;
+        // A snapshot that holds the value: the forget's compaction must delete it too.
+        client
+            .compact(&cluster.endpoint(id))
+            .await
+            .unwrap_or_else(|e| panic!("compact node {id} before the forget: {e}"));
         let (found, files, _) = files_containing(&cluster.data_dir(id), needles);
+        let in_snapshot = |f: &PathBuf| f.extension().is_some_and(|e| e == "snap");
+        assert!(
+            found.iter().any(in_snapshot),
+            "node {id}: the value is in no snapshot file: {found:#?}"
+        );
         if secret.fillers > 0 {
             let in_blob = |f: &PathBuf| f.extension().is_some_and(|e| e == "blob");
             assert!(
