@@ -8,8 +8,8 @@
 //!     0xFF record_count:u64 )
 //! sha256(every byte of the file before it):32
 //! ```
-//! Files with the magic `CAIRNSNP` (earlier builds) hold the frame's content uncompressed, then the
-//! digest of the bytes before it: they are still read and sent. The digest covers the
+//! Files with the magic `CAIRNSNP` (earlier builds) hold the frame's content uncompressed,
+//! then the digest of the bytes before it: they are still read and sent. The digest covers the
 //! compressed bytes, not only what they decode to, because LZ4 can decode a changed byte
 //! to the same content (a match offset within a run of equal bytes): a corrupted file is
 //! refused even then. The frame carries no checksums of its own.
@@ -225,22 +225,19 @@ impl Read for Stream {
 impl Stream {
     /// The file after the content, once the content ended where its record count did: an
     /// LZ4 frame must be closed by its end mark (the decoder reads no byte past it).
-    fn into_file(mut self) -> Result<RawFile, StoreError> {
+    fn into_file(self) -> Result<RawFile, StoreError> {
         match self {
-            Stream::Lz4(_) => {
-                if self.read(&mut [0u8; 1])? != 0 {
+            Stream::Plain(file) => Ok(file),
+            Stream::Lz4(mut decoder) => {
+                if decoder.read(&mut [0u8; 1])? != 0 {
                     return Err(StoreError::Invariant(
                         "bytes after a snapshot's record count".into(),
                     ));
                 }
-                let Stream::Lz4(decoder) = self else {
-                    unreachable!("matched above")
-                };
                 let (file, ended) = decoder.finish();
                 ended?;
                 Ok(file)
             }
-            Stream::Plain(file) => Ok(file),
         }
     }
 }
