@@ -29,8 +29,12 @@ use tokio::sync::watch;
 /// against 672 / 677 / 665 / 634 ops/s).
 pub const TRIM_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Gives glibc's free pages back to the kernel every [`TRIM_INTERVAL`] until `shutdown`.
+/// Gives glibc's free pages back to the kernel every [`TRIM_INTERVAL`] until `shutdown`
+/// (returns at once where the allocator is not glibc's).
 pub async fn trim_periodically(mut shutdown: watch::Receiver<bool>) {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        return;
+    }
     let mut tick = tokio::time::interval(TRIM_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

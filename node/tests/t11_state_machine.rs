@@ -17,6 +17,10 @@ use openraft::{CommittedLeaderId, EntryPayload, Membership, RaftSnapshotBuilder}
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+// The snapshot layout only: the rest of `support` is the process-cluster fixture.
+#[path = "support/snapshot_file.rs"]
+mod snapshot_file;
+
 const RETENTION_MS: u64 = 60_000;
 /// Leader time of entry 1; entry `i` is stamped `T0 + i` seconds.
 const T0: u64 = 1_700_000_000_000;
@@ -300,6 +304,14 @@ async fn install(
     node.sm.install_snapshot(meta, file).await
 }
 
+/// A fresh node with the snapshot `bytes` installed.
+async fn installed(meta: &SnapshotMeta, bytes: &[u8]) -> (TempDir, Opened) {
+    let dir = TempDir::new().unwrap();
+    let mut node = open(dir.path());
+    install(&mut node, meta, bytes).await.unwrap();
+    (dir, node)
+}
+
 /// A leader-side node after the three batches.
 async fn leader() -> (TempDir, Opened) {
     let dir = TempDir::new().unwrap();
@@ -316,9 +328,7 @@ async fn a_snapshot_round_trip_reproduces_the_state() {
     let (meta, bytes) = snapshot_bytes(&mut source).await;
     assert_eq!(meta.last_log_id, Some(log_id(9)));
 
-    let dir = TempDir::new().unwrap();
-    let mut target = open(dir.path());
-    install(&mut target, &meta, &bytes).await.unwrap();
+    let (_dir, mut target) = installed(&meta, &bytes).await;
 
     assert_eq!(
         target.state.digest().unwrap(),
@@ -435,24 +445,16 @@ async fn follower() -> (TempDir, Opened, SnapshotMeta) {
     (dir, node, meta)
 }
 
-/// `bytes` (a snapshot file as this build writes it: magic, format byte, an LZ4 frame,
-/// sha256) rewritten in the uncompressed layout of earlier builds: the magic `CAIRNSNP`,
-/// the format byte, the frame's content, and the sha256 of all that.
+/// `bytes` (a snapshot file as this build writes it) rewritten in the uncompressed layout
+/// of earlier builds: the magic `CAIRNSNP`, the format byte, the frame's content, and the
+/// sha256 of all that.
 fn uncompressed_layout(bytes: &[u8]) -> Vec<u8> {
     use sha2::{Digest, Sha256};
-    use std::io::Read as _;
-    assert_eq!(
-        &bytes[..8],
-        b"CAIRNSNZ",
-        "this build writes LZ4 snapshot files"
-    );
-    let mut content = Vec::new();
-    lz4::Decoder::new(&bytes[9..bytes.len() - 32])
-        .unwrap()
-        .read_to_end(&mut content)
+    let content = snapshot_file::frame_content(bytes)
+        .expect("this build writes LZ4 snapshot files")
         .unwrap();
     let mut out = b"CAIRNSNP".to_vec();
-    out.push(bytes[8]);
+    out.push(bytes[snapshot_file::PREFIX_BYTES - 1]);
     out.extend_from_slice(&content);
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
@@ -464,9 +466,7 @@ async fn a_snapshot_file_in_the_uncompressed_layout_still_installs() {
     let (_leader_dir, mut source) = leader().await;
     let (meta, bytes) = snapshot_bytes(&mut source).await;
     let old = uncompressed_layout(&bytes);
-    let dir = TempDir::new().unwrap();
-    let mut target = open(dir.path());
-    install(&mut target, &meta, &old).await.unwrap();
+    let (_dir, target) = installed(&meta, &old).await;
     assert_eq!(
         target.state.digest().unwrap(),
         source.state.digest().unwrap()

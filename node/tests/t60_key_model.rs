@@ -252,19 +252,12 @@ fn files_containing(dir: &Path, needles: &[String]) -> (Vec<PathBuf>, usize, usi
     (found, files, bytes)
 }
 
-/// `content`, followed by the records of the LZ4 frame if it is a snapshot file (magic,
-/// format byte, frame, sha256).
+/// `content`, followed by what its LZ4 frame decodes to if it is a snapshot file.
 fn with_snapshot_records(mut content: Vec<u8>) -> Vec<u8> {
-    use std::io::Read as _;
-    if !content.starts_with(b"CAIRNSNZ") || content.len() < 9 + 32 {
-        return content;
+    if let Some(records) = support::snapshot_file::frame_content(&content) {
+        let records = records.expect("a snapshot file's LZ4 frame decodes");
+        content.extend_from_slice(&records);
     }
-    let mut records = Vec::new();
-    let frame = &content[9..content.len() - 32];
-    lz4::Decoder::new(frame)
-        .and_then(|mut decoder| decoder.read_to_end(&mut records))
-        .expect("a snapshot file's LZ4 frame decodes");
-    content.extend_from_slice(&records);
     content
 }
 

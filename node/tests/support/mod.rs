@@ -28,6 +28,7 @@
 #![allow(dead_code)]
 
 pub mod load;
+pub mod snapshot_file;
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
