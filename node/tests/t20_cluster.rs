@@ -175,6 +175,9 @@ async fn metrics_report_raft_store_and_read_gate_gauges() {
         // gauge's floor also shows it is not a constant 0).
         assert!(get("cairn_process_resident_bytes") > 1 << 20, "{m:?}");
         assert!(get("cairn_rocksdb_memtable_bytes") > 0, "{m:?}");
+        // The writes are in the log's segment files.
+        assert!(get("cairn_log_segments") >= 1, "{m:?}");
+        assert!(get("cairn_log_segment_bytes") > 20 * 100, "{m:?}");
     }
     let on_leader = metrics_of(&cluster, leader).await;
     assert!(on_leader["cairn_commit_index"] >= revision, "{on_leader:?}");

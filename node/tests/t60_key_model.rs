@@ -905,12 +905,23 @@ async fn forget_compact_and_scan(secret: Secret) {
     }
     for id in cluster.ids() {
         cluster.wait_applied(id, last, CATCH_UP_TIMEOUT).await;
+        let in_log = |f: &PathBuf| f.extension().is_some_and(|e| e == "seg");
+        let (found, _, _) = files_containing(&cluster.data_dir(id), needles);
+        assert!(
+            found.iter().any(in_log),
+            "node {id}: the value is in no log segment: {found:#?}"
+        );
         // A snapshot that holds the value: the forget's compaction must delete it too.
+        // Its purge already erases the write's entry from the log's segment files.
         client
             .compact(&cluster.endpoint(id))
             .await
             .unwrap_or_else(|e| panic!("compact node {id} before the forget: {e}"));
         let (found, files, _) = files_containing(&cluster.data_dir(id), needles);
+        assert!(
+            !found.iter().any(in_log),
+            "node {id}: the purged entry is still in a log segment: {found:#?}"
+        );
         let in_snapshot = |f: &PathBuf| f.extension().is_some_and(|e| e == "snap");
         assert!(
             found.iter().any(in_snapshot),

@@ -510,7 +510,7 @@ fn raft_gauges(app: &App, out: &mut String) {
     );
 }
 
-/// What a crash would re-apply, and the apply path's slot cache.
+/// What a crash would re-apply, the log's files, and the apply path's slot cache.
 fn store_gauges(app: &App, out: &mut String) {
     // A value that cannot be read is left out, not reported as 0 ("nothing to re-apply").
     match app.view.unflushed_state_records() {
@@ -522,6 +522,19 @@ fn store_gauges(app: &App, out: &mut String) {
         ),
         Err(e) => tracing::warn!(error = %e, "cairn_state_unflushed_records left out"),
     }
+    let (segments, segment_bytes) = app.view.log_footprint();
+    gauge(
+        out,
+        "cairn_log_segments",
+        "Raft log segment files",
+        segments,
+    );
+    gauge(
+        out,
+        "cairn_log_segment_bytes",
+        "live bytes in the Raft log's segment files",
+        segment_bytes,
+    );
     let cache = app.view.slot_cache_stats();
     counter(
         out,

@@ -1,4 +1,4 @@
-//! `RaftLogStorage` for openraft over the store's [`LogEngine`].
+//! `RaftLogStorage` for openraft over the store's [`LogEngine`] (segment files).
 //!
 //! To ensure correctness (openraft's storage contract, kept here):
 //! - `append` returns once the entries are staged (readable) and calls its callback only
@@ -149,6 +149,11 @@ impl LogStore {
         Ok(self.last_purged()?.map(|id| id.index).unwrap_or(0))
     }
 
+    /// The log's segment files: how many, and their live bytes.
+    pub fn footprint(&self) -> (u64, u64) {
+        self.engine.footprint()
+    }
+
     fn last_purged(&self) -> Result<Option<LogId>, StorageError> {
         self.read_meta(meta::LAST_PURGED, StorageIOError::read_logs)
     }
@@ -265,18 +270,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .fetch_max(committed.map(|id| id.index).unwrap_or(0), Ordering::Relaxed);
         // Not fsynced: it is called on every commit, on the critical path of every write,
         // and losing it only means re-applying a few more entries at restart (openraft
-        // re-derives the committed index from the leader). It still rides the WAL, so the
-        // next synced append makes it durable.
+        // re-derives the committed index from the leader). Written to RocksDB's WAL file,
+        // it survives the process dying; `read_committed` never lets it run ahead of the
+        // log it is read beside.
         let bytes = codec::encode(&committed);
         self.engine
             .put_meta_unsynced(meta::COMMITTED, &bytes)
             .map_err(|e| StorageIOError::write_logs(openraft::AnyError::new(&e)).into())
     }
 
+    /// The saved hint, but never beyond the log's last entry: the hint and the log are
+    /// separate files, and a machine crash can keep the hint while losing appends that
+    /// were never acknowledged. Every entry up to that last one is then committed: the
+    /// hint was learned while this log matched the leader's up to it (Raft's log
+    /// matching), and what survived is a prefix of that.
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self
+        let hint = self
             .read_meta::<Option<LogId>>(meta::COMMITTED, StorageIOError::read_logs)?
-            .flatten())
+            .flatten();
+        let last = self.get_log_state().await?.last_log_id;
+        Ok(match (hint, last) {
+            (Some(hint), Some(last)) if hint.index > last.index => Some(last),
+            (Some(_), None) => None,
+            (hint, _) => hint,
+        })
     }
 
     async fn append<I>(
@@ -308,9 +325,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .collect()
         };
         if planted::active(Bug::AckBeforeFsync) {
-            let result = self.engine.append_volatile(&encoded).map_err(write_err);
+            self.writer.append_volatile(encoded);
             callback.log_io_completed(Ok(()));
-            return result;
+            return Ok(());
         }
         // The callback is the durability acknowledgement: the writer fires it after the
         // fsync of the group that holds these entries.
@@ -473,7 +490,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).unwrap();
-        let mut log = LogStore::new(LogEngine::new(engine.clone())).unwrap();
+        let mut log = LogStore::new(LogEngine::open(engine.clone()).unwrap()).unwrap();
         let state = StateEngine::new(engine.clone());
         let mut txn = state.txn();
         txn.put_meta(b"probe", b"applied");

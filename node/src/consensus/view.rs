@@ -171,6 +171,12 @@ impl StateView {
         Ok(self.log.purged_through()?)
     }
 
+    /// The log's segment files: how many, and their live bytes.
+    #[inline]
+    pub fn log_footprint(&self) -> (u64, u64) {
+        self.log.footprint()
+    }
+
     /// State-machine records not yet flushed (a crash now re-applies them from the log).
     #[inline]
     pub fn unflushed_state_records(&self) -> Result<u64> {

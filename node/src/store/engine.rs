@@ -1,6 +1,6 @@
 //! The RocksDB instance: column families and every option that matters, set explicitly.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,7 +24,8 @@ pub struct EngineMemory {
 
 /// Column families, in two RocksDB instances (see [`Engine`]).
 pub mod cf {
-    /// Raft log entries by big-endian index.
+    /// Raft log entries by big-endian index, as data dirs kept them before segment files
+    /// (`store/segments.rs`): moved into segments at open, so always empty after it.
     pub const LOG: &str = "log";
     /// Vote, committed log id, last purged log id.
     pub const RAFT_META: &str = "raft_meta";
@@ -151,6 +152,8 @@ impl Default for EngineOptions {
 /// skipping the WAL in one instance measured slower end to end (A/B at 64 writers:
 /// 8.1k–9.7k vs 8.9k–10.4k ops/s with the shared WAL). Apart, neither waits for the other.
 pub struct Engine {
+    /// The directory both instances (and the log's segment files) live under.
+    dir: PathBuf,
     log: DB,
     state: DB,
     /// Here, not in [`super::StateEngine`] (which is cloned freely), so that one open
@@ -181,6 +184,7 @@ impl Engine {
         let log = open_instance(&dir.join("log"), &cf::LOG_INSTANCE, false, &cache, opts)?;
         let state = open_instance(&dir.join("state"), &cf::STATE, true, &cache, opts)?;
         Ok(Arc::new(Engine {
+            dir: dir.to_path_buf(),
             log,
             state,
             slot_cache: SlotCache::new(opts.slot_cache_bytes),
@@ -189,7 +193,12 @@ impl Engine {
         }))
     }
 
-    /// The instance holding the Raft log and its metadata.
+    /// Where the Raft log's segment files live ([`super::segments`]).
+    pub(super) fn log_segments_dir(&self) -> PathBuf {
+        self.dir.join("log-segments")
+    }
+
+    /// The instance holding the Raft log's metadata.
     pub(super) fn log_db(&self) -> &DB {
         &self.log
     }

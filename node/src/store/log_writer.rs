@@ -4,15 +4,16 @@
 //! command until `append` returns. A synced write inside `append` would therefore cap the
 //! leader at one entry per fsync and keep the core idle during each. Here `append` only
 //! *stages*: the entries go into an in-memory tail, readable at once (openraft's contract),
-//! and onto a queue. One writer thread takes everything queued, writes it as one synced
-//! RocksDB batch — one fsync for every append, truncation and purge that queued while the
-//! previous fsync ran — and then reports each job durable, in queue order.
+//! and onto a queue. One writer thread takes everything queued, writes it to the segment
+//! files and syncs once — one fdatasync for every append that queued while the previous
+//! one ran (truncations and purges sync themselves) — and then reports each job durable,
+//! in queue order.
 //!
 //! Invariants:
-//! - Jobs reach the disk in queue order: one queue, one thread, and each job's operations go
-//!   into the group's batch in order (a truncate followed by new appends, in one batch,
-//!   leaves exactly the new entries). So the log never has a hole.
-//! - A job's `done` runs only after the synced write that holds it has returned.
+//! - Jobs reach the disk in queue order: one queue, one thread, and each group's jobs run
+//!   in order (a truncate followed by new appends leaves exactly the new entries). So the
+//!   log never has a hole.
+//! - A job's `done` runs only after the sync that covers it has returned.
 //! - Every staged entry is readable: readers take the tail before reading the disk, and an
 //!   entry leaves the tail only after it is on disk. The tail is always a suffix of the log.
 //! - Bounded: at most `QUEUE_JOBS_MAX` jobs wait (a full queue blocks the caller: the disk
@@ -23,7 +24,6 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use rocksdb::WriteBatch;
 
 use super::engine::StoreError;
 use super::log::LogEngine;
@@ -37,6 +37,10 @@ pub type Done = Box<dyn FnOnce(Result<(), Arc<StoreError>>) + Send>;
 
 /// Staged entries not yet known to be on disk: index → (job sequence number, bytes).
 type Tail = BTreeMap<u64, (u64, Bytes)>;
+
+/// The sequence number of entries staged by [`LogWriter::append_volatile`]: no job has it,
+/// so they never leave the tail for the disk.
+const VOLATILE: u64 = u64::MAX;
 
 enum Op {
     Append(Vec<(u64, Bytes)>),
@@ -110,6 +114,15 @@ impl LogWriter {
         self.send(seq, Op::Append(entries), done)
     }
 
+    /// Stages `entries` and never writes them: lost when the process dies. Exists solely
+    /// for the planted bug `ack-before-fsync`, whose appends are acknowledged at once.
+    pub fn append_volatile(&self, entries: Vec<(u64, Vec<u8>)>) {
+        let mut staging = lock(&self.staging);
+        for (index, bytes) in entries {
+            staging.tail.insert(index, (VOLATILE, bytes.into()));
+        }
+    }
+
     /// Drops staged entries >= `from` at once and queues the deletion of the stored ones.
     pub fn truncate(&self, from: u64, done: Done) -> Result<(), StoreError> {
         let mut staging = lock(&self.staging);
@@ -122,6 +135,9 @@ impl LogWriter {
     /// Queues the deletion of entries <= `through` with the `last_purged` marker.
     pub fn purge(&self, through: u64, marker: Vec<u8>, done: Done) -> Result<(), StoreError> {
         let mut staging = lock(&self.staging);
+        // Entries at or below a purge are never read again. Volatile ones would stay
+        // here for ever otherwise: no job removes them.
+        staging.tail = staging.tail.split_off(&through.saturating_add(1));
         let seq = staging.next_seq;
         staging.next_seq += 1;
         self.send(seq, Op::Purge { through, marker }, done)
@@ -195,17 +211,18 @@ fn write_groups(engine: &LogEngine, staging: &Mutex<Staging>, jobs: Receiver<Job
 }
 
 fn write_group(engine: &LogEngine, group: &[Job]) -> Result<(), StoreError> {
-    let mut batch = WriteBatch::default();
     for job in group {
         match &job.op {
             Op::Append(entries) => {
-                engine.stage_append(&mut batch, entries.iter().map(|(i, b)| (*i, &b[..])))?
+                let entries: Vec<(u64, &[u8])> =
+                    entries.iter().map(|(i, b)| (*i, &b[..])).collect();
+                engine.append(&entries)?
             }
-            Op::Truncate { from } => engine.stage_truncate(&mut batch, *from),
-            Op::Purge { through, marker } => engine.stage_purge(&mut batch, *through, marker)?,
+            Op::Truncate { from } => engine.truncate(*from)?,
+            Op::Purge { through, marker } => engine.purge(*through, marker)?,
         }
     }
-    engine.write_synced(batch)
+    engine.sync()
 }
 
 /// Removes the group's appended entries from the tail, unless a later job staged another
@@ -235,7 +252,7 @@ mod tests {
     fn open() -> (tempfile::TempDir, LogEngine, LogWriter) {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open(&dir.path().join("db"), &EngineOptions::default()).unwrap();
-        let log = LogEngine::new(engine);
+        let log = LogEngine::open(engine).unwrap();
         let writer = LogWriter::start(log.clone()).unwrap();
         (dir, log, writer)
     }
@@ -324,6 +341,6 @@ mod tests {
             .append(vec![(1, b"x".to_vec()), (3, b"y".to_vec())], done)
             .unwrap();
         let err = result.recv_timeout(WAIT).unwrap().unwrap_err();
-        assert!(err.to_string().contains("non-consecutive"), "{err}");
+        assert!(err.to_string().contains("expected 2"), "{err}");
     }
 }

@@ -1,11 +1,12 @@
-//! Storage: RocksDB stays inside this module.
+//! Storage: RocksDB and the log's segment files stay inside this module.
 //!
 //! - `engine`: the two RocksDB instances (log, state machine), their column families and
 //!   explicit options.
 //! - `codec`: the versioned binary framing (format byte + bincode 1.3) and key encodings.
 //! - `records`: each stored record type's format, encoder and decoder (old formats too),
 //!   pinned by golden-bytes tests.
-//! - `log`: the Raft log as opaque bytes.
+//! - `log`: the Raft log as opaque bytes, with its metadata.
+//! - `segments`: the log's entries in append-only segment files, each written once.
 //! - `log_writer`: group commit of the log: staged appends, one fsync per group.
 //! - `state`: the state machine's data: read queries, slot decoding, and its atomic apply
 //!   transaction.
@@ -20,6 +21,7 @@ pub mod engine;
 pub mod log;
 pub mod log_writer;
 pub mod records;
+pub mod segments;
 pub mod slot_cache;
 pub mod snapshot;
 pub mod state;
