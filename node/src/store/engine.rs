@@ -437,7 +437,7 @@ fn family_options(name: &str, cache: &Cache, opts: &EngineOptions) -> Options {
     let mut o = Options::default();
     o.set_block_based_table_factory(&table);
     o.set_write_buffer_size(opts.write_buffer_bytes);
-    o.set_compression_type(compression_of(name));
+    o.set_compression_type(DBCompressionType::Lz4);
     if BLOB_FAMILIES.contains(&name) && opts.blob_min_bytes > 0 {
         set_blob_files(&mut o, opts.blob_min_bytes);
     }
@@ -448,20 +448,6 @@ fn family_options(name: &str, cache: &Cache, opts: &EngineOptions) -> Options {
         o.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO);
     }
     o
-}
-
-/// LZ4 for the state machine; nothing for the Raft log, whose entries live until the next
-/// snapshot's purge: compressing them at every memtable flush and compaction bought disk
-/// space for bytes about to be deleted (the WAL holds them uncompressed anyway). 64 KiB
-/// values at 16 writers, four interleaved 8 s runs (git 3fff34a + hardware CRC32C): LZ4
-/// 607 / 487 / 490 / 555 ops/s, uncompressed 637 / 533 / 559 / 610; data dirs after the
-/// run 698 MiB with LZ4, 868 without (the benchmark's values compress ~250×; documents
-/// far less).
-fn compression_of(family: &str) -> DBCompressionType {
-    match family {
-        cf::LOG => DBCompressionType::None,
-        _ => DBCompressionType::Lz4,
-    }
 }
 
 /// Integrated blob files: a record of at least `min_bytes` is written to a blob file when
