@@ -315,6 +315,15 @@ fn rogue_bodies(term: u64, from: NodeId, last_log_index: u64) -> [(&'static str,
 
 /// Sends each `(path, body)` to `url_of(path)` with `headers`; returns each answer's status
 /// (`None`: the connection or handshake failed).
+/// The error code the peer gate refuses with, for a refusal's status.
+fn refusal_code(status: u16) -> Option<&'static str> {
+    match status {
+        401 => Some("unauthenticated"),
+        403 => Some("permission_denied"),
+        _ => None,
+    }
+}
+
 async fn send_rogue(
     client: &reqwest::Client,
     url_of: impl Fn(&str) -> String,
@@ -330,8 +339,25 @@ async fn send_rogue(
         for (name, value) in headers {
             request = request.header(*name, value);
         }
-        let answer = request.send().await;
-        out.push(answer.ok().map(|r| r.status().as_u16()));
+        let Ok(answer) = request.send().await else {
+            out.push(None);
+            continue;
+        };
+        let status = answer.status().as_u16();
+        if let Some(code) = refusal_code(status) {
+            // A refusal is the typed error body of SPEC §5, naming no secret.
+            let body: Value = answer.json().await.expect("a refusal's body is JSON");
+            assert_eq!(body["error"]["code"], code, "{path}: {body}");
+            let message = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(!message.is_empty(), "{path}: {body}");
+            for (_, secret) in headers.iter().filter(|(n, _)| *n == PEER_SECRET_HEADER) {
+                assert!(
+                    !message.contains(secret.as_str()),
+                    "{path}: echoes the secret: {body}"
+                );
+            }
+        }
+        out.push(Some(status));
     }
     out
 }

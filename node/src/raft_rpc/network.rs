@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::FutureExt;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpSocket;
@@ -46,6 +46,8 @@ const BACKOFF_START_MS: u64 = 50;
 const BACKOFF_MAX_MS: u64 = 1000;
 /// Idle pooled connections kept per peer.
 const POOL_IDLE_PER_HOST_MAX: usize = 8;
+/// How much of an error answer is read: a refusal's body is a short error body (SPEC §5).
+const REFUSAL_BYTES_MAX: usize = 4 << 10;
 
 /// The HTTP client for peer RPCs. Outgoing connections bind the node's own peer IP, so a
 /// test harness can cut a precise pair of nodes with packet filters.
@@ -377,10 +379,15 @@ impl PeerConn {
         let roundtrip = async {
             sender.ready().await.map_err(network)?;
             let response = sender.send_request(request).await.map_err(network)?;
-            if !response.status().is_success() {
-                return Err(CallError::Network(std::io::Error::other(format!(
-                    "peer answered HTTP {}",
-                    response.status()
+            let status = response.status();
+            if !status.is_success() {
+                let body = Limited::new(response.into_body(), REFUSAL_BYTES_MAX)
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                return Err(CallError::Network(std::io::Error::other(refusal_text(
+                    status, &body,
                 ))));
             }
             let collected = response.into_body().collect().await.map_err(network)?;
@@ -441,6 +448,20 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
     }
 }
 
+/// What a peer's error answer says: its status, and the code and message of its error
+/// body when it has one (a refusal by the peer gate names what was wrong: a missing or
+/// wrong secret, a certificate for another node, a node that is not a member).
+fn refusal_text(status: http::StatusCode, body: &[u8]) -> String {
+    match serde_json::from_slice::<cairn_api::ErrorBody>(body) {
+        Ok(refused) => format!(
+            "peer answered HTTP {status}: {}: {}",
+            refused.error.code.as_str(),
+            refused.error.message
+        ),
+        Err(_) => format!("peer answered HTTP {status}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
@@ -451,6 +472,19 @@ mod tests {
     use openraft::error::Infallible;
 
     type Seen = Arc<Mutex<HashSet<SocketAddr>>>;
+
+    #[test]
+    fn a_refusal_names_its_code_and_reason_and_other_answers_their_status() {
+        let forbidden = br#"{"error":{"code":"permission_denied","message":"wrong peer secret"}}"#;
+        assert_eq!(
+            refusal_text(http::StatusCode::FORBIDDEN, forbidden),
+            "peer answered HTTP 403 Forbidden: permission_denied: wrong peer secret"
+        );
+        assert_eq!(
+            refusal_text(http::StatusCode::BAD_GATEWAY, b"<html>proxy</html>"),
+            "peer answered HTTP 502 Bad Gateway"
+        );
+    }
 
     /// A peer whose `/echo` answers the bincode `u64` it was sent; `1` is answered after
     /// 1.5 s. With `close`, every answer also closes the connection. Also returns the

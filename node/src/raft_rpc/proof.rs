@@ -21,6 +21,8 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cairn_api::{ErrorBody, ErrorCode, ErrorDetail};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -107,19 +109,46 @@ pub struct PeerGate {
     pub raft: Raft,
 }
 
-/// Refuses a request without proof (401 when none is given, 403 when it is wrong), else
-/// passes it on.
+/// Refuses a request without proof (401 `unauthenticated` when none is given, 403
+/// `permission_denied` when it is wrong, in the error body of SPEC §5), else passes it on.
 pub async fn require(State(gate): State<PeerGate>, request: Request, next: Next) -> Response {
     match check(&gate, &request) {
         Ok(()) => next.run(request).await,
-        Err((status, reason)) => {
-            tracing::warn!(path = %request.uri().path(), %reason, "peer request refused");
-            (status, reason).into_response()
+        Err(refusal) => {
+            tracing::warn!(path = %request.uri().path(), reason = %refusal.reason, "peer request refused");
+            refusal.into_response()
         }
     }
 }
 
-type Refusal = (StatusCode, String);
+/// Why a peer request is refused. The reason names what was wrong, never the secret.
+#[derive(Debug)]
+struct Refusal {
+    code: ErrorCode,
+    reason: String,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.reason,
+                details: Default::default(),
+            },
+        };
+        (status, Json(body)).into_response()
+    }
+}
+
+fn missing(header: &str) -> Refusal {
+    Refusal {
+        code: ErrorCode::Unauthenticated,
+        reason: format!("missing {header}"),
+    }
+}
 
 fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
     match &gate.proof {
@@ -142,16 +171,16 @@ fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
 }
 
 fn forbidden(reason: String) -> Refusal {
-    (StatusCode::FORBIDDEN, reason)
+    Refusal {
+        code: ErrorCode::PermissionDenied,
+        reason,
+    }
 }
 
 fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {
-    let value = headers.get(PEER_ID_HEADER).ok_or_else(|| {
-        (
-            StatusCode::UNAUTHORIZED,
-            format!("missing {PEER_ID_HEADER}"),
-        )
-    })?;
+    let value = headers
+        .get(PEER_ID_HEADER)
+        .ok_or_else(|| missing(PEER_ID_HEADER))?;
     value
         .to_str()
         .ok()
@@ -160,12 +189,9 @@ fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {
 }
 
 fn check_secret(secret: &PeerSecret, headers: &HeaderMap) -> Result<(), Refusal> {
-    let given = headers.get(PEER_SECRET_HEADER).ok_or_else(|| {
-        (
-            StatusCode::UNAUTHORIZED,
-            format!("missing {PEER_SECRET_HEADER}"),
-        )
-    })?;
+    let given = headers
+        .get(PEER_SECRET_HEADER)
+        .ok_or_else(|| missing(PEER_SECRET_HEADER))?;
     let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
     if bool::from(given.ct_eq(secret.digest())) {
         Ok(())
@@ -228,16 +254,16 @@ mod tests {
         let secret = PeerSecret::new(vec![7; 32]);
         let mut headers = HeaderMap::new();
         assert_eq!(
-            check_secret(&secret, &headers).unwrap_err().0,
-            StatusCode::UNAUTHORIZED
+            check_secret(&secret, &headers).unwrap_err().code,
+            ErrorCode::Unauthenticated
         );
         headers.insert(
             PEER_SECRET_HEADER,
             PeerSecret::new(vec![8; 32]).header_value(),
         );
         assert_eq!(
-            check_secret(&secret, &headers).unwrap_err().0,
-            StatusCode::FORBIDDEN
+            check_secret(&secret, &headers).unwrap_err().code,
+            ErrorCode::PermissionDenied
         );
         headers.insert(PEER_SECRET_HEADER, secret.header_value());
         assert!(check_secret(&secret, &headers).is_ok());
