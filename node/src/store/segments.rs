@@ -205,7 +205,8 @@ impl SegmentLog {
         if let Some(last) = segments.list.back_mut().filter(|s| s.contains(from)) {
             let cut = last.offset_of(from);
             last.file.set_len(cut)?;
-            last.file.sync_data()?;
+            // sync_all: the new length is the whole point here, not only the data.
+            last.file.sync_all()?;
             last.offsets.truncate((from - last.first) as usize);
             last.end = cut;
         }
@@ -390,7 +391,7 @@ fn scan(
             return Err(damaged(path, at as u64, "unreadable record"));
         }
         file.set_len(at as u64)?;
-        file.sync_data()?;
+        file.sync_all()?;
     }
     Ok(first.map(|first| Segment {
         path: path.to_path_buf(),
@@ -809,5 +810,110 @@ mod tests {
         assert!(bytes[..3].iter().all(|b| *b == 7));
         assert!(bytes[3..3 + (2 << 20) + 9].iter().all(|b| *b == 0));
         assert!(bytes[3 + (2 << 20) + 9..].iter().all(|b| *b == 7));
+    }
+
+    /// What a crash can leave of the last segment, and what open makes of it.
+    mod crash {
+        use proptest::prelude::*;
+        use proptest::sample::Index;
+
+        use super::*;
+
+        /// Appends one entry per size (index 1, 2, ...), synced, and returns the
+        /// segment's path and each record's end offset.
+        fn written(dir: &Path, sizes: &[usize]) -> (PathBuf, Vec<u64>) {
+            let log = SegmentLog::open(dir, None).unwrap();
+            for (i, size) in sizes.iter().enumerate() {
+                let index = i as u64 + 1;
+                append(&log, index..=index, *size);
+            }
+            let mut end = HEADER_LEN;
+            let ends = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, size)| {
+                    end += (RECORD_HEADER_LEN + payload(i as u64 + 1, *size).len()) as u64;
+                    end
+                })
+                .collect();
+            (files(dir)[0].clone(), ends)
+        }
+
+        /// Open must give back exactly entries 1..=`whole`, cut the file right after the
+        /// last of them (so no later append can land before stale records that would
+        /// then read as its successors), and take the next append.
+        fn reopens_to(
+            dir: &Path,
+            sizes: &[usize],
+            ends: &[u64],
+            whole: usize,
+        ) -> Result<(), TestCaseError> {
+            let log =
+                SegmentLog::open(dir, None).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let got = log.range(0, u64::MAX).unwrap();
+            prop_assert_eq!(got.len(), whole);
+            for (i, (index, bytes)) in got.iter().enumerate() {
+                prop_assert_eq!(*index, i as u64 + 1);
+                prop_assert_eq!(bytes, &payload(*index, sizes[i]));
+            }
+            let lengths: Vec<u64> = files(dir)
+                .iter()
+                .map(|f| fs::metadata(f).unwrap().len())
+                .collect();
+            let expected: Vec<u64> = ends[..whole].last().copied().into_iter().collect();
+            prop_assert_eq!(lengths, expected);
+            let next = whole as u64 + 1;
+            append(&log, next..=next, 10);
+            drop(log);
+            // The next open finds the new entry right after the kept ones: the damage is
+            // gone from the file, not only skipped.
+            let log =
+                SegmentLog::open(dir, None).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(log.range(0, u64::MAX).unwrap().len(), whole + 1);
+            prop_assert_eq!(log.last().unwrap(), Some((next, payload(next, 10))));
+            Ok(())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+
+            /// A write cut short anywhere (and followed by any junk the disk kept) loses
+            /// only the records not wholly before the cut.
+            #[test]
+            fn a_torn_tail_leaves_the_whole_records_before_it(
+                sizes in proptest::collection::vec(1usize..3_000, 1..24),
+                cut in any::<Index>(),
+                junk in proptest::collection::vec(any::<u8>(), 0..64),
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let (path, ends) = written(dir.path(), &sizes);
+                let len = *ends.last().unwrap();
+                let cut = HEADER_LEN + cut.index((len - HEADER_LEN + 1) as usize) as u64;
+                let file = OpenOptions::new().write(true).open(&path).unwrap();
+                file.set_len(cut).unwrap();
+                file.write_all_at(&junk, cut).unwrap();
+                let whole = ends.iter().filter(|end| **end <= cut).count();
+                reopens_to(dir.path(), &sizes, &ends, whole)?;
+            }
+
+            /// Any one byte damaged inside the last segment's records ends the log just
+            /// before the record holding it (point-in-time recovery), never inside it.
+            #[test]
+            fn a_damaged_record_ends_the_log_before_it(
+                sizes in proptest::collection::vec(1usize..3_000, 1..24),
+                at in any::<Index>(),
+                flip in 1u8..=255,
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let (path, ends) = written(dir.path(), &sizes);
+                let len = *ends.last().unwrap();
+                let at = HEADER_LEN + at.index((len - HEADER_LEN) as usize) as u64;
+                let mut bytes = fs::read(&path).unwrap();
+                bytes[at as usize] ^= flip;
+                fs::write(&path, bytes).unwrap();
+                let whole = ends.iter().filter(|end| **end <= at).count();
+                reopens_to(dir.path(), &sizes, &ends, whole)?;
+            }
+        }
     }
 }
