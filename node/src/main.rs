@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cairn_config::{NodeConfig, Overrides};
+use cairn_node::node::RunError;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
@@ -147,16 +148,14 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(cairn_node::node::run(config, stop_signal())) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("cairn-node: {e:#}");
+        Err(RunError::Config(e)) => {
             // A certificate, key or secret that does not load is a config error too.
-            let config_error = e.downcast_ref::<cairn_node::tls::TlsError>().is_some()
-                || e.downcast_ref::<cairn_config::ConfigError>().is_some();
-            if config_error {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
+            eprintln!("cairn-node: config: {e:#}");
+            ExitCode::from(2)
+        }
+        Err(RunError::Failed(e)) => {
+            eprintln!("cairn-node: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -36,13 +36,30 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Timeout of a relayed (follower → leader) client request.
 const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why [`run`] failed. The binary exits 2 for [`RunError::Config`], 1 for the rest.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A certificate, key or peer secret that cannot be loaded: the configuration names
+    /// something the node cannot use. Fails before anything else is touched.
+    #[error(transparent)]
+    Config(anyhow::Error),
+    /// Anything after that: the data dir, a port, storage, Raft.
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
 /// Runs a node until `stop` resolves, then shuts it down cleanly.
-///
-/// A certificate, key or peer secret that cannot be loaded fails before anything else,
-/// as a [`crate::tls::TlsError`] or [`cairn_config::ConfigError`] (the binary's exit
-/// code 2).
-pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let transport = Transport::load(&config)?;
+pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> Result<(), RunError> {
+    let transport = Transport::load(&config).map_err(RunError::Config)?;
+    Ok(run_with(config, transport, stop).await?)
+}
+
+/// [`run`] once the transport's certificates, keys and secret are loaded.
+async fn run_with(
+    config: NodeConfig,
+    transport: Transport,
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     transport.announce(&config);
     let data_dir = DataDir::open(&config.data_dir, config.id)?;
     // Bind first: a port conflict fails fast, before any state is touched.
