@@ -91,6 +91,16 @@ impl Segment {
         self.offsets[(index - self.first) as usize]
     }
 
+    /// Writes `records` (encoded, starting at the offsets `starts` within them) after
+    /// the last record.
+    fn write(&mut self, records: &[u8], starts: &[u64]) -> Result<(), StoreError> {
+        self.file.write_all_at(records, self.end)?;
+        let base = self.end;
+        self.offsets.extend(starts.iter().map(|start| base + start));
+        self.end += records.len() as u64;
+        Ok(())
+    }
+
     /// Where the record after `index` starts (the file's end after the last one).
     fn end_of(&self, index: u64) -> u64 {
         if index == self.last() {
@@ -149,22 +159,22 @@ impl SegmentLog {
                 )));
             }
         }
-        let needs_new = segments.list.back().is_none_or(|s| s.end >= SEGMENT_BYTES);
-        if needs_new {
-            let segment = self.create(first)?;
-            segments.list.push_back(segment);
-            segments.dir_changed = true;
-        }
-        let active = segments
-            .list
-            .back_mut()
-            .expect("a segment was just ensured");
-        active.file.write_all_at(&records, active.end)?;
-        active
-            .offsets
-            .extend(starts.iter().map(|start| active.end + start));
-        active.end += records.len() as u64;
-        let file = active.file.clone();
+        // A segment joins the list only once it holds a record: the list never holds an
+        // empty one, even after a failed write.
+        let file = match segments.list.back_mut() {
+            Some(active) if active.end < SEGMENT_BYTES => {
+                active.write(&records, &starts)?;
+                active.file.clone()
+            }
+            _ => {
+                let mut segment = self.create(first)?;
+                segment.write(&records, &starts)?;
+                let file = segment.file.clone();
+                segments.list.push_back(segment);
+                segments.dir_changed = true;
+                file
+            }
+        };
         if !segments.unsynced.iter().any(|f| Arc::ptr_eq(f, &file)) {
             segments.unsynced.push(file);
         }
