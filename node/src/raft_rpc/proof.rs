@@ -18,14 +18,14 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::Json;
-use cairn_api::{ErrorBody, ErrorCode, ErrorDetail};
+use cairn_api::ErrorCode;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft};
 use crate::tls::configs::node_dns_name;
 use crate::tls::PeerCertificate;
@@ -115,39 +115,18 @@ pub async fn require(State(gate): State<PeerGate>, request: Request, next: Next)
     match check(&gate, &request) {
         Ok(()) => next.run(request).await,
         Err(refusal) => {
-            tracing::warn!(path = %request.uri().path(), reason = %refusal.reason, "peer request refused");
+            tracing::warn!(path = %request.uri().path(), reason = %refusal.message, "peer request refused");
             refusal.into_response()
         }
     }
 }
 
-/// Why a peer request is refused. The reason names what was wrong, never the secret.
-#[derive(Debug)]
-struct Refusal {
-    code: ErrorCode,
-    reason: String,
-}
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorBody {
-            error: ErrorDetail {
-                code: self.code,
-                message: self.reason,
-                details: Default::default(),
-            },
-        };
-        (status, Json(body)).into_response()
-    }
-}
+/// A refusal: the error body of SPEC §5 (the client port's [`ApiError`]), whose message
+/// names what was wrong, never the secret.
+type Refusal = ApiError;
 
 fn missing(header: &str) -> Refusal {
-    Refusal {
-        code: ErrorCode::Unauthenticated,
-        reason: format!("missing {header}"),
-    }
+    ApiError::new(ErrorCode::Unauthenticated, format!("missing {header}"))
 }
 
 fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
@@ -171,10 +150,7 @@ fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
 }
 
 fn forbidden(reason: String) -> Refusal {
-    Refusal {
-        code: ErrorCode::PermissionDenied,
-        reason,
-    }
+    ApiError::new(ErrorCode::PermissionDenied, reason)
 }
 
 fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {

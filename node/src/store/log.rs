@@ -132,21 +132,29 @@ impl LogEngine {
     /// A data dir written before segment files kept its entries in the `log` family: they
     /// move into segments (synced), then leave RocksDB, compacted away so that no SST keeps
     /// their bytes. Once moved, the family is empty and this reads nothing.
+    ///
+    /// - Restartable: a crash after the segments were synced and before RocksDB let go of
+    ///   the entries leaves them in both; the next open skips those the segments hold.
     fn move_entries_out_of_rocksdb(&self) -> Result<(), StoreError> {
         let db = self.engine.log_db();
         let family = self.engine.cf(cf::LOG);
+        let already_moved = self.segments.last()?.map(|(index, _)| index);
         let mut moved = 0usize;
         let mut chunk: Vec<(u64, Vec<u8>)> = Vec::with_capacity(MOVE_CHUNK_ENTRIES);
         for item in db.iterator_cf(family, IteratorMode::Start) {
             let (key, value) = item?;
             let index = u64_from_key(&key)
                 .ok_or_else(|| StoreError::Invariant(format!("log key of {} bytes", key.len())))?;
+            moved += 1;
+            if already_moved.is_some_and(|last| index <= last) {
+                continue;
+            }
             chunk.push((index, value.into_vec()));
             if chunk.len() == MOVE_CHUNK_ENTRIES {
-                moved += self.append_owned(&mut chunk)?;
+                self.append_owned(&mut chunk)?;
             }
         }
-        moved += self.append_owned(&mut chunk)?;
+        self.append_owned(&mut chunk)?;
         if moved == 0 {
             return Ok(());
         }
@@ -163,12 +171,12 @@ impl LogEngine {
         Ok(())
     }
 
-    fn append_owned(&self, chunk: &mut Vec<(u64, Vec<u8>)>) -> Result<usize, StoreError> {
+    /// Appends `chunk` and empties it.
+    fn append_owned(&self, chunk: &mut Vec<(u64, Vec<u8>)>) -> Result<(), StoreError> {
         let entries: Vec<(u64, &[u8])> = chunk.iter().map(|(i, b)| (*i, &b[..])).collect();
         self.segments.append(&entries)?;
-        let n = chunk.len();
         chunk.clear();
-        Ok(n)
+        Ok(())
     }
 }
 
@@ -177,21 +185,49 @@ mod tests {
     use super::*;
     use crate::store::EngineOptions;
 
+    /// Closes `db` after putting entries `indexes` into its `log` family, as a data dir
+    /// from before segment files kept them.
+    fn kept_in_rocksdb(db: &std::path::Path, indexes: std::ops::RangeInclusive<u64>) {
+        let engine = Engine::open(db, &EngineOptions::default()).unwrap();
+        let family = engine.cf(cf::LOG);
+        for index in indexes {
+            let entry = format!("entry {index}");
+            engine
+                .log_db()
+                .put_cf(family, u64_key(index), entry)
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_move_a_crash_interrupted_after_the_segments_were_synced_finishes_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        kept_in_rocksdb(&db, 5..=3_000);
+        // The crash: segments hold 5..=1_200 (synced), RocksDB still holds everything.
+        let segments = SegmentLog::open(&db.join("log-segments"), None).unwrap();
+        let owned: Vec<(u64, Vec<u8>)> = (5..=1_200)
+            .map(|i| (i, format!("entry {i}").into_bytes()))
+            .collect();
+        let entries: Vec<(u64, &[u8])> = owned.iter().map(|(i, b)| (*i, &b[..])).collect();
+        segments.append(&entries).unwrap();
+        segments.sync().unwrap();
+        drop(segments);
+
+        let engine = Engine::open(&db, &EngineOptions::default()).unwrap();
+        let log = LogEngine::open(engine).unwrap();
+        let got = log.range(0, u64::MAX).unwrap();
+        assert_eq!(got.len(), 2_996);
+        assert!(got
+            .iter()
+            .all(|(i, b)| *b == format!("entry {i}").into_bytes()));
+    }
+
     #[test]
     fn a_log_kept_in_rocksdb_moves_into_segments_at_open_and_leaves_rocksdb() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("db");
-        {
-            let engine = Engine::open(&db, &EngineOptions::default()).unwrap();
-            let family = engine.cf(cf::LOG);
-            for index in 5..=2_500u64 {
-                let entry = format!("entry {index}");
-                engine
-                    .log_db()
-                    .put_cf(family, u64_key(index), entry)
-                    .unwrap();
-            }
-        }
+        kept_in_rocksdb(&db, 5..=2_500);
         let engine = Engine::open(&db, &EngineOptions::default()).unwrap();
         let log = LogEngine::open(engine.clone()).unwrap();
 

@@ -114,8 +114,9 @@ impl LogWriter {
         self.send(seq, Op::Append(entries), done)
     }
 
-    /// Stages `entries` and never writes them: lost when the process dies. Exists solely
-    /// for the planted bug `ack-before-fsync`, whose appends are acknowledged at once.
+    /// Stages `entries` and never writes them: lost when the process dies, and held in the
+    /// tail for the life of the process (the planted scenarios run for seconds). Exists
+    /// solely for the planted bug `ack-before-fsync`, whose appends are acknowledged at once.
     pub fn append_volatile(&self, entries: Vec<(u64, Vec<u8>)>) {
         let mut staging = lock(&self.staging);
         for (index, bytes) in entries {
@@ -135,9 +136,6 @@ impl LogWriter {
     /// Queues the deletion of entries <= `through` with the `last_purged` marker.
     pub fn purge(&self, through: u64, marker: Vec<u8>, done: Done) -> Result<(), StoreError> {
         let mut staging = lock(&self.staging);
-        // Entries at or below a purge are never read again. Volatile ones would stay
-        // here for ever otherwise: no job removes them.
-        staging.tail = staging.tail.split_off(&through.saturating_add(1));
         let seq = staging.next_seq;
         staging.next_seq += 1;
         self.send(seq, Op::Purge { through, marker }, done)

@@ -78,6 +78,31 @@ struct Segment {
     end: u64,
 }
 
+impl Segments {
+    /// Entries with `start <= index < end`, in order, each record checked.
+    fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        let mut out = Vec::new();
+        for segment in &self.list {
+            let from = start.max(segment.first);
+            let to = end.min(segment.last() + 1);
+            if from >= to {
+                continue;
+            }
+            let at = segment.offset_of(from);
+            let mut bytes = vec![0; (segment.end_of(to - 1) - at) as usize];
+            segment.file.read_exact_at(&mut bytes, at)?;
+            let mut pos = 0;
+            for index in from..to {
+                let record = decode_record(&bytes[pos..]).and_then(|r| r.expect_index(index));
+                let record = record.map_err(|why| damaged(&segment.path, at + pos as u64, &why))?;
+                out.push((index, record.payload.to_vec()));
+                pos += record.len;
+            }
+        }
+        Ok(out)
+    }
+}
+
 impl Segment {
     fn last(&self) -> u64 {
         self.first + self.offsets.len() as u64 - 1
@@ -252,38 +277,19 @@ impl SegmentLog {
 
     /// Entries with `start <= index < end`, in order.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        let segments = self.read();
-        let mut out = Vec::new();
-        for segment in &segments.list {
-            let from = start.max(segment.first);
-            let to = end.min(segment.last() + 1);
-            if from >= to {
-                continue;
-            }
-            let at = segment.offset_of(from);
-            let mut bytes = vec![0; (segment.end_of(to - 1) - at) as usize];
-            segment.file.read_exact_at(&mut bytes, at)?;
-            let mut pos = 0;
-            for index in from..to {
-                let record = decode_record(&bytes[pos..]).and_then(|r| r.expect_index(index));
-                let record = record.map_err(|why| damaged(&segment.path, at + pos as u64, &why))?;
-                out.push((index, record.payload.to_vec()));
-                pos += record.len;
-            }
-        }
-        Ok(out)
+        self.read().range(start, end)
     }
 
     /// The entry with the highest index, if any.
     pub fn last(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
-        let last = self.read().list.back().map(Segment::last);
-        match last {
+        let segments = self.read();
+        match segments.list.back().map(Segment::last) {
             None => Ok(None),
-            Some(index) => Ok(self.range(index, index + 1)?.pop()),
+            Some(index) => Ok(segments.range(index, index + 1)?.pop()),
         }
     }
 
-    /// How many segment files there are, and their bytes on disk (for `/metrics`).
+    /// How many segment files there are, and their live bytes (for `/metrics`).
     pub fn footprint(&self) -> (u64, u64) {
         let segments = self.read();
         let bytes = segments
@@ -571,6 +577,16 @@ mod tests {
         log.sync().unwrap();
     }
 
+    /// A log under `dir` holding entries 1..=`last` of `bytes` each, one sync per entry
+    /// (so it rolls over to new segments as a running node's would).
+    fn filled(dir: &Path, last: u64, bytes: usize) -> SegmentLog {
+        let log = SegmentLog::open(dir, None).unwrap();
+        for i in 1..=last {
+            append(&log, i..=i, bytes);
+        }
+        log
+    }
+
     fn indexes(log: &SegmentLog) -> Vec<u64> {
         log.range(0, u64::MAX)
             .unwrap()
@@ -638,12 +654,9 @@ mod tests {
     #[test]
     fn a_full_segment_rolls_over_and_reads_span_segments() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SegmentLog::open(dir.path(), None).unwrap();
         let per_entry = 64 << 10;
         let entries = SEGMENT_BYTES / per_entry as u64 + 40;
-        for i in 1..=entries {
-            append(&log, i..=i, per_entry);
-        }
+        let log = filled(dir.path(), entries, per_entry);
         assert_eq!(files(dir.path()).len(), 2);
         let across = log.range(entries - 60, entries - 10).unwrap();
         assert_eq!(across.len(), 50);
@@ -656,11 +669,7 @@ mod tests {
     #[test]
     fn truncation_removes_the_suffix_across_segments_durably() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SegmentLog::open(dir.path(), None).unwrap();
-        let per_entry = 1 << 20;
-        for i in 1..=40 {
-            append(&log, i..=i, per_entry);
-        }
+        let log = filled(dir.path(), 40, 1 << 20);
         assert!(files(dir.path()).len() >= 3);
         log.truncate(10).unwrap();
         assert_eq!(indexes(&log), (1..=9).collect::<Vec<_>>());
@@ -679,11 +688,7 @@ mod tests {
     #[test]
     fn a_purge_deletes_whole_segments_and_erases_the_prefix_of_the_one_it_straddles() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SegmentLog::open(dir.path(), None).unwrap();
-        let per_entry = 1 << 20;
-        for i in 1..=40 {
-            append(&log, i..=i, per_entry);
-        }
+        let log = filled(dir.path(), 40, 1 << 20);
         let straddled = files(dir.path())[1].clone();
         let purged = 20;
         assert!(
@@ -766,11 +771,7 @@ mod tests {
     #[test]
     fn damage_before_the_last_segment_refuses_to_open() {
         let dir = tempfile::tempdir().unwrap();
-        let log = SegmentLog::open(dir.path(), None).unwrap();
-        for i in 1..=20 {
-            append(&log, i..=i, 1 << 20);
-        }
-        drop(log);
+        drop(filled(dir.path(), 20, 1 << 20));
         let first = files(dir.path())[0].clone();
         let mut bytes = fs::read(&first).unwrap();
         bytes[HEADER.len() + RECORD_HEADER_LEN + 7] ^= 0x01; // inside entry 1's payload
