@@ -89,6 +89,7 @@ mod tests {
         Op::Write {
             key: key.into(),
             value: "1".into(),
+            value_hash: cairn_memory::hash::value_hash("1"),
             actor: "alice".into(),
             source: None,
             anchors: vec![],

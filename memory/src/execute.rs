@@ -201,6 +201,7 @@ pub fn apply(slot: Option<&Slot>, m: &Mutation, ctx: &Ctx) -> Result<Change, OpE
         Op::Write {
             key,
             value,
+            value_hash,
             actor,
             source,
             anchors,
@@ -211,6 +212,7 @@ pub fn apply(slot: Option<&Slot>, m: &Mutation, ctx: &Ctx) -> Result<Change, OpE
         } => {
             let w = Write {
                 value,
+                value_hash,
                 actor,
                 source: source.as_deref(),
                 anchors,
@@ -362,6 +364,7 @@ mod tests {
         m(Op::Write {
             key: key.into(),
             value: value.into(),
+            value_hash: crate::hash::value_hash(value),
             actor: "a".into(),
             source: None,
             anchors: anchors.iter().map(|a| a.to_string()).collect(),

@@ -186,8 +186,12 @@ pub(crate) mod fixtures {
     }
 
     pub fn write_op(value: &str) -> write::Write<'_> {
+        // Leaked: a test's few small hashes, so that `Write` stays a plain borrow as the log
+        // entry's fields are.
+        let value_hash: &'static str = Box::leak(crate::hash::value_hash(value).into_boxed_str());
         write::Write {
             value,
+            value_hash,
             actor: "writer",
             source: Some("test"),
             anchors: &[],

@@ -60,6 +60,9 @@ pub enum Op {
     Write {
         key: String,
         value: String,
+        /// sha256 (hex) of `value`, computed once when the leader admits the write, so that
+        /// no replica hashes the value again at apply (log-entry format 5).
+        value_hash: String,
         actor: String,
         source: Option<String>,
         anchors: Vec<String>,

@@ -23,7 +23,6 @@
 
 use serde_json::json;
 
-use crate::hash::value_hash;
 use crate::records::{ErrorCode, EventKind, Meta, State};
 use crate::render::render;
 use crate::step;
@@ -35,6 +34,8 @@ use crate::wire;
 pub struct Write<'a> {
     /// Canonical JSON text of the value.
     pub value: &'a str,
+    /// sha256 (hex) of `value`, as the log entry carries it.
+    pub value_hash: &'a str,
     pub actor: &'a str,
     pub source: Option<&'a str>,
     pub anchors: &'a [String],
@@ -70,7 +71,7 @@ pub fn apply(slot: Option<&Slot>, key: &str, w: &Write, ctx: &Ctx) -> Result<Cha
     }
     next.state = State::Active;
     next.value = Some(w.value.to_string());
-    next.value_hash = Some(value_hash(w.value));
+    next.value_hash = Some(w.value_hash.to_string());
     next.value_revision = ctx.revision;
     next.revocation = None;
     next.stale.clear();
@@ -102,6 +103,7 @@ fn revoked_error(slot: &Slot) -> OpError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::hash::value_hash;
     use crate::step::fixtures::*;
 
     fn anchored<'a>(value: &'a str, anchors: &'a [String]) -> Write<'a> {

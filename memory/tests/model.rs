@@ -326,6 +326,7 @@ fn op() -> impl Strategy<Value = Op> {
                 Op::Write {
                     key,
                     value: v.to_string(),
+                    value_hash: cairn_memory::hash::value_hash(&v.to_string()),
                     actor: actor(),
                     source: None,
                     anchors,

@@ -52,10 +52,12 @@ fn upsert(key: String, value_bytes: usize, rng: &mut impl Rng) -> Command {
     let value: String = (0..value_bytes)
         .map(|_| rng.gen_range(b'a'..=b'z') as char)
         .collect();
+    let value = serde_json::to_string(&value).expect("a string serializes");
     let mutation = Mutation {
         op: Op::Write {
             key,
-            value: serde_json::to_string(&value).expect("a string serializes"),
+            value_hash: cairn_memory::hash::value_hash(&value),
+            value,
             actor: "bench".into(),
             source: None,
             anchors: vec![],

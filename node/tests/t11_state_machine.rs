@@ -75,6 +75,7 @@ fn write(key: &str, value: &str) -> Command {
     command(vec![mutation(Op::Write {
         key: key.into(),
         value: value.into(),
+        value_hash: cairn_memory::hash::value_hash(value),
         actor: "agent".into(),
         source: None,
         anchors: vec!["tag:t".into()],

@@ -87,6 +87,7 @@ fn write_op() -> impl Strategy<Value = Op> {
             |(key, value, anchors, clear_tombstone, override_revocation)| Op::Write {
                 key,
                 value: value.to_string(),
+                value_hash: cairn_memory::hash::value_hash(value),
                 actor: "agent".into(),
                 source: None,
                 anchors: anchors.into_iter().map(str::to_string).collect(),

@@ -13,7 +13,7 @@ use super::fields::{
     OBSERVED_HASH_BYTES_MAX,
 };
 use super::rejection::invalid;
-use crate::hash::canonical_json;
+use crate::hash::{canonical_json, value_hash};
 use crate::records::ErrorCode;
 use crate::types::{Mutation, Op, OpError};
 
@@ -40,6 +40,7 @@ pub fn write(req: &WriteRequest, l: &Limits) -> Result<Mutation, OpError> {
     Ok(Mutation {
         op: Op::Write {
             key: req.key.clone(),
+            value_hash: value_hash(&value),
             value,
             actor: req.actor.clone(),
             source: req.source.clone(),

@@ -1,15 +1,17 @@
 //! `payload_hash` (compared on `request_id` replays) is the sha256 of what the request asks
 //! the log to do: its validated mutations (each names its operation, so a forget and a
 //! revoke with byte-identical bodies differ) and whether they came as a batch, in the
-//! codec's binary form. Values are canonical JSON by then and omitted fields hold their
+//! codec's binary form. A write's `value_hash` is left out: the leader derives it from the
+//! value, and dedup records of builds before it (log-entry format 5) hold hashes without it. Values are canonical JSON by then and omitted fields hold their
 //! defaults, so key order and spelled-out defaults do not change it; the `request_id`
 //! is not part of it. A command without a `request_id` carries an empty hash: nothing
 //! ever compares it, and hashing every write cost the leader ~5% of its CPU in a profile
 //! when it went through `serde_json::Value` and canonical JSON text.
 
+use serde::ser::{Serialize, SerializeStruct, SerializeStructVariant, Serializer};
 use sha2::{Digest, Sha256};
 
-use crate::types::Mutation;
+use crate::types::{Mutation, Op};
 
 /// sha256 (hex) of the mutations and the batch flag (see the module doc).
 ///
@@ -18,9 +20,64 @@ use crate::types::Mutation;
 pub(super) fn payload_hash(mutations: &[Mutation], is_batch: bool) -> String {
     // `Sha256` is an `io::Write` that hashes what is written to it.
     let mut hasher = Sha256::new();
-    bincode::serialize_into(&mut hasher, &(PAYLOAD_HASH_DOMAIN, is_batch, mutations))
+    let asked = AskedMutations(mutations);
+    bincode::serialize_into(&mut hasher, &(PAYLOAD_HASH_DOMAIN, is_batch, asked))
         .expect("plain data always serializes, and hashing cannot fail");
     hex::encode(hasher.finalize())
+}
+
+/// The mutations as the request asked for them: encoded as [`Mutation`]s, except that a
+/// write has no `value_hash` (the layout of `Op::Write` before it carried one).
+struct AskedMutations<'a>(&'a [Mutation]);
+
+impl Serialize for AskedMutations<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(AskedMutation))
+    }
+}
+
+struct AskedMutation<'a>(&'a Mutation);
+
+impl Serialize for AskedMutation<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_struct("Mutation", 2)?;
+        m.serialize_field("op", &AskedOp(&self.0.op))?;
+        m.serialize_field("cond", &self.0.cond)?;
+        m.end()
+    }
+}
+
+struct AskedOp<'a>(&'a Op);
+
+impl Serialize for AskedOp<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let Op::Write {
+            key,
+            value,
+            value_hash: _,
+            actor,
+            source,
+            anchors,
+            tags,
+            clear_tombstone,
+            override_revocation,
+            reason,
+        } = self.0
+        else {
+            return self.0.serialize(s);
+        };
+        let mut w = s.serialize_struct_variant("Op", 0, "Write", 9)?;
+        w.serialize_field("key", key)?;
+        w.serialize_field("value", value)?;
+        w.serialize_field("actor", actor)?;
+        w.serialize_field("source", source)?;
+        w.serialize_field("anchors", anchors)?;
+        w.serialize_field("tags", tags)?;
+        w.serialize_field("clear_tombstone", clear_tombstone)?;
+        w.serialize_field("override_revocation", override_revocation)?;
+        w.serialize_field("reason", reason)?;
+        w.end()
+    }
 }
 
 /// Prefix of every hashed payload; a change of what is hashed changes it, so that old and
@@ -65,16 +122,34 @@ mod tests {
         );
     }
 
-    /// Stored dedup records hold these hashes, so how they are computed may change but
-    /// their value may not: the hash of the codec's bytes of (domain, batch flag,
-    /// mutations).
+    /// Dedup records on disk hold hashes of earlier builds: a write (every field set) and
+    /// a batch of every other operation hash to what they did when the codec's bytes of the
+    /// mutations were the hash's whole input (git 7b8a72c).
     #[test]
-    fn the_payload_hash_is_the_sha256_of_the_encoded_payload() {
-        let a = write_req(json!({"key": "k", "value": "x".repeat(70_000), "actor": "a"}));
-        let c = single(write(&a, &l()).unwrap(), Some("r".into()), &l()).unwrap();
-        let encoded =
-            bincode::serialize(&(super::PAYLOAD_HASH_DOMAIN, false, &c.mutations)).unwrap();
-        assert_eq!(c.payload_hash, crate::hash::sha256_hex(&encoded));
+    fn payload_hashes_of_earlier_builds_still_match() {
+        let w = write_req(json!({
+            "key": "k", "value": {"b": [1, "two"], "a": null}, "actor": "alice",
+            "source": "src", "anchors": ["path:a"], "tags": ["t"], "clear_tombstone": true,
+            "override_revocation": true, "reason": "why", "expected_version": 3,
+            "based_on_revision": 40,
+        }));
+        let cw = single(write(&w, &l()).unwrap(), Some("r".into()), &l()).unwrap();
+        assert_eq!(
+            cw.payload_hash,
+            "3258f84b5d3fc31b6465be049d05fc02f833499e80cec100d56e87ea741ece03"
+        );
+        let b: BatchRequest = parse(json!({"request_id": "r", "ops": [
+            {"op": "write", "key": "w", "value": 1, "actor": "a"},
+            {"op": "forget", "key": "f", "actor": "a", "reason": "r"},
+            {"op": "revoke", "key": "r", "actor": "a", "reason": "r"},
+            {"op": "reinstate", "key": "i", "actor": "a"},
+            {"op": "flag_stale", "key": "s", "actor": "a", "anchor": "path:a", "observed_hash": "h"},
+            {"op": "supersede", "key": "p", "by": "q", "actor": "a"},
+        ]}));
+        assert_eq!(
+            batch(&b, &l()).unwrap().payload_hash,
+            "1c3dfef1ecbc9b125249b44963847ea0c36df851c9201e9da739659b33a3da69"
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! model's logged [`Command`]s and its optional access change.
 //!
 //! The `*_V3` entries and the metadata hex were generated from commit 7ebcaca (the build
-//! before the key model had its own record types); the format-4 entries when the access
-//! field was added. A failure means data dirs and snapshots written before the change no
+//! before the key model had its own record types); the `*_V4` entries when the access
+//! field was added; the format-5 entries when writes began to carry their value hash. A failure means data dirs and snapshots written before the change no
 //! longer read: a layout change needs a format bump and a decoder for the old bytes, and
 //! only then new golden hex.
 
@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_access::{AccessChange, GrantRecord, Permissions, TokenHash};
 use cairn_api::Permission;
+use cairn_memory::hash::value_hash;
 use cairn_memory::{Command, Conditions, Mutation, Op};
 use openraft::{CommittedLeaderId, EntryPayload, Membership};
 
@@ -50,8 +51,8 @@ const STORED_MEMBERSHIP: &str = concat!(
     "000063310200000000000000703102000000000000000200000000000000633202000000",
     "000000007032",
 );
-/// Format 4 (entries carry an optional access change).
-const ENTRY_NORMAL: &str = concat!(
+/// Entries as format 4 stored them (an optional access change, no value hashes): still read.
+const ENTRY_NORMAL_V4: &str = concat!(
     "04020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
     "00005c26050000000002000000000000000105000000000000007265712d310200000000",
     "000000706801000000000000000000000001000000000000006b07000000000000007b22",
@@ -66,7 +67,7 @@ const ENTRY_NORMAL: &str = concat!(
     "0000000000706174683a6101000000000000006800000500000001000000000000007001",
     "00000000000000710100000000000000610000000100",
 );
-const ENTRY_ACCESS: &str = concat!(
+const ENTRY_ACCESS_V4: &str = concat!(
     "04020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
     "00005c26050000000002000000000000000105000000000000007265712d310200000000",
     "000000706801000000000000000000000001000000000000006b07000000000000007b22",
@@ -83,14 +84,67 @@ const ENTRY_ACCESS: &str = concat!(
     "6f740500000000000000616c696365010000000000000006000000000000006661637473",
     "2f05",
 );
-const ENTRY_ENABLE: &str = concat!(
+const ENTRY_ENABLE_V4: &str = concat!(
     "040100000000000000010000000000000002000000000000000100000005000000000000",
     "000600000000000000000000000000000001000000000400000000000000726f6f740707",
     "070707070707070707070707070707070707070707070707070707070707",
 );
-const ENTRY_BLANK: &str = "0402000000000000000100000000000000280000000000000000000000";
-const ENTRY_MEMBERSHIP: &str = concat!(
+const ENTRY_BLANK_V4: &str = "0402000000000000000100000000000000280000000000000000000000";
+const ENTRY_MEMBERSHIP_V4: &str = concat!(
     "040100000000000000010000000000000001000000000000000200000001000000000000",
+    "000100000000000000010000000000000002000000000000000100000000000000020000",
+    "000000000063310200000000000000703102000000000000000200000000000000633202",
+    "000000000000007032",
+);
+/// Format 5 (writes carry their value hash).
+const ENTRY_NORMAL: &str = concat!(
+    "05020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
+    "00005c26050000000002000000000000000105000000000000007265712d310200000000",
+    "000000706801000000000000000000000001000000000000006b07000000000000007b22",
+    "61223a317d40000000000000003031356162643766356363353761326464393462373539",
+    "306630346164383038343237333930356565333365633563656265616536323237366139",
+    "37663836320500000000000000616c696365010300000000000000737263010000000000",
+    "00000600000000000000706174683a610100000000000000010000000000000074010101",
+    "030000000000000077687901030000000000000001280000000000000000000000000000",
+    "000000060000000000000000000000010000000000000077010000000000000031400000",
+    "000000000036623836623237336666333466636531396436623830346566663561336635",
+    "373437616461346561613232663164343963303165353264646237383735623462010000",
+    "000000000061000000000000000000000000000000000000000000000100000001000000",
+    "000000006601000000000000006101000000000000007200000200000001000000000000",
+    "007201000000000000006101000000000000007200000300000001000000000000006901",
+    "000000000000006100000004000000010000000000000073010000000000000061060000",
+    "0000000000706174683a6101000000000000006800000500000001000000000000007001",
+    "00000000000000710100000000000000610000000100",
+);
+const ENTRY_ACCESS: &str = concat!(
+    "05020000000000000001000000000000002900000000000000010000000068e5cf8b0100",
+    "00005c26050000000002000000000000000105000000000000007265712d310200000000",
+    "000000706801000000000000000000000001000000000000006b07000000000000007b22",
+    "61223a317d40000000000000003031356162643766356363353761326464393462373539",
+    "306630346164383038343237333930356565333365633563656265616536323237366139",
+    "37663836320500000000000000616c696365010300000000000000737263010000000000",
+    "00000600000000000000706174683a610100000000000000010000000000000074010101",
+    "030000000000000077687901030000000000000001280000000000000000000000000000",
+    "000000060000000000000000000000010000000000000077010000000000000031400000",
+    "000000000036623836623237336666333466636531396436623830346566663561336635",
+    "373437616461346561613232663164343963303165353264646237383735623462010000",
+    "000000000061000000000000000000000000000000000000000000000100000001000000",
+    "000000006601000000000000006101000000000000007200000200000001000000000000",
+    "007201000000000000006101000000000000007200000300000001000000000000006901",
+    "000000000000006100000004000000010000000000000073010000000000000061060000",
+    "0000000000706174683a6101000000000000006800000500000001000000000000007001",
+    "00000000000000710100000000000000610000000101040000000400000000000000726f",
+    "6f740500000000000000616c696365010000000000000006000000000000006661637473",
+    "2f05",
+);
+const ENTRY_ENABLE: &str = concat!(
+    "050100000000000000010000000000000002000000000000000100000005000000000000",
+    "000600000000000000000000000000000001000000000400000000000000726f6f740707",
+    "070707070707070707070707070707070707070707070707070707070707",
+);
+const ENTRY_BLANK: &str = "0502000000000000000100000000000000280000000000000000000000";
+const ENTRY_MEMBERSHIP: &str = concat!(
+    "050100000000000000010000000000000001000000000000000200000001000000000000",
     "000100000000000000010000000000000002000000000000000100000000000000020000",
     "000000000063310200000000000000703102000000000000000200000000000000633202",
     "000000000000007032",
@@ -130,6 +184,7 @@ fn commands() -> Vec<Command> {
                 op: Op::Write {
                     key: "k".into(),
                     value: r#"{"a":1}"#.into(),
+                    value_hash: value_hash(r#"{"a":1}"#),
                     actor: "alice".into(),
                     source: Some("src".into()),
                     anchors: vec!["path:a".into()],
@@ -152,6 +207,7 @@ fn commands() -> Vec<Command> {
                 plain(Op::Write {
                     key: "w".into(),
                     value: "1".into(),
+                    value_hash: value_hash("1"),
                     actor: "a".into(),
                     source: None,
                     anchors: vec![],
@@ -258,7 +314,11 @@ fn entry_round_trip(entry: &Entry, golden_hex: &str) {
 fn golden_normal_entries_with_and_without_an_access_change() {
     entry_round_trip(&normal_entry(None), ENTRY_NORMAL);
     entry_round_trip(&normal_entry(Some(access_change())), ENTRY_ACCESS);
-    let enable = Entry {
+    entry_round_trip(&enable_entry(), ENTRY_ENABLE);
+}
+
+fn enable_entry() -> Entry {
+    Entry {
         log_id: log_id(1, 1, 2),
         payload: EntryPayload::Normal(Request {
             now_ms: 5,
@@ -269,8 +329,7 @@ fn golden_normal_entries_with_and_without_an_access_change() {
                 token_hash: TokenHash([7; 32]),
             }),
         }),
-    };
-    entry_round_trip(&enable, ENTRY_ENABLE);
+    }
 }
 
 #[test]
@@ -279,13 +338,32 @@ fn golden_blank_and_membership_entries() {
     entry_round_trip(&membership_entry(), ENTRY_MEMBERSHIP);
 }
 
+fn decode_hex(golden_hex: &str) -> Entry {
+    entry_codec::decode(&hex::decode(golden_hex).unwrap()).unwrap()
+}
+
 #[test]
 fn format_3_entries_still_decode() {
-    let decode = |h: &str| entry_codec::decode(&hex::decode(h).unwrap()).unwrap();
-    assert_eq!(decode(ENTRY_NORMAL_V3), normal_entry(None));
-    assert_eq!(decode(ENTRY_BLANK_V3), blank_entry());
-    assert_eq!(decode(ENTRY_MEMBERSHIP_V3), membership_entry());
+    assert_eq!(decode_hex(ENTRY_NORMAL_V3), normal_entry(None));
+    assert_eq!(decode_hex(ENTRY_BLANK_V3), blank_entry());
+    assert_eq!(decode_hex(ENTRY_MEMBERSHIP_V3), membership_entry());
     let id = entry_codec::log_id(&hex::decode(ENTRY_NORMAL_V3).unwrap()).unwrap();
+    assert_eq!(id, log_id(2, 1, 41));
+}
+
+/// The value hashes that format 5 carries are computed as format-4 writes are read, so an
+/// old entry decodes to exactly what today's leader would have proposed.
+#[test]
+fn format_4_entries_still_decode() {
+    assert_eq!(decode_hex(ENTRY_NORMAL_V4), normal_entry(None));
+    assert_eq!(
+        decode_hex(ENTRY_ACCESS_V4),
+        normal_entry(Some(access_change()))
+    );
+    assert_eq!(decode_hex(ENTRY_ENABLE_V4), enable_entry());
+    assert_eq!(decode_hex(ENTRY_BLANK_V4), blank_entry());
+    assert_eq!(decode_hex(ENTRY_MEMBERSHIP_V4), membership_entry());
+    let id = entry_codec::log_id(&hex::decode(ENTRY_NORMAL_V4).unwrap()).unwrap();
     assert_eq!(id, log_id(2, 1, 41));
 }
 

@@ -8,7 +8,7 @@
 //!   commands with the pure rules of `cairn_memory`.
 //! - `access`: [`access::AccessCell`], the applied principals and grants (SPEC §8) as
 //!   the API layer reads them.
-//! - `entry_codec`: the stored layout of log entries (format 4, and format 3 still read).
+//! - `entry_codec`: the stored layout of log entries (format 5; formats 4 and 3 still read).
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
 //! - `reads`: the read gate (ReadIndex, bounded-staleness tokens, `min_revision` waits).

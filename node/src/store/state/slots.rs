@@ -77,6 +77,7 @@ mod tests {
     use crate::store::codec::{self, pair_key, u64_key};
     use crate::store::engine::{Engine, EngineOptions};
     use crate::store::records::history::{self, EventV3};
+    use cairn_memory::hash::value_hash;
     use cairn_memory::{reinstate, revoke, supersede, write, Change, Ctx, Effect, SlotSource};
 
     fn ctx(revision: u64) -> Ctx {
@@ -112,8 +113,10 @@ mod tests {
     fn a_format_3_slot_gets_its_fence_from_history() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
-        let w = |v| write::Write {
-            value: v,
+        let (hash_1, hash_2) = (value_hash("1"), value_hash("2"));
+        let w = |value, value_hash| write::Write {
+            value,
+            value_hash,
             actor: "a",
             source: None,
             anchors: &[],
@@ -125,7 +128,7 @@ mod tests {
         // write 52, revoke 53, reinstate 54, write 55: the fence is the revoke's.
         let s = commit(
             &state,
-            write::apply(None, "f/1", &w("1"), &ctx(52)).unwrap(),
+            write::apply(None, "f/1", &w("1", &hash_1), &ctx(52)).unwrap(),
         );
         let s = commit(
             &state,
@@ -137,7 +140,7 @@ mod tests {
         );
         let s = commit(
             &state,
-            write::apply(Some(&s), "f/1", &w("2"), &ctx(55)).unwrap(),
+            write::apply(Some(&s), "f/1", &w("2", &hash_2), &ctx(55)).unwrap(),
         );
         assert_eq!(s.fence_revision, 53);
         let digest = state.digest().unwrap();
@@ -155,7 +158,10 @@ mod tests {
         assert_eq!(&*cached, &slot::encode(&s)[..]);
 
         // A key without history of a fencing change has none.
-        let other = commit(&state, write::apply(None, "g", &w("1"), &ctx(60)).unwrap());
+        let other = commit(
+            &state,
+            write::apply(None, "g", &w("1", &hash_1), &ctx(60)).unwrap(),
+        );
         store_as_format_3(&state, &other);
         assert_eq!(state.slot("g").unwrap().unwrap().fence_revision, 0);
     }
@@ -164,8 +170,10 @@ mod tests {
     fn a_format_3_history_event_still_decodes() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
+        let hash = value_hash("1");
         let w = write::Write {
             value: "1",
+            value_hash: &hash,
             actor: "a",
             source: None,
             anchors: &[],
