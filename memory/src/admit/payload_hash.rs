@@ -1,10 +1,11 @@
 //! `payload_hash` (compared on `request_id` replays) is the sha256 of what the request asks
 //! the log to do: its validated mutations (each names its operation, so a forget and a
 //! revoke with byte-identical bodies differ) and whether they came as a batch, in the
-//! codec's binary form. A write's `value_hash` is left out: the leader derives it from the
-//! value, and dedup records of builds before it (log-entry format 5) hold hashes without it. Values are canonical JSON by then and omitted fields hold their
+//! codec's binary form. Values are canonical JSON by then and omitted fields hold their
 //! defaults, so key order and spelled-out defaults do not change it; the `request_id`
-//! is not part of it. A command without a `request_id` carries an empty hash: nothing
+//! is not part of it, and neither is a write's `value_hash`: the leader derives it from
+//! the value, and dedup records of builds before it (log-entry format 5) hold hashes
+//! without it. A command without a `request_id` carries an empty hash: nothing
 //! ever compares it, and hashing every write cost the leader ~5% of its CPU in a profile
 //! when it went through `serde_json::Value` and canonical JSON text.
 
