@@ -1508,7 +1508,8 @@ async fn t85_08_operator_endpoints_need_the_right_token() {
 }
 
 /// `POST /v1/auth/enable` turns auth on for a cluster made without it: tokenless requests
-/// work before and get 401 after, on every node; the returned token works.
+/// work before and get 401 after, on every node (writes and linearizable reads at once,
+/// other endpoints once the node has applied the enable); the returned token works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn t85_09_enable_turns_auth_on_for_a_cluster_made_without_it() {
     let mut cluster = Cluster::start(3).await;
@@ -1552,6 +1553,11 @@ async fn t85_09_enable_turns_auth_on_for_a_cluster_made_without_it() {
             Some("unauthenticated"),
             &format!("node {id}: a tokenless read after enable"),
         );
+    }
+    // Mutations and linearizable reads are refused on every node as soon as enable returns
+    // (SPEC §8, above); any other endpoint once the node has applied the enable entry.
+    wait_all_applied(&cluster, leader).await;
+    for id in cluster.ids() {
         api.get(id, "/cluster/status", None).await.expect(
             401,
             Some("unauthenticated"),
