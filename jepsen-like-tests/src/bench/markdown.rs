@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::report::{utc, Results, Row};
-use super::tables::{bytes_label, efficiency_table, goals_table, secure_cost_table, summary_table};
+use super::tables::{
+    bytes_label, efficiency_table, goals_table, mixed_by_kind_table, secure_cost_table,
+    summary_table,
+};
 
 const NOTES_BEGIN: &str = "<!-- notes:begin -->";
 const NOTES_END: &str = "<!-- notes:end -->";
@@ -211,6 +214,12 @@ fn results(s: &mut String, res: &Results) {
     s.push_str(&goals_table(res));
     let _ = writeln!(s, "\n### Every point\n");
     s.push_str(&summary_table(res));
+    let by_kind = mixed_by_kind_table(&res.rows);
+    if !by_kind.is_empty() {
+        let _ = writeln!(s, "\n### Mixed workload: reads and mutations apart\n");
+        let _ = writeln!(s, "Latency of the mixed points' operations by kind (those served that started in the window): a read waits for a ReadIndex round (etcd: its linearizable get), a mutation for its log entry's commit and apply.\n");
+        s.push_str(&by_kind);
+    }
     let secure = secure_cost_table(res);
     if !secure.is_empty() {
         let _ = writeln!(s, "\n### The cost of auth + TLS (cairn-secure ÷ cairn)\n");

@@ -3,12 +3,13 @@
 
 use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::loadgen::LoadgenCheck;
 use super::scale::ScaleResults;
 use super::sysinfo::{Fdatasync, Machine};
-use super::workload::{PointResult, PointSpec};
+use super::workload::{PointResult, PointSpec, Workload};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CpuUsage {
@@ -56,6 +57,37 @@ pub struct Row {
     /// median one. Empty in results written before rounds existed.
     #[serde(default)]
     pub rounds_ops_per_s: Vec<f64>,
+    /// Reads and mutations apart, for the workloads that mix them (`mixed`); absent
+    /// elsewhere and in results written before the split existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_kind: Option<ByKind>,
+}
+
+/// A mixed point's latency, reads and mutations apart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ByKind {
+    pub reads: KindLatency,
+    pub mutations: KindLatency,
+}
+
+/// Latency of one kind of operation: those served that started in the measured window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct KindLatency {
+    pub ops: u64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl KindLatency {
+    fn of(h: &Histogram<u64>) -> KindLatency {
+        KindLatency {
+            ops: h.len(),
+            mean_ms: h.mean() / 1000.0,
+            p50_ms: h.value_at_quantile(0.5) as f64 / 1000.0,
+            p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+        }
+    }
 }
 
 impl Row {
@@ -108,6 +140,10 @@ impl Row {
             latency_cdf,
             note: note.into(),
             rounds_ops_per_s: vec![ops_per_s],
+            by_kind: (spec.workload == Workload::Mixed).then(|| ByKind {
+                reads: KindLatency::of(&r.by_kind.reads),
+                mutations: KindLatency::of(&r.by_kind.mutations),
+            }),
         }
     }
 }

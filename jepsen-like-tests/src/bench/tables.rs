@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::report::{find_row, Results, Row};
+use super::report::{find_row, ByKind, Results, Row};
 use super::scale::{Join, Level, Restart, ScaleResults};
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
@@ -442,9 +442,67 @@ pub(super) fn efficiency_table(res: &Results) -> String {
     s
 }
 
+/// The mixed points' latency, reads and mutations apart: a read waits for a ReadIndex
+/// round, a mutation for its log entry's commit and apply, and the table shows which
+/// half a gap comes from. Empty when the run had no mixed point.
+pub(super) fn mixed_by_kind_table(rows: &[Row]) -> String {
+    let rows: Vec<(&Row, &ByKind)> = rows
+        .iter()
+        .filter_map(|r| r.by_kind.as_ref().map(|k| (r, k)))
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = String::new();
+    s.push_str("| system | clients | value | reads | read mean ms | read p50 ms | read p99 ms | mutations | mutation mean ms | mutation p50 ms | mutation p99 ms |\n");
+    s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (r, k) in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} |",
+            r.system,
+            r.clients,
+            bytes_label(r.value_bytes),
+            k.reads.ops,
+            k.reads.mean_ms,
+            k.reads.p50_ms,
+            k.reads.p99_ms,
+            k.mutations.ops,
+            k.mutations.mean_ms,
+            k.mutations.p50_ms,
+            k.mutations.p99_ms,
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::report::KindLatency;
+
+    #[test]
+    fn mixed_points_show_reads_and_mutations_apart_and_other_runs_show_nothing() {
+        let latency = |ops, mean_ms, p50_ms, p99_ms| KindLatency {
+            ops,
+            mean_ms,
+            p50_ms,
+            p99_ms,
+        };
+        let mut mixed = Row::sample("cairn", "mixed", 16, 256, 4_000.0, 2.0, 12.0);
+        mixed.by_kind = Some(ByKind {
+            reads: latency(700, 1.5, 1.25, 6.0),
+            mutations: latency(300, 5.5, 4.75, 20.0),
+        });
+        let write = Row::sample("cairn", "write", 16, 256, 3_000.0, 5.0, 17.0);
+        let table = mixed_by_kind_table(&[write.clone(), mixed]);
+        assert_eq!(
+            table.lines().nth(2),
+            Some("| cairn | 16 | 256 B | 700 | 1.50 | 1.25 | 6.00 | 300 | 5.50 | 4.75 | 20.00 |")
+        );
+        assert_eq!(table.lines().count(), 3, "{table}");
+        assert_eq!(mixed_by_kind_table(&[write]), "");
+    }
 
     #[test]
     fn each_goal_is_judged_on_the_run_and_a_missing_point_says_so() {

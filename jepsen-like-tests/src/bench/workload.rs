@@ -153,6 +153,9 @@ pub struct PointSpec {
 pub struct PointResult {
     /// Latency of every served operation (ok or rejected) started in the window, in µs.
     pub hist: Histogram<u64>,
+    /// The same, split into reads and mutations (write, forget, revoke): the mixed
+    /// workload's two halves wait on different things (a ReadIndex round, a log entry).
+    pub by_kind: KindHists,
     /// Served answers that arrived inside the window.
     pub served_in_window: u64,
     pub rejected: u64,
@@ -167,8 +170,38 @@ impl PointResult {
     }
 }
 
+/// Latency histograms (µs) of reads and of mutations.
+pub struct KindHists {
+    pub reads: Histogram<u64>,
+    pub mutations: Histogram<u64>,
+}
+
+impl KindHists {
+    fn new() -> KindHists {
+        KindHists {
+            reads: new_hist(),
+            mutations: new_hist(),
+        }
+    }
+
+    fn of(&mut self, kind: OpKind) -> &mut Histogram<u64> {
+        match kind {
+            OpKind::Read => &mut self.reads,
+            OpKind::Write | OpKind::Forget | OpKind::Revoke => &mut self.mutations,
+        }
+    }
+
+    fn add(&mut self, other: &KindHists) -> Result<()> {
+        self.reads
+            .add(&other.reads)
+            .and_then(|()| self.mutations.add(&other.mutations))
+            .map_err(|e| anyhow!("merging histograms: {e:?}"))
+    }
+}
+
 struct TaskResult {
     hist: Histogram<u64>,
+    by_kind: KindHists,
     served_in_window: u64,
     rejected: u64,
     errors: u64,
@@ -220,6 +253,7 @@ async fn client(
     let mut counter = (i as u64) << 40;
     let mut r = TaskResult {
         hist: new_hist(),
+        by_kind: KindHists::new(),
         served_in_window: 0,
         rejected: 0,
         errors: 0,
@@ -237,7 +271,7 @@ async fn client(
             Err(_) => Outcome::Error(format!("timeout after {:?}", spec.op_timeout)),
         };
         let t1 = Instant::now();
-        if r.record(&outcome, t0, t1, window) {
+        if r.record(op.kind, &outcome, t0, t1, window) {
             tokio::time::sleep(ERROR_PAUSE).await;
         }
     }
@@ -245,8 +279,15 @@ async fn client(
 }
 
 impl TaskResult {
-    /// Records one operation that ran from `t0` to `t1`; returns whether it failed.
-    fn record(&mut self, outcome: &Outcome, t0: Instant, t1: Instant, window: Window) -> bool {
+    /// Records one operation of `kind` that ran from `t0` to `t1`; returns whether it failed.
+    fn record(
+        &mut self,
+        kind: OpKind,
+        outcome: &Outcome,
+        t0: Instant,
+        t1: Instant,
+        window: Window,
+    ) -> bool {
         let measured = t0 >= window.warm_end;
         let (served, failed) = match outcome {
             Outcome::Ok => (true, None),
@@ -261,8 +302,9 @@ impl TaskResult {
         };
         if served {
             if measured {
-                self.hist
-                    .saturating_record(t1.duration_since(t0).as_micros() as u64);
+                let us = t1.duration_since(t0).as_micros() as u64;
+                self.hist.saturating_record(us);
+                self.by_kind.of(kind).saturating_record(us);
             }
             if t1 >= window.warm_end && t1 <= window.end {
                 self.served_in_window += 1;
@@ -304,6 +346,7 @@ fn merge(
 ) -> Result<PointResult> {
     let mut total = PointResult {
         hist: new_hist(),
+        by_kind: KindHists::new(),
         served_in_window: 0,
         rejected: 0,
         errors: 0,
@@ -316,6 +359,7 @@ fn merge(
             .hist
             .add(&r.hist)
             .map_err(|e| anyhow!("merging histograms: {e:?}"))?;
+        total.by_kind.add(&r.by_kind)?;
         total.served_in_window += r.served_in_window;
         total.rejected += r.rejected;
         total.errors += r.errors;
