@@ -9,6 +9,9 @@ pub const LINGER_US_LIMIT: u64 = 100_000;
 /// Upper bound of `commit_timeout_ms`: below the 30 s a follower waits for the leader when
 /// it relays a write, so a relayed write gets the leader's own 504.
 pub const COMMIT_TIMEOUT_MS_MAX: u64 = 20_000;
+/// Largest Raft entry: one entry always travels whole in one append-entries RPC, whose
+/// body a peer takes up to 256 MiB.
+pub const BYTES_MAX_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Group commit: operations queue up (bounded); when one of the `inflight_entries_max`
 /// proposal slots is free, everything queued (up to `ops_max` operations or `bytes_max`
@@ -61,7 +64,7 @@ impl Default for BatchingConfig {
 impl BatchingConfig {
     /// Checks:
     /// - `ops_max`, `bytes_max`, `inflight_entries_max`, `queue_ops_max` > 0;
-    /// - `linger_us <= 100_000`;
+    /// - `linger_us <= 100_000`, `bytes_max <= 64 MiB`;
     /// - `commit_timeout_ms <= 20_000` (and above the election timeout, checked by
     ///   [`crate::NodeConfig::validate`]);
     /// - `queue_ops_max >= ops_max` (a full entry must fit in the queue).
@@ -73,6 +76,7 @@ impl BatchingConfig {
         check_positive("batching.inflight_entries_max", self.inflight_entries_max)?;
         check_positive("batching.queue_ops_max", self.queue_ops_max)?;
         check_at_most("batching.linger_us", self.linger_us, LINGER_US_LIMIT)?;
+        check_at_most("batching.bytes_max", self.bytes_max, BYTES_MAX_LIMIT)?;
         check_at_most(
             "batching.commit_timeout_ms",
             self.commit_timeout_ms,

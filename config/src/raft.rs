@@ -10,6 +10,9 @@ use crate::error::{check_at_most, check_less, check_positive, ConfigError};
 pub const ELECTION_TIMEOUT_MAX_MS_LIMIT: u64 = 1500;
 /// One snapshot chunk travels in one RPC body; keep it well below any body limit.
 pub const SNAPSHOT_CHUNK_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+/// One append-entries payload is one RPC body too, and it must arrive, be written and be
+/// fsynced within `heartbeat_interval_ms` (openraft 0.9's timeout for the RPC).
+pub const MAX_PAYLOAD_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
 
 /// Raft timings and log-compaction policy. Every field is passed explicitly to openraft's
 /// `Config` by the node rather than trusting the library's defaults.
@@ -25,10 +28,15 @@ pub struct RaftConfig {
     pub election_timeout_max_ms: u64,
     /// Timeout for one install-snapshot chunk RPC.
     pub install_snapshot_timeout_ms: u64,
-    /// Timeout for append-entries and vote RPCs.
+    /// Timeout for vote and ReadIndex RPCs. An append-entries RPC has
+    /// `heartbeat_interval_ms` (openraft 0.9 sets it), which `max_payload_bytes` respects.
     pub rpc_timeout_ms: u64,
     /// Most log entries sent in one append-entries RPC.
     pub max_payload_entries: u64,
+    /// Most bytes of log entries sent in one append-entries RPC (one entry is always
+    /// sent, whatever its size). A lagging follower catches up in RPCs that finish within
+    /// their timeout instead of one that never does.
+    pub max_payload_bytes: u64,
     /// Take a snapshot after this many entries were applied since the last one.
     pub snapshot_logs_since_last: u64,
     /// Log entries kept behind a snapshot so a slow follower can catch up from the log
@@ -47,6 +55,7 @@ impl Default for RaftConfig {
             install_snapshot_timeout_ms: 10_000,
             rpc_timeout_ms: 1000,
             max_payload_entries: 512,
+            max_payload_bytes: 4 * 1024 * 1024,
             snapshot_logs_since_last: 20_000,
             purge_keep_logs: 1_000,
             snapshot_chunk_bytes: 1024 * 1024,
@@ -59,7 +68,7 @@ impl RaftConfig {
     /// - every field > 0, except `purge_keep_logs` (0 = keep nothing behind a snapshot);
     /// - `heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms`;
     /// - `election_timeout_max_ms <= 1500`;
-    /// - `snapshot_chunk_bytes <= 64 MiB`.
+    /// - `snapshot_chunk_bytes <= 64 MiB`, `max_payload_bytes <= 64 MiB`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_positive("raft.heartbeat_interval_ms", self.heartbeat_interval_ms)?;
         check_positive("raft.election_timeout_min_ms", self.election_timeout_min_ms)?;
@@ -70,6 +79,7 @@ impl RaftConfig {
         )?;
         check_positive("raft.rpc_timeout_ms", self.rpc_timeout_ms)?;
         check_positive("raft.max_payload_entries", self.max_payload_entries)?;
+        check_positive("raft.max_payload_bytes", self.max_payload_bytes)?;
         check_positive(
             "raft.snapshot_logs_since_last",
             self.snapshot_logs_since_last,
@@ -96,6 +106,11 @@ impl RaftConfig {
             "raft.snapshot_chunk_bytes",
             self.snapshot_chunk_bytes,
             SNAPSHOT_CHUNK_BYTES_LIMIT,
+        )?;
+        check_at_most(
+            "raft.max_payload_bytes",
+            self.max_payload_bytes,
+            MAX_PAYLOAD_BYTES_LIMIT,
         )
     }
 }

@@ -89,6 +89,7 @@ fn raft_section() {
         "install_snapshot_timeout_ms",
         "rpc_timeout_ms",
         "max_payload_entries",
+        "max_payload_bytes",
         "snapshot_logs_since_last",
         "snapshot_chunk_bytes",
     ] {
@@ -115,6 +116,11 @@ fn raft_section() {
         "raft.snapshot_chunk_bytes",
         "must be <= 67108864",
     );
+    rejects(
+        "[raft]\nmax_payload_bytes = 67108865",
+        "raft.max_payload_bytes",
+        "must be <= 67108864",
+    );
 }
 
 #[test]
@@ -131,6 +137,11 @@ fn batching_section() {
         "[batching]\nbytes_max = 0",
         "batching.bytes_max",
         "must be > 0",
+    );
+    rejects(
+        "[batching]\nbytes_max = 67108865",
+        "batching.bytes_max",
+        "must be <= 67108864",
     );
     rejects(
         "[batching]\ninflight_entries_max = 0",

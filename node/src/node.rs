@@ -196,8 +196,11 @@ impl Storage {
         };
         let engine =
             Engine::open(&data_dir.db_path(), &engine_options).context("opening RocksDB")?;
-        let log = LogStore::new(LogEngine::open(engine.clone()).context("opening the Raft log")?)
-            .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
+        let log = LogStore::new(
+            LogEngine::open(engine.clone()).context("opening the Raft log")?,
+            config.raft.max_payload_bytes,
+        )
+        .map_err(|e| anyhow::anyhow!("reading the Raft log: {e}"))?;
         let snapshots = SnapshotDir::open(data_dir.snapshot_path())?;
         let state = StateEngine::new(engine.clone());
         let sm =

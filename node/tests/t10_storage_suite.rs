@@ -32,7 +32,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Builder {
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), StorageError> {
         let dir = tempfile::tempdir().map_err(open_err)?;
         let engine = Engine::open(&dir.path().join("db"), &small_options()).map_err(open_err)?;
-        let log = LogStore::new(LogEngine::open(engine.clone()).map_err(open_err)?)?;
+        let log = LogStore::new(LogEngine::open(engine.clone()).map_err(open_err)?, u64::MAX)?;
         let snapshots = SnapshotDir::open(dir.path().join("snapshots")).map_err(open_err)?;
         let sm = StateMachine::open(StateEngine::new(engine), snapshots).map_err(open_err)?;
         Ok((dir, log, sm))

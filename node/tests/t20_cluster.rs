@@ -275,6 +275,47 @@ async fn a_follower_that_was_down_catches_up_after_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_far_behind_catches_up_in_payloads_cut_to_max_payload_bytes() {
+    // Entries of ~20 KiB against a 64 KiB budget: a few entries per append-entries RPC.
+    let mut cluster = Cluster::builder(3)
+        .config("[raft]\nmax_payload_bytes = 65536\n")
+        .start()
+        .await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let down = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.kill9(down);
+    let value = |i: u64| json!({"i": i, "pad": "x".repeat(20_000)});
+    let client = cluster.client();
+    let mut revision = 0;
+    for i in 0..40 {
+        let request = WriteRequest::new(format!("big/{i}"), value(i), "t20");
+        revision = client.write(request).await.expect("write").revision;
+    }
+    let cut_before = metrics_of(&cluster, leader).await["cairn_raft_payloads_cut_total"];
+
+    cluster.restart(down).await;
+    cluster.wait_applied(down, revision, CATCH_UP_TIMEOUT).await;
+
+    let cut = metrics_of(&cluster, leader).await["cairn_raft_payloads_cut_total"] - cut_before;
+    assert!(
+        cut >= 2,
+        "40 entries of ~20 KiB need several 64 KiB payloads; cut {cut}"
+    );
+    let follower = cluster.client_for(down);
+    for i in 0..40 {
+        let read = follower
+            .read(&format!("big/{i}"), any_at(revision))
+            .await
+            .expect("read");
+        assert_eq!(read.record.value, Some(value(i)), "node {down}: big/{i}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_process_on_a_locked_data_dir_is_refused() {
     let mut cluster = Cluster::start(3).await;
     let data_dir = cluster.data_dir(2);

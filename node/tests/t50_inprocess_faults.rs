@@ -221,7 +221,7 @@ impl Cluster {
     async fn open(&self, id: NodeId) {
         let dir = &self.dirs[&id];
         let engine = open_engine(dir).await;
-        let log = LogStore::new(LogEngine::open(engine.clone()).unwrap()).unwrap();
+        let log = LogStore::new(LogEngine::open(engine.clone()).unwrap(), u64::MAX).unwrap();
         let state = StateEngine::new(engine);
         let sm = StateMachine::open(state.clone(), SnapshotDir::open(dir.join("snap")).unwrap())
             .unwrap();

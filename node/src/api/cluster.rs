@@ -535,6 +535,12 @@ fn store_gauges(app: &App, out: &mut String) {
         "live bytes in the Raft log's segment files",
         segment_bytes,
     );
+    counter(
+        out,
+        "cairn_raft_payloads_cut_total",
+        "append-entries payloads cut short by raft.max_payload_bytes",
+        app.view.log_payloads_cut(),
+    );
     let cache = app.view.slot_cache_stats();
     counter(
         out,

@@ -177,6 +177,12 @@ impl StateView {
         self.log.footprint()
     }
 
+    /// Append-entries payloads cut short by `raft.max_payload_bytes` (this node as leader).
+    #[inline]
+    pub fn log_payloads_cut(&self) -> u64 {
+        self.log.payloads_cut()
+    }
+
     /// State-machine records not yet flushed (a crash now re-applies them from the log).
     #[inline]
     pub fn unflushed_state_records(&self) -> Result<u64> {

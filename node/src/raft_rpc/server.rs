@@ -18,8 +18,9 @@ use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH
 use crate::consensus::{NodeId, Raft, TypeConfig};
 use crate::store::codec;
 
-/// Largest peer request body: a full `max_payload_entries` append of large values, or one
-/// snapshot chunk, fits well within it. Enforced while the body streams in (axum's
+/// Largest peer request body: an append payload (at most `raft.max_payload_bytes`, itself
+/// at most 64 MiB, or one larger entry of up to `batching.bytes_max`) or one snapshot chunk
+/// (at most 64 MiB) fits well within it. Enforced while the body streams in (axum's
 /// `Bytes` extractor reads through a length-limited body and answers 413 past it), so a
 /// larger body is never buffered whole, whatever its `content-length` says.
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;

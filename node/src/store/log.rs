@@ -94,6 +94,16 @@ impl LogEngine {
         self.segments.range(start, end)
     }
 
+    /// [`Self::range`] cut to at most `max_bytes` of records (but never below one entry).
+    pub fn range_within(
+        &self,
+        start: u64,
+        end: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.segments.range_within(start, end, max_bytes)
+    }
+
     /// The entry with the highest index, if any.
     pub fn last(&self) -> Result<Option<(u64, Vec<u8>)>, StoreError> {
         self.segments.last()

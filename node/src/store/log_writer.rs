@@ -155,6 +155,17 @@ impl LogWriter {
     /// The tail is a suffix of the log (appends are consecutive, and whole jobs leave it in
     /// queue order), so the disk is read only below its first entry.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.range_within(start, end, u64::MAX)
+    }
+
+    /// [`Self::range`] cut to the longest run from `start` of at most `max_bytes` (the
+    /// entries' encoded bytes), but never less than one entry.
+    pub fn range_within(
+        &self,
+        start: u64,
+        end: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         // The tail first: an entry that leaves it meanwhile is on disk before it leaves.
         let staged: Vec<(u64, Bytes)> = lock(&self.staging)
             .tail
@@ -162,8 +173,20 @@ impl LogWriter {
             .map(|(i, (_, b))| (*i, b.clone()))
             .collect();
         let stored_end = staged.first().map_or(end, |(i, _)| *i);
-        let mut entries = self.engine.range(start, stored_end)?;
-        entries.extend(staged.into_iter().map(|(i, b)| (i, b.to_vec())));
+        let mut entries = self.engine.range_within(start, stored_end, max_bytes)?;
+        if entries.last().is_some_and(|(i, _)| i + 1 < stored_end) {
+            // Cut short on disk: a staged entry after it would leave a gap.
+            return Ok(entries);
+        }
+        let mut taken: u64 = entries.iter().map(|(_, b)| b.len() as u64).sum();
+        for (index, bytes) in staged {
+            let size = bytes.len() as u64;
+            if !entries.is_empty() && taken + size > max_bytes {
+                break;
+            }
+            taken += size;
+            entries.push((index, bytes.to_vec()));
+        }
         Ok(entries)
     }
 
@@ -294,6 +317,32 @@ mod tests {
             lock(&writer.staging).tail.is_empty(),
             "durable entries leave the tail"
         );
+    }
+
+    #[test]
+    fn a_budgeted_read_takes_whole_entries_staged_or_stored_and_at_least_one() {
+        let (_dir, _log, writer) = open();
+        let sized = |indexes: std::ops::RangeInclusive<u64>| -> Vec<(u64, Vec<u8>)> {
+            indexes.map(|i| (i, vec![i as u8; 100])).collect()
+        };
+        let read = |start: u64, max_bytes: u64| -> Vec<u64> {
+            let got = writer.range_within(start, 100, max_bytes).unwrap();
+            got.iter().map(|(i, _)| *i).collect()
+        };
+        let (done, durable) = signal();
+        writer.append(sized(1..=4), done).unwrap();
+        durable.recv_timeout(WAIT).unwrap().unwrap();
+        // Stored records carry a header of some bytes, so 250 holds two of 100, not three.
+        assert_eq!(read(1, 250), [1, 2], "on disk");
+        assert_eq!(read(2, 1), [2], "one entry whatever the budget");
+        let (done, durable) = signal();
+        writer.append(sized(5..=6), done).unwrap();
+        // Staged or already stored, the answer is the same.
+        assert_eq!(read(4, 250), [4, 5]);
+        assert_eq!(read(5, 150), [5]);
+        assert_eq!(read(1, u64::MAX), [1, 2, 3, 4, 5, 6]);
+        durable.recv_timeout(WAIT).unwrap().unwrap();
+        assert_eq!(read(4, 250), [4, 5]);
     }
 
     #[test]

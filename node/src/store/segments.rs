@@ -79,16 +79,32 @@ struct Segment {
 }
 
 impl Segments {
-    /// Entries with `start <= index < end`, in order, each record checked.
-    fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+    /// Entries with `start <= index < end`, in order, each record checked: the longest
+    /// run from `start` whose records total at most `max_bytes`, and never less than the
+    /// first entry (so a caller always makes progress, whatever one entry's size).
+    fn range(
+        &self,
+        start: u64,
+        end: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
         let mut out = Vec::new();
+        let mut taken = 0;
         for segment in &self.list {
             let from = start.max(segment.first);
-            let to = end.min(segment.last() + 1);
-            if from >= to {
+            let wanted = end.min(segment.last() + 1);
+            if from >= wanted {
                 continue;
             }
+            let mut to = segment.end_within(from, wanted, max_bytes - taken);
+            if out.is_empty() && to == from {
+                to = from + 1;
+            }
+            if to == from {
+                break;
+            }
             let at = segment.offset_of(from);
+            taken += segment.end_of(to - 1) - at;
             let mut bytes = vec![0; (segment.end_of(to - 1) - at) as usize];
             segment.file.read_exact_at(&mut bytes, at)?;
             let mut pos = 0;
@@ -97,6 +113,10 @@ impl Segments {
                 let record = record.map_err(|why| damaged(&segment.path, at + pos as u64, &why))?;
                 out.push((index, record.payload.to_vec()));
                 pos += record.len;
+            }
+            if to < wanted {
+                // The budget ends inside this segment: a later one would leave a gap.
+                break;
             }
         }
         Ok(out)
@@ -124,6 +144,17 @@ impl Segment {
         self.offsets.extend(starts.iter().map(|start| base + start));
         self.end += records.len() as u64;
         Ok(())
+    }
+
+    /// The end (exclusive) of the longest run of records `from..to` whose bytes fit in
+    /// `budget`; `from` if not even the first fits.
+    fn end_within(&self, from: u64, to: u64, budget: u64) -> u64 {
+        let at = self.offset_of(from);
+        let mut end = from;
+        while end < to && self.end_of(end) - at <= budget {
+            end += 1;
+        }
+        end
     }
 
     /// Where the record after `index` starts (the file's end after the last one).
@@ -277,7 +308,18 @@ impl SegmentLog {
 
     /// Entries with `start <= index < end`, in order.
     pub fn range(&self, start: u64, end: u64) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
-        self.read().range(start, end)
+        self.range_within(start, end, u64::MAX)
+    }
+
+    /// The longest run of entries from `start` (below `end`) whose records total at most
+    /// `max_bytes`, and at least the entry at `start`.
+    pub fn range_within(
+        &self,
+        start: u64,
+        end: u64,
+        max_bytes: u64,
+    ) -> Result<Vec<(u64, Vec<u8>)>, StoreError> {
+        self.read().range(start, end, max_bytes)
     }
 
     /// The entry with the highest index, if any.
@@ -285,7 +327,7 @@ impl SegmentLog {
         let segments = self.read();
         match segments.list.back().map(Segment::last) {
             None => Ok(None),
-            Some(index) => Ok(segments.range(index, index + 1)?.pop()),
+            Some(index) => Ok(segments.range(index, index + 1, u64::MAX)?.pop()),
         }
     }
 
@@ -664,6 +706,34 @@ mod tests {
         drop(log);
         let log = SegmentLog::open(dir.path(), None).unwrap();
         assert_eq!(indexes(&log), (1..=entries).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_byte_budget_cuts_a_range_after_whole_records_within_and_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let per_entry = 64 << 10;
+        let record = (RECORD_HEADER_LEN + per_entry) as u64;
+        let entries = SEGMENT_BYTES / per_entry as u64 + 40;
+        let log = filled(dir.path(), entries, per_entry);
+        let found = |start: u64, max_bytes: u64| -> Vec<u64> {
+            let got = log.range_within(start, entries + 1, max_bytes).unwrap();
+            assert!(got.iter().all(|(i, b)| *b == payload(*i, per_entry)));
+            got.iter().map(|(i, _)| *i).collect()
+        };
+        assert_eq!(found(5, 3 * record), [5, 6, 7]);
+        assert_eq!(
+            found(5, 3 * record + record / 2),
+            [5, 6, 7],
+            "whole records only"
+        );
+        assert_eq!(found(5, 1), [5], "the first record whatever the budget");
+        // The second segment starts below this run's end: the budget spans both files.
+        let start = entries - 60;
+        assert_eq!(
+            found(start, 50 * record),
+            (start..start + 50).collect::<Vec<_>>()
+        );
+        assert_eq!(found(start, u64::MAX).len(), 61);
     }
 
     #[test]
