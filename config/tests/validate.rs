@@ -242,7 +242,7 @@ fn limits_section() {
         "must be <= 4096 (got 4097)",
     );
     rejects(
-        "[limits]\nvalue_bytes_max = 67108865\n[batching]\nbytes_max = 100000000",
+        "[limits]\nvalue_bytes_max = 67108865\n[batching]\nbytes_max = 67108864",
         "limits.value_bytes_max",
         "must be <= 67108864",
     );
