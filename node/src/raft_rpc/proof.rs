@@ -138,7 +138,7 @@ fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
             let cert = request
                 .extensions()
                 .get::<PeerCertificate>()
-                .and_then(|c| c.0.as_ref())
+                .map(|c| &c.0)
                 .ok_or_else(|| forbidden("no client certificate".to_string()))?;
             if cert.valid_for_node.get() != Some(&id) {
                 check_certificate_names(&cert.der, id)?;
