@@ -13,6 +13,9 @@ pub const SNAPSHOT_CHUNK_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
 /// One append-entries payload is one RPC body too, and it must arrive, be written and be
 /// fsynced within `heartbeat_interval_ms` (openraft 0.9's timeout for the RPC).
 pub const MAX_PAYLOAD_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
+/// Largest `raft.snapshot_log_bytes`: 1 TiB, beyond any disk this is meant for (a log
+/// that large would take hours to replay).
+pub const SNAPSHOT_LOG_BYTES_LIMIT: u64 = 1 << 40;
 
 /// Raft timings and log-compaction policy. Every field is passed explicitly to openraft's
 /// `Config` by the node rather than trusting the library's defaults.
@@ -39,6 +42,13 @@ pub struct RaftConfig {
     pub max_payload_bytes: u64,
     /// Take a snapshot after this many entries were applied since the last one.
     pub snapshot_logs_since_last: u64,
+    /// Take a snapshot also once this many bytes of entries were appended to the log since
+    /// the last one: with large entries (64 KiB values, batched up to
+    /// `batching.bytes_max`) `snapshot_logs_since_last` entries alone let the log grow
+    /// without a byte bound. A snapshot streams the whole state, so a budget below the
+    /// state's size makes snapshots cost more than the log they save (docs/design.md,
+    /// Snapshots, "When").
+    pub snapshot_log_bytes: u64,
     /// Log entries kept behind a snapshot so a slow follower can catch up from the log
     /// instead of a full snapshot. 0 purges everything the snapshot covers.
     pub purge_keep_logs: u64,
@@ -57,6 +67,7 @@ impl Default for RaftConfig {
             max_payload_entries: 512,
             max_payload_bytes: 4 * 1024 * 1024,
             snapshot_logs_since_last: 20_000,
+            snapshot_log_bytes: 8 * 1024 * 1024 * 1024,
             purge_keep_logs: 1_000,
             snapshot_chunk_bytes: 1024 * 1024,
         }
@@ -68,7 +79,8 @@ impl RaftConfig {
     /// - every field > 0, except `purge_keep_logs` (0 = keep nothing behind a snapshot);
     /// - `heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms`;
     /// - `election_timeout_max_ms <= 1500`;
-    /// - `snapshot_chunk_bytes <= 64 MiB`, `max_payload_bytes <= 64 MiB`.
+    /// - `snapshot_chunk_bytes <= 64 MiB`, `max_payload_bytes <= 64 MiB`,
+    ///   `snapshot_log_bytes <= 1 TiB`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_positive("raft.heartbeat_interval_ms", self.heartbeat_interval_ms)?;
         check_positive("raft.election_timeout_min_ms", self.election_timeout_min_ms)?;
@@ -84,6 +96,7 @@ impl RaftConfig {
             "raft.snapshot_logs_since_last",
             self.snapshot_logs_since_last,
         )?;
+        check_positive("raft.snapshot_log_bytes", self.snapshot_log_bytes)?;
         check_positive("raft.snapshot_chunk_bytes", self.snapshot_chunk_bytes)?;
         check_less(
             "raft.heartbeat_interval_ms",
@@ -111,6 +124,11 @@ impl RaftConfig {
             "raft.max_payload_bytes",
             self.max_payload_bytes,
             MAX_PAYLOAD_BYTES_LIMIT,
+        )?;
+        check_at_most(
+            "raft.snapshot_log_bytes",
+            self.snapshot_log_bytes,
+            SNAPSHOT_LOG_BYTES_LIMIT,
         )
     }
 }

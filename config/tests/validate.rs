@@ -91,6 +91,7 @@ fn raft_section() {
         "max_payload_entries",
         "max_payload_bytes",
         "snapshot_logs_since_last",
+        "snapshot_log_bytes",
         "snapshot_chunk_bytes",
     ] {
         let dotted = format!("raft.{field}");
@@ -121,12 +122,18 @@ fn raft_section() {
         "raft.max_payload_bytes",
         "must be <= 67108864",
     );
+    rejects(
+        "[raft]\nsnapshot_log_bytes = 1099511627777",
+        "raft.snapshot_log_bytes",
+        "must be <= 1099511627776",
+    );
 }
 
 #[test]
 fn raft_boundaries_are_accepted() {
     let text = "id = 1\n[raft]\nheartbeat_interval_ms = 1\nelection_timeout_min_ms = 2\n\
-                election_timeout_max_ms = 1500\npurge_keep_logs = 0\n";
+                election_timeout_max_ms = 1500\npurge_keep_logs = 0\n\
+                snapshot_log_bytes = 1099511627776\n";
     NodeConfig::from_toml_str(text, &Overrides::default()).unwrap();
 }
 

@@ -16,6 +16,7 @@ use crate::consensus::batcher::Batcher;
 use crate::consensus::config::openraft_config;
 use crate::consensus::log_store::LogStore;
 use crate::consensus::reads::ReadGate;
+use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::state_machine::StateMachine;
 use crate::consensus::view::StateView;
 use crate::consensus::Raft;
@@ -214,12 +215,13 @@ impl Storage {
     }
 }
 
-/// What runs between start and stop: Raft, the read gate's token refresher, and the
-/// handlers' shared [`App`].
+/// What runs between start and stop: Raft, the read gate's token refresher, the snapshot
+/// trigger by log bytes, and the handlers' shared [`App`].
 struct Running {
     raft: Raft,
     app: Arc<App>,
     refresher: tokio::task::JoinHandle<()>,
+    snapshotter: tokio::task::JoinHandle<()>,
 }
 
 /// Starts Raft on `storage`, then the read gate, the write batcher and the relay client.
@@ -272,6 +274,13 @@ async fn start(
         applied,
     );
     let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown.clone()));
+    let snapshot_trigger = SnapshotTrigger::default();
+    let snapshotter = tokio::spawn(snapshot_trigger.clone().run(
+        raft.clone(),
+        log.clone(),
+        config.raft.snapshot_log_bytes,
+        shutdown.clone(),
+    ));
     let batcher = Batcher::start(
         raft.clone(),
         config.batching.clone(),
@@ -286,6 +295,7 @@ async fn start(
         view: StateView::new(state, log, engine, access),
         forwarder: relay_client(peer_ip, transport.relay.clone())?,
         metrics: Arc::new(Metrics::default()),
+        snapshot_trigger,
         compacting: tokio::sync::Mutex::new(()),
         shutdown,
     });
@@ -293,6 +303,7 @@ async fn start(
         raft,
         app,
         refresher,
+        snapshotter,
     })
 }
 
@@ -321,8 +332,10 @@ impl Running {
             raft,
             app,
             refresher,
+            snapshotter,
         } = self;
         let _ = refresher.await;
+        let _ = snapshotter.await;
         drop(app);
         if let Err(e) = raft.shutdown().await {
             tracing::warn!(error = %e, "stopping Raft");

@@ -316,6 +316,46 @@ async fn a_follower_far_behind_catches_up_in_payloads_cut_to_max_payload_bytes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_node_snapshots_and_purges_once_its_log_grows_by_snapshot_log_bytes() {
+    // An entry count that 600 writes never reach, and a byte budget that their ~1.3 MB
+    // of entries pass up to five times: only the byte trigger can take a snapshot here,
+    // and the last snapshot passes openraft's purge batch (256 entries), so the log is
+    // purged.
+    let cluster = Cluster::builder(3)
+        .config(
+            "[raft]\nsnapshot_logs_since_last = 1000000\nsnapshot_log_bytes = 262144\n\
+             purge_keep_logs = 0\n",
+        )
+        .start()
+        .await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    let mut revision = 0;
+    for i in 0..600 {
+        let value = json!({"i": i, "pad": "x".repeat(2_000)});
+        let request = WriteRequest::new(format!("big/{i}"), value, "t20");
+        revision = client.write(request).await.expect("write").revision;
+    }
+    for id in cluster.ids() {
+        cluster.wait_applied(id, revision, CATCH_UP_TIMEOUT).await;
+        let deadline = tokio::time::Instant::now() + CATCH_UP_TIMEOUT;
+        loop {
+            let m = metrics_of(&cluster, id).await;
+            let fired = m["cairn_snapshots_by_log_bytes_total"];
+            let (snapshot, purged) = (m["cairn_snapshot_index"], m["cairn_log_purged_through"]);
+            if fired >= 1 && snapshot > 0 && purged > 0 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "node {id}: requested {fired}, snapshot index {snapshot}, purged through {purged}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_process_on_a_locked_data_dir_is_refused() {
     let mut cluster = Cluster::start(3).await;
     let data_dir = cluster.data_dir(2);

@@ -541,6 +541,12 @@ fn store_gauges(app: &App, out: &mut String) {
         "append-entries payloads cut short by raft.max_payload_bytes",
         app.view.log_payloads_cut(),
     );
+    counter(
+        out,
+        "cairn_snapshots_by_log_bytes_total",
+        "snapshots requested because the log grew by raft.snapshot_log_bytes",
+        app.snapshot_trigger.fired(),
+    );
     let cache = app.view.slot_cache_stats();
     counter(
         out,

@@ -33,6 +33,7 @@ use tokio::sync::watch as tokio_watch;
 
 use crate::consensus::batcher::Batcher;
 use crate::consensus::reads::ReadGate;
+use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::view::StateView;
 use crate::consensus::{NodeId, NodeInfo, Raft};
 use crate::metrics::Metrics;
@@ -49,6 +50,8 @@ pub struct App {
     pub view: StateView,
     pub forwarder: reqwest::Client,
     pub metrics: Arc<Metrics>,
+    /// Snapshots requested because the log grew by `raft.snapshot_log_bytes`.
+    pub snapshot_trigger: SnapshotTrigger,
     /// One compaction at a time per node.
     pub compacting: tokio::sync::Mutex<()>,
     pub shutdown: tokio_watch::Receiver<bool>,

@@ -8,7 +8,7 @@ use openraft::{Config, SnapshotPolicy};
 /// Loopback timings: heartbeats every `heartbeat_interval_ms`, elections after
 /// `election_timeout_min_ms..max_ms` of silence, so a killed leader is replaced within
 /// about `election_timeout_max_ms` plus one election round (config validation caps the max
-/// at 3 s).
+/// at 1.5 s).
 pub fn openraft_config(raft: &RaftConfig) -> anyhow::Result<Config> {
     let config = Config {
         cluster_name: "cairn".to_string(),

@@ -41,6 +41,8 @@ pub struct LogStore {
     payload_bytes_max: u64,
     /// Replication reads that `payload_bytes_max` cut short (`/metrics`).
     payloads_cut: Arc<AtomicU64>,
+    /// Encoded bytes of every entry appended since this process opened the log.
+    appended_bytes: Arc<AtomicU64>,
     /// Last committed index saved by openraft (for status and `served`).
     committed: Arc<AtomicU64>,
     recent: Arc<Mutex<RecentEntries>>,
@@ -143,6 +145,7 @@ impl LogStore {
             engine,
             payload_bytes_max,
             payloads_cut: Arc::default(),
+            appended_bytes: Arc::default(),
             committed: Arc::new(AtomicU64::new(0)),
             recent: Arc::default(),
         };
@@ -173,6 +176,12 @@ impl LogStore {
     /// How many replication reads `raft.max_payload_bytes` has cut short.
     pub fn payloads_cut(&self) -> u64 {
         self.payloads_cut.load(Ordering::Relaxed)
+    }
+
+    /// Encoded bytes of every entry appended since this process opened the log
+    /// (`consensus::snapshot_trigger`).
+    pub fn appended_bytes(&self) -> u64 {
+        self.appended_bytes.load(Ordering::Relaxed)
     }
 
     /// The log's segment files: how many, and their live bytes.
@@ -374,6 +383,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 (e, bytes)
             })
             .collect();
+        let bytes: usize = entries.iter().map(|(_, bytes)| bytes.len()).sum();
+        self.appended_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         let encoded: Vec<(u64, Vec<u8>)> = {
             let mut recent = self.recent();
             entries

@@ -11,6 +11,7 @@
 //! - `entry_codec`: the stored layout of log entries (format 5; formats 4 and 3 still read).
 //! - `batcher`: packs concurrent client commands into one Raft entry.
 //! - `config`: the explicit `openraft::Config`.
+//! - `snapshot_trigger`: a snapshot once the log grew by `raft.snapshot_log_bytes`.
 //! - `reads`: the read gate (ReadIndex, bounded-staleness tokens, `min_revision` waits).
 //! - `view`: [`view::StateView`], the API layer's one handle on storage: the applied
 //!   state's reads, the change feed, log positions and store statistics.
@@ -28,6 +29,7 @@ pub mod entry_codec;
 mod golden;
 pub mod log_store;
 pub mod reads;
+pub mod snapshot_trigger;
 pub mod state_machine;
 pub mod types;
 pub mod view;
