@@ -154,7 +154,7 @@ fn setup_systems(s: &mut String, res: &Results) {
     );
     let _ = writeln!(
         s,
-        "- **Points:** closed loop, {:.1} s warm-up + {:.1} s measured per point{}; {} keys (uniform), {} values; per-op timeout {:.0} s; the systems alternate which goes first at each point; both clusters stay up for the whole run (the idle one costs a little CPU, shown as `idle_system_cores` in the JSON).",
+        "- **Points:** closed loop, {:.1} s warm-up + {:.1} s measured per point{}; {} keys (uniform), {} values; per-op timeout {:.0} s; the systems alternate which goes first at each point; both clusters stay up for the whole run (the idle one costs a little CPU, shown as `idle_system_cores` in the JSON); before each point `sync(2)` writes back the dirty pages the previous point or the preload left, so no point pays for another's writeback.",
         st.warmup_s, st.measure_s, rounds_label(st.rounds), st.keys, bytes_label(st.value_bytes), st.op_timeout_s
     );
     if let Some(l) = &res.loadgen {

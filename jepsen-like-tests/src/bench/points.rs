@@ -40,6 +40,9 @@ fn large_value_writes(args: &BenchArgs) -> impl Iterator<Item = (usize, usize)> 
     points.iter().copied()
 }
 
+/// A writeback before a point that took this long is worth a line in the output.
+const SETTLE_REPORTED: Duration = Duration::from_millis(500);
+
 /// Runs the whole schedule on every planned system and returns a row per point.
 pub(super) async fn run_all(
     args: &BenchArgs,
@@ -85,6 +88,13 @@ pub(super) async fn run_all(
             }
             for s in order {
                 done += 1;
+                let settled = sysinfo::settle_disk().await;
+                if settled >= SETTLE_REPORTED {
+                    println!(
+                        "bench: dirty pages written back in {:.1} s before the next point",
+                        settled.as_secs_f64()
+                    );
+                }
                 let row = ctx.point(plan.systems[s], spec, p as u64).await?;
                 print_row(&row, done, total);
                 rounds[s].push(row);

@@ -341,3 +341,17 @@ pub fn disk_usage_bytes(path: &Path) -> u64 {
     }
     total
 }
+
+/// Writes every dirty page of the machine back to disk (`sync(2)`, which waits for the
+/// writeback) and returns how long that took. Run before each point, so that a point does
+/// not pay for the writeback of what the point before it (the other system's, or the
+/// preload) left in the page cache: the kernel writes dirty pages back up to 30 s after
+/// they were written, on the disk both systems' fsyncs wait on.
+pub async fn settle_disk() -> Duration {
+    let start = Instant::now();
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    tokio::task::spawn_blocking(|| unsafe { libc::sync() })
+        .await
+        .expect("sync(2) does not panic");
+    start.elapsed()
+}
