@@ -26,7 +26,7 @@ use crate::native_heap;
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
 use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
-use crate::store::{Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
+use crate::store::{blob_gc, Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
 use crate::tls::configs::{self as tls_configs, PeerTls};
 use crate::tls::serve::serve_tls;
 
@@ -71,6 +71,10 @@ async fn run_with(
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let node = start(&config, &transport, storage, shutdown_rx.clone()).await?;
     tokio::spawn(native_heap::trim_periodically(shutdown_rx.clone()));
+    tokio::spawn(steer_blob_gc_periodically(
+        engine.clone(),
+        shutdown_rx.clone(),
+    ));
 
     let client_server = serve(
         client_listener,
@@ -111,6 +115,26 @@ async fn run_with(
     match failed {
         None => Ok(()),
         Some(reason) => Err(anyhow::anyhow!("Raft stopped with a fatal error: {reason}")),
+    }
+}
+
+/// Turns blob garbage collection on and off by the garbage in the blob files
+/// ([`blob_gc`]) every [`blob_gc::STEER_INTERVAL`] until `shutdown`. On a blocking thread:
+/// changing the cutoff takes RocksDB's database mutex.
+async fn steer_blob_gc_periodically(engine: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(blob_gc::STEER_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let engine = engine.clone();
+        match tokio::task::spawn_blocking(move || engine.steer_blob_gc()).await {
+            Ok(Ok(_collecting)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "steering blob garbage collection"),
+            Err(e) => tracing::warn!(error = %e, "the blob garbage collection look panicked"),
+        }
     }
 }
 

@@ -547,6 +547,29 @@ fn store_gauges(app: &App, out: &mut String) {
         "snapshots requested because the log grew by raft.snapshot_log_bytes",
         app.snapshot_trigger.fired(),
     );
+    match app.view.blob_gc() {
+        Ok((space, collecting)) => {
+            gauge(
+                out,
+                "cairn_blob_file_bytes",
+                "bytes of the state machine's blob files (large values), garbage included",
+                space.file_bytes,
+            );
+            gauge(
+                out,
+                "cairn_blob_garbage_bytes",
+                "bytes of overwritten or deleted values still in blob files",
+                space.garbage_bytes,
+            );
+            gauge(
+                out,
+                "cairn_blob_gc_collecting",
+                "1 while compactions move live values out of the oldest blob files",
+                u64::from(collecting),
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "cairn_blob_* gauges left out"),
+    }
     let cache = app.view.slot_cache_stats();
     counter(
         out,

@@ -24,6 +24,7 @@ use super::log_store::LogStore;
 use super::types::StorageError;
 use crate::store::{Engine, StateEngine, StoreError};
 
+pub use crate::store::blob_gc::BlobSpace;
 pub use crate::store::slot_cache::SlotCacheStats;
 pub use crate::store::state::FeedPosition;
 pub use crate::store::EngineMemory;
@@ -193,6 +194,11 @@ impl StateView {
     #[inline]
     pub fn engine_memory(&self) -> Result<EngineMemory> {
         Ok(self.engine.memory()?)
+    }
+
+    /// The blob files' bytes and garbage, and whether compactions collect it now.
+    pub fn blob_gc(&self) -> Result<(BlobSpace, bool)> {
+        Ok((self.engine.blob_space()?, self.engine.blob_gc_collecting()))
     }
 
     /// The apply path's slot-cache counters.

@@ -9,6 +9,7 @@ use rocksdb::{
     ReadOptions, WriteOptions, DB,
 };
 
+use super::blob_gc::{self, BlobGc, BlobSpace};
 use super::slot_cache::{SlotCache, SlotCacheStats};
 
 /// What RocksDB holds in memory, both instances together (RocksDB's own estimates).
@@ -107,11 +108,6 @@ pub enum StoreError {
 /// (p99 77-83 ms), for slots and log 372 / 393 / 359 (p99 79-84 ms).
 pub const BLOB_FAMILIES: [&str; 1] = [cf::SLOTS];
 
-/// Blob GC in ordinary compactions: blobs in the oldest quarter of blob files move to new
-/// files when a compaction meets them (RocksDB's recommended start), so overwritten values'
-/// space comes back without rewriting every value on every compaction.
-const BLOB_GC_AGE_CUTOFF: f64 = 0.25;
-
 /// Tunables passed explicitly from the node config (no reliance on RocksDB defaults).
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
@@ -123,6 +119,8 @@ pub struct EngineOptions {
     /// Records of [`BLOB_FAMILIES`] at least this big keep their bytes in blob files
     /// beside the LSM tree (RocksDB's integrated BlobDB); 0 keeps every value inline.
     pub blob_min_bytes: u64,
+    /// The least blob garbage that turns its collection on ([`blob_gc`]).
+    pub blob_gc_from_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -133,6 +131,7 @@ impl Default for EngineOptions {
             background_jobs: 2,
             slot_cache_bytes: 64 << 20,
             blob_min_bytes: cairn_config::node::BLOB_MIN_BYTES_DEFAULT,
+            blob_gc_from_bytes: blob_gc::COLLECT_FROM_BYTES,
         }
     }
 }
@@ -166,6 +165,8 @@ pub struct Engine {
     /// opening one per entry was ~3% of the leader's CPU at 16 writers (git `c3bc1ae`).
     /// Kept by [`StateTxn::commit`](super::StateTxn), reset by a snapshot install.
     dedup_floor_ms: AtomicU64,
+    /// Whether compactions collect blob garbage now ([`blob_gc`]).
+    blob_gc: BlobGc,
 }
 
 impl Engine {
@@ -190,6 +191,7 @@ impl Engine {
             slot_cache: SlotCache::new(opts.slot_cache_bytes),
             block_cache: cache,
             dedup_floor_ms: AtomicU64::new(0),
+            blob_gc: BlobGc::new(opts.blob_gc_from_bytes),
         }))
     }
 
@@ -332,63 +334,74 @@ impl Engine {
         self.flush(&cf::STATE)
     }
 
+    /// The blob files' bytes and the garbage in them, over the [`BLOB_FAMILIES`].
+    pub fn blob_space(&self) -> Result<BlobSpace, StoreError> {
+        let mut space = BlobSpace::default();
+        for name in BLOB_FAMILIES {
+            let db = self.instance_of(name);
+            let read = |property: &str| -> Result<u64, StoreError> {
+                Ok(db
+                    .property_int_value_cf(self.cf(name), property)?
+                    .unwrap_or(0))
+            };
+            space.file_bytes += read("rocksdb.live-blob-file-size")?;
+            space.garbage_bytes += read("rocksdb.live-blob-file-garbage-size")?;
+        }
+        Ok(space)
+    }
+
+    /// Looks at the blob garbage and turns its collection in compactions on or off
+    /// ([`blob_gc`]; every [`blob_gc::STEER_INTERVAL`]). Returns whether it is on.
+    pub fn steer_blob_gc(&self) -> Result<bool, StoreError> {
+        let space = self.blob_space()?;
+        self.blob_gc
+            .steer(space, |cutoff| self.set_blob_gc_cutoff(cutoff))
+    }
+
+    /// Whether compactions collect blob garbage now ([`Engine::steer_blob_gc`]).
+    pub fn blob_gc_collecting(&self) -> bool {
+        self.blob_gc.collecting()
+    }
+
+    fn set_blob_gc_cutoff(&self, cutoff: f64) -> Result<(), StoreError> {
+        let cutoff = cutoff.to_string();
+        for name in BLOB_FAMILIES {
+            self.instance_of(name).set_options_cf(
+                self.cf(name),
+                &[(blob_gc::AGE_CUTOFF_OPTION, cutoff.as_str())],
+            )?;
+        }
+        Ok(())
+    }
+
     /// Flushes every memtable and compacts every family down to the bottom level, so that
     /// deleted and overwritten bytes leave the SST files and obsolete WAL files are dropped.
     ///
     /// - Blob files too: during this compaction every live blob moves to a new blob file
-    ///   ([`BlobGcForAll`]), so each old blob file, with the garbage in it (a forgotten
+    ///   ([`BlobGc::force_all`]), so each old blob file, with the garbage in it (a forgotten
     ///   value, an overwritten one), is left unreferenced and deleted.
     pub fn compact_all(&self) -> Result<(), StoreError> {
         self.flush(&cf::ALL)?;
         let mut compact = rocksdb::CompactOptions::default();
         compact.set_exclusive_manual_compaction(true);
         compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
-        let _all_blobs_move = BlobGcForAll::start(self)?;
-        for name in cf::ALL {
-            self.instance_of(name).compact_range_cf_opt(
-                self.cf(name),
-                None::<&[u8]>,
-                None::<&[u8]>,
-                &compact,
-            );
-        }
+        self.blob_gc.force_all(
+            |cutoff| self.set_blob_gc_cutoff(cutoff),
+            || {
+                for name in cf::ALL {
+                    self.instance_of(name).compact_range_cf_opt(
+                        self.cf(name),
+                        None::<&[u8]>,
+                        None::<&[u8]>,
+                        &compact,
+                    );
+                }
+                Ok(())
+            },
+        )?;
         self.log.flush_wal(true)?;
         self.state.flush_wal(true)?;
         Ok(())
-    }
-}
-
-/// While alive, compactions of the [`BLOB_FAMILIES`] move every live blob they meet (GC
-/// age cutoff 1.0) instead of the oldest quarter's; dropping it restores
-/// [`BLOB_GC_AGE_CUTOFF`]. Both are dynamic RocksDB options, so nothing reopens.
-struct BlobGcForAll<'a> {
-    engine: &'a Engine,
-}
-
-const BLOB_GC_AGE_CUTOFF_KEY: &str = "blob_garbage_collection_age_cutoff";
-
-impl<'a> BlobGcForAll<'a> {
-    fn start(engine: &'a Engine) -> Result<BlobGcForAll<'a>, StoreError> {
-        let guard = BlobGcForAll { engine };
-        guard.set_cutoff("1.0")?;
-        Ok(guard)
-    }
-
-    fn set_cutoff(&self, cutoff: &str) -> Result<(), StoreError> {
-        for name in BLOB_FAMILIES {
-            self.engine
-                .instance_of(name)
-                .set_options_cf(self.engine.cf(name), &[(BLOB_GC_AGE_CUTOFF_KEY, cutoff)])?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for BlobGcForAll<'_> {
-    fn drop(&mut self) {
-        if let Err(e) = self.set_cutoff(&BLOB_GC_AGE_CUTOFF.to_string()) {
-            tracing::error!(error = %e, "restoring the blob GC age cutoff after a compaction");
-        }
     }
 }
 
@@ -458,7 +471,7 @@ fn set_blob_files(o: &mut Options, min_bytes: u64) {
     o.set_min_blob_size(min_bytes);
     o.set_blob_compression_type(DBCompressionType::Lz4);
     o.set_enable_blob_gc(true);
-    o.set_blob_gc_age_cutoff(BLOB_GC_AGE_CUTOFF);
+    o.set_blob_gc_age_cutoff(BlobGc::OPEN_CUTOFF);
 }
 
 #[cfg(test)]
@@ -505,5 +518,114 @@ mod tests {
             assert_eq!(in_log, cf::LOG_INSTANCE.contains(&name), "{name}");
             assert_eq!(in_state, cf::STATE.contains(&name), "{name}");
         }
+    }
+
+    /// Small blob files with mostly garbage in them: round `r` writes keys `r..KEYS` of
+    /// `slots` and flushes, so each round's blob file keeps one live value (none is deleted
+    /// whole) and the last keeps the rest.
+    fn engine_with_blob_garbage(dir: &Path) -> Arc<Engine> {
+        const KEYS: usize = 100;
+        const ROUNDS: usize = 8;
+        let opts = EngineOptions {
+            blob_min_bytes: 1024,
+            blob_gc_from_bytes: 1 << 20,
+            ..EngineOptions::default()
+        };
+        let engine = Engine::open(dir, &opts).unwrap();
+        let mut rng = rand::thread_rng();
+        for round in 0..ROUNDS {
+            for key in round..KEYS {
+                // Random bytes: LZ4 leaves them 4 KiB in the blob file.
+                let value: Vec<u8> = (0..4096).map(|_| rand::Rng::gen(&mut rng)).collect();
+                let slots = engine.cf(cf::SLOTS);
+                engine
+                    .state_db()
+                    .put_cf(slots, format!("k{key:03}"), value)
+                    .unwrap();
+            }
+            engine.flush(&[cf::SLOTS]).unwrap();
+        }
+        engine
+    }
+
+    fn compact_slots(engine: &Engine) {
+        let mut compact = rocksdb::CompactOptions::default();
+        compact.set_bottommost_level_compaction(rocksdb::BottommostLevelCompaction::Force);
+        let slots = engine.cf(cf::SLOTS);
+        engine
+            .state_db()
+            .compact_range_cf_opt(slots, None::<&[u8]>, None::<&[u8]>, &compact);
+    }
+
+    /// Compactions move no blob until the steering sees enough garbage (blob_gc); then they
+    /// collect it until the steering turns collection off again. With RocksDB's fixed age
+    /// cutoff the first compaction would already have moved the oldest files' blobs.
+    #[test]
+    fn blob_garbage_is_collected_only_while_steered_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with_blob_garbage(dir.path());
+        let written = engine.blob_space().unwrap();
+        compact_slots(&engine);
+        let before = engine.blob_space().unwrap();
+        assert_eq!(
+            before.file_bytes, written.file_bytes,
+            "a compaction while not collecting moved blobs"
+        );
+        assert!(
+            before.garbage_bytes * 2 > before.file_bytes,
+            "the fixture leaves most of the blob bytes garbage: {before:?}"
+        );
+
+        assert!(
+            engine.steer_blob_gc().unwrap(),
+            "{before:?} did not turn collection on"
+        );
+        let mut space = before;
+        for _ in 0..20 {
+            compact_slots(&engine);
+            let now = engine.blob_space().unwrap();
+            assert!(
+                now.garbage_bytes < space.garbage_bytes,
+                "{now:?} after {space:?}"
+            );
+            space = now;
+            if !engine.steer_blob_gc().unwrap() {
+                break;
+            }
+        }
+        assert!(
+            !engine.blob_gc_collecting(),
+            "still collecting at {space:?}"
+        );
+        assert!(space.garbage_bytes * 4 < space.file_bytes, "{space:?}");
+        compact_slots(&engine);
+        assert_eq!(
+            engine.blob_space().unwrap(),
+            space,
+            "moved blobs after turning off"
+        );
+    }
+
+    /// `compact_all` (`/cluster/compact`) moves every live blob whatever the steering says,
+    /// and leaves the steering's cutoff behind it: here, not collecting.
+    #[test]
+    fn compact_all_collects_every_blob_and_restores_the_steering() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = engine_with_blob_garbage(dir.path());
+        engine.compact_all().unwrap();
+        assert_eq!(engine.blob_space().unwrap().garbage_bytes, 0);
+        assert!(!engine.blob_gc_collecting());
+
+        let slots = engine.cf(cf::SLOTS);
+        engine
+            .state_db()
+            .put_cf(slots, "k000", vec![7; 4096])
+            .unwrap();
+        engine.flush(&[cf::SLOTS]).unwrap();
+        compact_slots(&engine);
+        assert!(
+            engine.blob_space().unwrap().garbage_bytes > 0,
+            "an ordinary compaction after compact_all still moved every blob"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - `engine`: the two RocksDB instances (log, state machine), their column families and
 //!   explicit options.
+//! - `blob_gc`: when compactions collect blob garbage (pure policy; the engine applies it).
 //! - `codec`: the versioned binary framing (format byte + bincode 1.3) and key encodings.
 //! - `records`: each stored record type's format, encoder and decoder (old formats too),
 //!   pinned by golden-bytes tests.
@@ -16,6 +17,7 @@
 //! Nothing here knows openraft: the consensus layer encodes its own types and passes bytes.
 //! Nothing outside this module sees a RocksDB type.
 
+pub mod blob_gc;
 pub mod codec;
 pub mod engine;
 pub mod log;
