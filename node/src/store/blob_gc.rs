@@ -11,7 +11,8 @@
 //! with the data set, not with the writes. Measured with the fixed cutoff of 0.25 (64 KiB
 //! values over 20,000 keys, 20 s of preload and 40 s of writes at 64 clients, git
 //! `243af47`): one node's compactions wrote 4,355 MB of moved blobs while 2,500 MB of
-//! values came in, and the point ran at 464–581 ops/s against 658–715 with no collection.
+//! values came in, and the point ran at 461–581 ops/s against 658–715 with no collection
+//! and 558–642 steered as below (docs/design.md, Storage, has the longer runs).
 //!
 //! So collection is off (cutoff 0: compactions move nothing) until garbage is at least
 //! half of the blob files' bytes and at least [`COLLECT_FROM_BYTES`] (the engine's
