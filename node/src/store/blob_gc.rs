@@ -20,7 +20,8 @@
 //! [`COLLECTING_CUTOFF`]: the oldest files, which hold the most garbage) until garbage is
 //! under a quarter. [`BlobGc::steer`] looks every [`STEER_INTERVAL`].
 //!
-//! - Disk: the blob files hold about twice their live bytes at most, plus
+//! - Disk: the blob files hold about twice their live bytes by RocksDB's count (an
+//!   overwritten value counts as garbage once a compaction drops its reference), plus
 //!   [`COLLECT_FROM_BYTES`] and what is written between a look and the compactions that
 //!   follow it.
 //! - A live value moves only when collection is on, so each byte moved frees about as much
