@@ -197,8 +197,23 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
-    fn should_collect_(collecting: bool, space: BlobSpace) -> bool {
+    fn collects(collecting: bool, space: BlobSpace) -> bool {
         should_collect(collecting, space, COLLECT_FROM_BYTES)
+    }
+
+    /// The cutoffs written to RocksDB, in order.
+    #[derive(Default)]
+    struct Applied(RefCell<Vec<f64>>);
+
+    impl Applied {
+        fn apply(&self, cutoff: f64) -> Result<(), &'static str> {
+            self.0.borrow_mut().push(cutoff);
+            Ok(())
+        }
+
+        fn cutoffs(&self) -> Vec<f64> {
+            self.0.borrow().clone()
+        }
     }
 
     fn space(file_mib: u64, garbage_mib: u64) -> BlobSpace {
@@ -210,38 +225,29 @@ mod tests {
 
     #[test]
     fn collection_starts_at_half_garbage_and_stops_under_a_quarter() {
-        assert!(!should_collect_(false, space(1000, 499)));
-        assert!(should_collect_(false, space(1000, 500)));
-        assert!(
-            should_collect_(true, space(1000, 250)),
-            "still above a quarter"
-        );
-        assert!(!should_collect_(true, space(1000, 249)));
-        assert!(!should_collect_(false, space(1000, 0)));
+        assert!(!collects(false, space(1000, 499)));
+        assert!(collects(false, space(1000, 500)));
+        assert!(collects(true, space(1000, 250)), "still above a quarter");
+        assert!(!collects(true, space(1000, 249)));
+        assert!(!collects(false, space(1000, 0)));
     }
 
     #[test]
     fn a_small_data_set_is_not_collected_for_a_few_megabytes() {
-        assert!(
-            !should_collect_(false, space(100, 63)),
-            "63 of 100 MiB is garbage"
-        );
-        assert!(should_collect_(false, space(100, 64)));
+        assert!(!collects(false, space(100, 63)), "63 of 100 MiB is garbage");
+        assert!(collects(false, space(100, 64)));
     }
 
     #[test]
     fn steering_applies_a_cutoff_only_when_collection_turns() {
         let gc = BlobGc::new(COLLECT_FROM_BYTES);
-        let applied = RefCell::new(Vec::new());
-        let apply = |c: f64| -> Result<(), ()> {
-            applied.borrow_mut().push(c);
-            Ok(())
-        };
+        let applied = Applied::default();
+        let apply = |c| applied.apply(c);
         assert_eq!(gc.steer(space(1000, 100), apply), Ok(false));
         assert_eq!(gc.steer(space(1000, 600), apply), Ok(true));
         assert_eq!(gc.steer(space(1000, 400), apply), Ok(true));
         assert_eq!(gc.steer(space(1000, 100), apply), Ok(false));
-        assert_eq!(*applied.borrow(), vec![COLLECTING_CUTOFF, IDLE_CUTOFF]);
+        assert_eq!(applied.cutoffs(), vec![COLLECTING_CUTOFF, IDLE_CUTOFF]);
     }
 
     #[test]
@@ -259,11 +265,8 @@ mod tests {
     #[test]
     fn moving_every_blob_wins_over_the_steering_and_its_cutoff_comes_back() {
         let gc = BlobGc::new(COLLECT_FROM_BYTES);
-        let applied = RefCell::new(Vec::new());
-        let apply = |c: f64| -> Result<(), ()> {
-            applied.borrow_mut().push(c);
-            Ok(())
-        };
+        let applied = Applied::default();
+        let apply = |c| applied.apply(c);
         gc.force_all(apply, || {
             // The steering turns collection on meanwhile: RocksDB keeps 1.0.
             assert_eq!(gc.steer(space(1000, 600), apply), Ok(true));
@@ -271,7 +274,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            *applied.borrow(),
+            applied.cutoffs(),
             vec![ALL_BLOBS_CUTOFF, COLLECTING_CUTOFF],
             "1.0 during the compaction, then the steering's cutoff"
         );
@@ -280,13 +283,10 @@ mod tests {
     #[test]
     fn a_failed_compaction_still_restores_the_cutoff() {
         let gc = BlobGc::new(COLLECT_FROM_BYTES);
-        let applied = RefCell::new(Vec::new());
-        let apply = |c: f64| -> Result<(), &str> {
-            applied.borrow_mut().push(c);
-            Ok(())
-        };
-        let result: Result<(), &str> = gc.force_all(apply, || Err("compaction"));
+        let applied = Applied::default();
+        let apply = |c| applied.apply(c);
+        let result = gc.force_all(apply, || Err::<(), _>("compaction"));
         assert_eq!(result, Err("compaction"));
-        assert_eq!(*applied.borrow(), vec![ALL_BLOBS_CUTOFF, IDLE_CUTOFF]);
+        assert_eq!(applied.cutoffs(), vec![ALL_BLOBS_CUTOFF, IDLE_CUTOFF]);
     }
 }
