@@ -90,14 +90,36 @@ pub struct BlobGc {
     state: Mutex<GcState>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct GcState {
     collecting: bool,
     /// Compactions that move every blob are running (`/cluster/compact`).
     forcing: u32,
+    /// The cutoff RocksDB has: a write that failed is retried at the next look.
+    applied: f64,
+}
+
+impl Default for GcState {
+    fn default() -> Self {
+        GcState {
+            collecting: false,
+            forcing: 0,
+            applied: BlobGc::OPEN_CUTOFF,
+        }
+    }
 }
 
 impl GcState {
+    /// Writes [`GcState::cutoff`] to RocksDB with `apply` unless it is there already.
+    fn sync<E>(&mut self, apply: impl FnOnce(f64) -> Result<(), E>) -> Result<(), E> {
+        let wanted = self.cutoff();
+        if wanted != self.applied {
+            apply(wanted)?;
+            self.applied = wanted;
+        }
+        Ok(())
+    }
+
     fn cutoff(self) -> f64 {
         if self.forcing > 0 {
             ALL_BLOBS_CUTOFF
@@ -127,24 +149,23 @@ impl BlobGc {
     }
 
     /// Turns collection on or off for `space` ([`should_collect`]); calls `apply` with the
-    /// new cutoff when it changes (not while [`BlobGc::force_all`] runs: its end applies it).
-    /// Returns whether collection is on.
+    /// cutoff when RocksDB does not have it yet (not while [`BlobGc::force_all`] runs: its
+    /// end writes it). On an error the decision is left as it was. Returns whether
+    /// collection is on.
     pub fn steer<E>(
         &self,
         space: BlobSpace,
         apply: impl FnOnce(f64) -> Result<(), E>,
     ) -> Result<bool, E> {
         let mut state = self.lock();
-        let collecting = should_collect(state.collecting, space, self.from_bytes);
-        if collecting != state.collecting {
-            let before = *state;
-            state.collecting = collecting;
-            if before.cutoff() != state.cutoff() {
-                if let Err(e) = apply(state.cutoff()) {
-                    *state = before;
-                    return Err(e);
-                }
-            }
+        let was_collecting = state.collecting;
+        let collecting = should_collect(was_collecting, space, self.from_bytes);
+        state.collecting = collecting;
+        if let Err(e) = state.sync(apply) {
+            state.collecting = was_collecting;
+            return Err(e);
+        }
+        if collecting != was_collecting {
             tracing::info!(
                 collecting,
                 blob_file_bytes = space.file_bytes,
@@ -156,8 +177,9 @@ impl BlobGc {
         Ok(collecting)
     }
 
-    /// Moves every live blob in compactions until `done` is called (cutoff 1.0), then
-    /// goes back to the steering's cutoff. `apply` writes a cutoff to RocksDB.
+    /// Runs `during` with compactions moving every live blob (cutoff 1.0), then goes back
+    /// to the steering's cutoff (if writing it fails, the next [`BlobGc::steer`] retries).
+    /// `apply` writes a cutoff to RocksDB.
     pub fn force_all<E, T>(
         &self,
         apply: impl Fn(f64) -> Result<(), E>,
@@ -166,7 +188,7 @@ impl BlobGc {
         {
             let mut state = self.lock();
             state.forcing += 1;
-            if let Err(e) = apply(state.cutoff()) {
+            if let Err(e) = state.sync(&apply) {
                 state.forcing -= 1;
                 return Err(e);
             }
@@ -174,7 +196,7 @@ impl BlobGc {
         let result = during();
         let mut state = self.lock();
         state.forcing -= 1;
-        let restored = apply(state.cutoff());
+        let restored = state.sync(&apply);
         drop(state);
         let value = result?;
         restored?;
@@ -182,7 +204,7 @@ impl BlobGc {
     }
 
     fn lock(&self) -> MutexGuard<'_, GcState> {
-        // The state is two plain fields, consistent after any panic.
+        // The state is plain fields, consistent after any panic.
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -277,6 +299,27 @@ mod tests {
             applied.cutoffs(),
             vec![ALL_BLOBS_CUTOFF, COLLECTING_CUTOFF],
             "1.0 during the compaction, then the steering's cutoff"
+        );
+    }
+
+    #[test]
+    fn a_cutoff_that_could_not_be_restored_is_written_at_the_next_look() {
+        let gc = BlobGc::new(COLLECT_FROM_BYTES);
+        let fails_after_first = RefCell::new(0);
+        let apply = |_: f64| -> Result<(), &str> {
+            *fails_after_first.borrow_mut() += 1;
+            match *fails_after_first.borrow() {
+                1 => Ok(()),
+                _ => Err("rocksdb"),
+            }
+        };
+        assert_eq!(gc.force_all(apply, || Ok(())), Err("rocksdb"));
+        let applied = Applied::default();
+        assert_eq!(gc.steer(space(1000, 100), |c| applied.apply(c)), Ok(false));
+        assert_eq!(
+            applied.cutoffs(),
+            vec![IDLE_CUTOFF],
+            "RocksDB was left at 1.0: the look writes the idle cutoff"
         );
     }
 
