@@ -79,13 +79,13 @@ pub fn execute<S: SlotSource>(
     };
     let (response, mut effects) = match outcome {
         Ok(changes) => {
-            let results = changes.iter().map(|c| c.result.clone()).collect();
+            let (results, effects) = results_and_effects(changes);
             let response = CommandResponse::Applied {
                 results,
                 revision: ctx.revision,
                 replayed: false,
             };
-            (response, effects(&changes))
+            (response, effects)
         }
         Err((i, error)) => {
             let op_index = cmd.is_batch.then_some(i);
@@ -169,22 +169,29 @@ fn permitted(mutations: &[Mutation], permit: &dyn Permit) -> Option<(usize, OpEr
 }
 
 /// Applies `mutations` in order, each seeing the slots the earlier ones produced.
+///
+/// An earlier mutation's slot is read in place from `changes` (`latest` maps a key to the
+/// last change of it), not copied: every copy of a slot copies its value.
 fn apply_all<S: SlotSource>(
     mutations: &[Mutation],
     src: &S,
     ctx: &Ctx,
 ) -> Result<Outcome, S::Error> {
-    let mut overlay: BTreeMap<&str, Slot> = BTreeMap::new();
-    let mut changes = Vec::with_capacity(mutations.len());
+    let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut changes: Vec<Change> = Vec::with_capacity(mutations.len());
     for (i, m) in mutations.iter().enumerate() {
         let key = m.op.key();
-        let current = match overlay.get(key) {
-            Some(slot) => Some(slot.clone()),
-            None => src.slot(key)?,
+        let stored;
+        let current = match latest.get(key) {
+            Some(&at) => Some(&changes[at].slot),
+            None => {
+                stored = src.slot(key)?;
+                stored.as_ref()
+            }
         };
-        match apply(current.as_ref(), m, ctx) {
+        match apply(current, m, ctx) {
             Ok(change) => {
-                overlay.insert(key, change.slot.clone());
+                latest.insert(key, changes.len());
                 changes.push(change);
             }
             Err(e) => return Ok(Err((i, e))),
@@ -243,14 +250,17 @@ pub fn apply(slot: Option<&Slot>, m: &Mutation, ctx: &Ctx) -> Result<Change, OpE
     }
 }
 
-/// The store writes of a successful command's `changes` (see [`execute`]).
-fn effects(changes: &[Change]) -> Vec<Effect> {
+/// The results of a successful command's `changes` and its store writes (see
+/// [`execute`]). Takes the changes whole so that each result and each key's final slot
+/// move out of them rather than being copied.
+fn results_and_effects(changes: Vec<Change>) -> (Vec<MutationResult>, Vec<Effect>) {
     let mut out = Vec::new();
-    let mut final_slots: BTreeMap<&str, &Slot> = BTreeMap::new();
+    // Each key's last change, whose slot is the key's final one (in key order).
+    let mut final_change: BTreeMap<&str, usize> = BTreeMap::new();
     // Net count per (anchor, key): each change removes only indexed anchors and adds only
     // unindexed ones, so the running sum stays in -1..=1 and its sign is the net effect.
     let mut anchor_net: BTreeMap<(&str, &str), i32> = BTreeMap::new();
-    for change in changes {
+    for (at, change) in changes.iter().enumerate() {
         let Some(event) = &change.event else {
             continue; // an idempotent no-op writes nothing
         };
@@ -271,7 +281,7 @@ fn effects(changes: &[Change]) -> Vec<Effect> {
             generation: slot.generation,
             forget_epoch: slot.forget_epoch,
         }));
-        final_slots.insert(&slot.key, slot);
+        final_change.insert(&slot.key, at);
         for a in &change.anchors_removed {
             *anchor_net.entry((a, &slot.key)).or_default() -= 1;
         }
@@ -279,20 +289,29 @@ fn effects(changes: &[Change]) -> Vec<Effect> {
             *anchor_net.entry((a, &slot.key)).or_default() += 1;
         }
     }
+    let anchor_effects: Vec<Effect> = anchor_net
+        .into_iter()
+        .filter_map(|((anchor, key), net)| {
+            let (anchor, key) = (anchor.to_string(), key.to_string());
+            match net.signum() {
+                -1 => Some(Effect::AnchorRemove { anchor, key }),
+                1 => Some(Effect::AnchorAdd { anchor, key }),
+                _ => None,
+            }
+        })
+        .collect();
+    let final_order: Vec<usize> = final_change.into_values().collect();
+    let (results, mut slots): (Vec<MutationResult>, Vec<Option<Slot>>) = changes
+        .into_iter()
+        .map(|c| (c.result, Some(c.slot)))
+        .unzip();
     out.extend(
-        final_slots
-            .into_values()
-            .map(|s| Effect::PutSlot(s.clone())),
+        final_order
+            .into_iter()
+            .filter_map(|at| slots[at].take().map(Effect::PutSlot)),
     );
-    for ((anchor, key), net) in anchor_net {
-        let (anchor, key) = (anchor.to_string(), key.to_string());
-        match net.signum() {
-            -1 => out.push(Effect::AnchorRemove { anchor, key }),
-            1 => out.push(Effect::AnchorAdd { anchor, key }),
-            _ => {}
-        }
-    }
-    out
+    out.extend(anchor_effects);
+    (results, out)
 }
 
 #[cfg(test)]

@@ -19,7 +19,40 @@ use crate::wire;
 /// - A key never touched starts generation 1 at this revision, with `state: Absent`,
 ///   which the operation must replace ([`finish`] checks it).
 pub(crate) fn begin(prev: Option<&Slot>, key: &str, ctx: &Ctx) -> Slot {
-    let mut next = prev.cloned().unwrap_or_else(|| fresh(key, ctx));
+    stamp(prev.cloned().unwrap_or_else(|| fresh(key, ctx)), ctx)
+}
+
+/// [`begin`] for an operation that sets the value, its hash, `meta`, `revocation` and
+/// `stale` itself (a write): those of `prev` are left out of the draft (`None`, default,
+/// empty) instead of being copied and dropped at once; a copy of the old value was most
+/// of what a write's draft cost.
+pub(crate) fn begin_overwrite(prev: Option<&Slot>, key: &str, ctx: &Ctx) -> Slot {
+    let Some(prev) = prev else {
+        return begin(None, key, ctx);
+    };
+    let draft = Slot {
+        key: prev.key.clone(),
+        state: prev.state,
+        version: prev.version,
+        generation: prev.generation,
+        forget_epoch: prev.forget_epoch,
+        revision: prev.revision,
+        create_revision: prev.create_revision,
+        value: None,
+        value_hash: None,
+        value_revision: prev.value_revision,
+        meta: Meta::default(),
+        tombstone: prev.tombstone.clone(),
+        revocation: None,
+        stale: Vec::new(),
+        superseded_by: prev.superseded_by.clone(),
+        fence_revision: prev.fence_revision,
+    };
+    stamp(draft, ctx)
+}
+
+/// The new version, this revision and this time.
+fn stamp(mut next: Slot, ctx: &Ctx) -> Slot {
     next.version += 1;
     next.revision = ctx.revision;
     next.meta.updated_at = ctx.now_ms;

@@ -61,7 +61,9 @@ pub fn apply(slot: Option<&Slot>, key: &str, w: &Write, ctx: &Ctx) -> Result<Cha
         Some(s) if s.state == State::Forgotten => EventKind::TombstoneCleared,
         _ => EventKind::Written,
     };
-    let mut next = step::begin(slot, key, ctx);
+    // The draft has no value, meta, revocation or stale flags: a write replaces the first
+    // two and clears the others.
+    let mut next = step::begin_overwrite(slot, key, ctx);
     if kind == EventKind::TombstoneCleared {
         next.generation += 1;
         next.create_revision = ctx.revision;
@@ -73,8 +75,6 @@ pub fn apply(slot: Option<&Slot>, key: &str, w: &Write, ctx: &Ctx) -> Result<Cha
     next.value = Some(w.value.to_string());
     next.value_hash = Some(w.value_hash.to_string());
     next.value_revision = ctx.revision;
-    next.revocation = None;
-    next.stale.clear();
     next.meta = Meta {
         actor: w.actor.to_string(),
         source: w.source.map(str::to_string),

@@ -25,6 +25,11 @@ use openraft::storage::RaftStateMachine;
 use openraft::{CommittedLeaderId, EntryPayload};
 use rand::Rng;
 
+/// The node's allocator (`cairn-node`'s `main.rs`), so that the apply's allocations cost
+/// what they cost in a node: with glibc's malloc they weigh about twice as much.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Applies upserts to a real RocksDB state machine and prints the time per mutation.
 #[derive(Parser)]
 struct Args {

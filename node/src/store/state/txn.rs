@@ -23,8 +23,8 @@ impl StateEngine {
             state: self,
             engine: &self.engine,
             batch: WriteBatch::default(),
-            slots: HashMap::new(),
-            dedup: HashMap::new(),
+            slots: HashMap::default(),
+            dedup: HashMap::default(),
             dedup_by_time: BTreeMap::new(),
             dedup_floor_ms: self.engine.dedup_floor_ms(),
             feed_seq: 0,
@@ -39,9 +39,9 @@ pub struct StateTxn<'a> {
     batch: WriteBatch,
     /// Pending slot writes (decoded and encoded), read back by later commands before the
     /// batch is committed, and cached once it is.
-    slots: HashMap<String, (Slot, Bytes)>,
+    slots: HashMap<String, (Slot, Bytes), foldhash::fast::RandomState>,
     /// Pending dedup writes: `None` is a record expired by an earlier entry of this txn.
-    dedup: HashMap<String, Option<DedupRecord>>,
+    dedup: HashMap<String, Option<DedupRecord>, foldhash::fast::RandomState>,
     /// Pending changes to the `dedup_by_time` index (`true`: put, `false`: deleted), so
     /// that expiry sees what earlier entries of this txn did to it.
     dedup_by_time: BTreeMap<Vec<u8>, bool>,
