@@ -117,14 +117,20 @@ impl SlotCache {
             clock.remove(key);
             return;
         }
-        // The common case, a key written again: its entry takes the new slot where it is.
-        let slot = match clock.replace(key, slot, bytes, self.capacity_bytes) {
-            Ok(()) => return,
-            Err(slot) => slot,
-        };
         // A key cached before is in use (the apply looked it up to write it): it keeps its
         // mark, or every write would leave its key unmarked and first in line for eviction.
-        let in_use = clock.remove(key);
+        let (slot, in_use) = match clock.index.get(key).copied() {
+            None => (slot, false),
+            // The common case, a key written again: its entry takes the new slot where it
+            // is unless that needs an eviction. One hash lookup either way.
+            Some(position) => match clock.replace_at(position, slot, bytes, self.capacity_bytes) {
+                Ok(()) => return,
+                Err(slot) => {
+                    clock.remove_at(position);
+                    (slot, true)
+                }
+            },
+        };
         while clock.bytes + bytes > self.capacity_bytes {
             clock.evict_one();
         }
@@ -161,20 +167,17 @@ impl Clock {
         self.bytes += bytes;
     }
 
-    /// Puts `slot` (costing `bytes`) into `key`'s entry in place and marks it (in use),
-    /// if `key` is cached and the cache stays within `capacity` without evicting; else
-    /// changes nothing and hands `slot` back. One hash lookup, where removing the entry
-    /// and pushing it again took four and a copy of the key.
-    fn replace(
+    /// Puts `slot` (costing `bytes`) into the entry at `position` and marks it (in use), if
+    /// the cache stays within `capacity` without evicting; else changes nothing and hands
+    /// `slot` back. Removing the entry and pushing it again took three more hash lookups
+    /// and a copy of the key.
+    fn replace_at(
         &mut self,
-        key: &str,
+        position: usize,
         slot: Bytes,
         bytes: usize,
         capacity: usize,
     ) -> Result<(), Bytes> {
-        let Some(&position) = self.index.get(key) else {
-            return Err(slot);
-        };
         let entry = &mut self.ring[position];
         let held = self.bytes - cost(&entry.key, &entry.slot) + bytes;
         if held > capacity {
@@ -186,13 +189,11 @@ impl Clock {
         Ok(())
     }
 
-    /// Removes `key`'s entry; whether there was one.
-    fn remove(&mut self, key: &str) -> bool {
-        let found = self.index.get(key).copied();
-        if let Some(position) = found {
+    /// Removes `key`'s entry, if there is one.
+    fn remove(&mut self, key: &str) {
+        if let Some(position) = self.index.get(key).copied() {
             self.remove_at(position);
         }
-        found.is_some()
     }
 
     /// Evicts the first unmarked entry from the hand on, unmarking the ones it passes.
