@@ -10,7 +10,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cairn_client.testing import ClusterError, LocalCluster, find_node_binary
+from cairn_client.testing import ClusterError, LocalCluster, _free_ports, find_node_binary
+
+
+def test_planned_ports_are_distinct() -> None:
+    # Ports picked one socket at a time repeat within a few hundred picks; a node given
+    # the same port twice (client and peer) refuses to start.
+    ports = _free_ports(500)
+    assert len(set(ports)) == len(ports)
 
 
 def test_cluster_elects_a_leader_and_fails_over(make_cluster: Callable[..., LocalCluster]) -> None:

@@ -94,10 +94,17 @@ def find_node_binary(node_bin: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free loopback ports. Every socket stays bound until all are
+    picked: one closed before the next bind lets the kernel hand out its port again, and a
+    node given the same port for its client and peer addresses refuses to start."""
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def _die_with_parent() -> None:
@@ -394,7 +401,8 @@ class LocalCluster:
         """Starts one more node (the next id) on free ports, not a member yet: it joins with
         ``POST /cluster/join`` (``Cairn.cluster_join``). Returns its id."""
         node_id = max(self._nodes) + 1
-        self._nodes[node_id] = _Node(node_id, self.base_dir, _free_port(), _free_port())
+        client_port, peer_port = _free_ports(2)
+        self._nodes[node_id] = _Node(node_id, self.base_dir, client_port, peer_port)
         if self.tls:
             self._make_certificates([node_id])
         self.start(node_id)
@@ -438,8 +446,9 @@ class LocalCluster:
         return f"{'https' if self.tls else 'http'}://{node.client_addr}"
 
     def _plan_nodes(self) -> dict[int, _Node]:
+        ports = iter(_free_ports(2 * self.size))
         return {
-            node_id: _Node(node_id, self.base_dir, _free_port(), _free_port())
+            node_id: _Node(node_id, self.base_dir, next(ports), next(ports))
             for node_id in range(1, self.size + 1)
         }
 
