@@ -2,7 +2,7 @@
 //! `flag-stale`, `supersede` and `batch`. Constructors take only the required fields; set
 //! the optional ones on the returned struct.
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::{State, Tombstone};
@@ -17,8 +17,15 @@ pub struct WriteRequest {
     pub value: Value,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
@@ -60,8 +67,15 @@ pub struct ForgetRequest {
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: String,
@@ -83,8 +97,15 @@ pub struct RevokeRequest {
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
     pub reason: String,
@@ -106,8 +127,15 @@ pub struct ReinstateRequest {
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
@@ -130,8 +158,15 @@ pub struct FlagStaleRequest {
     pub key: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::ANCHOR)))]
     pub anchor: String,
@@ -157,8 +192,15 @@ pub struct SupersedeRequest {
     pub by: String,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
+    #[serde(
+        default,
+        deserialize_with = "named_actor",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "String", pattern(crate::patterns::LINE))
+    )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
@@ -372,6 +414,20 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// An `actor` a body names must name someone. Leaving the field out is how a caller on an
+/// auth-on cluster asks for its principal's name (the field is then empty); an empty
+/// string sent on purpose is a malformed actor (SPEC §5: 1–128 bytes), refused as such
+/// rather than read as "left out".
+fn named_actor<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let actor = String::deserialize(deserializer)?;
+    if actor.is_empty() {
+        return Err(serde::de::Error::custom(
+            "actor must not be empty (leave it out to act as the authenticated principal)",
+        ));
+    }
+    Ok(actor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,5 +451,23 @@ mod tests {
         assert!(serde_json::from_str::<BatchRequest>(typo).is_err());
         let unknown_op = r#"{"ops":[{"op":"erase","key":"k"}]}"#;
         assert!(serde_json::from_str::<BatchRequest>(unknown_op).is_err());
+    }
+
+    #[test]
+    fn an_empty_actor_is_refused_and_a_missing_one_is_left_to_auth() {
+        let missing: WriteRequest = serde_json::from_str(r#"{"key":"k","value":1}"#).unwrap();
+        assert_eq!(missing.actor, "");
+        let empty = r#"{"key":"k","value":1,"actor":""}"#;
+        let err = serde_json::from_str::<WriteRequest>(empty).unwrap_err();
+        assert!(err.to_string().contains("actor must not be empty"), "{err}");
+        let in_batch = r#"{"ops":[{"op":"forget","key":"k","actor":"","reason":"r"}]}"#;
+        assert!(serde_json::from_str::<BatchRequest>(in_batch).is_err());
+        // What the client sends for a missing actor decodes back to one.
+        let sent = serde_json::to_string(&ForgetRequest::new("k", "", "r")).unwrap();
+        assert!(!sent.contains("actor"), "{sent}");
+        assert_eq!(
+            serde_json::from_str::<ForgetRequest>(&sent).unwrap().actor,
+            ""
+        );
     }
 }

@@ -20,7 +20,7 @@ use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::state_machine::StateMachine;
 use crate::consensus::view::StateView;
 use crate::consensus::Raft;
-use crate::datadir::DataDir;
+use crate::datadir::{DataDir, DataDirError};
 use crate::metrics::Metrics;
 use crate::native_heap;
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
@@ -40,11 +40,12 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why [`run`] failed. The binary exits 2 for [`RunError::Config`], 1 for the rest.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// A certificate, key or peer secret that cannot be loaded: the configuration names
-    /// something the node cannot use. Fails before anything else is touched.
+    /// The configuration names something the node cannot use: a certificate, key or peer
+    /// secret that cannot be loaded (before anything else is touched), or a data dir
+    /// that belongs to another node id.
     #[error(transparent)]
     Config(anyhow::Error),
-    /// Anything after that: the data dir, a port, storage, Raft.
+    /// Anything else: the data dir's disk or lock, a port, storage, Raft.
     #[error(transparent)]
     Failed(#[from] anyhow::Error),
 }
@@ -52,7 +53,17 @@ pub enum RunError {
 /// Runs a node until `stop` resolves, then shuts it down cleanly.
 pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> Result<(), RunError> {
     let transport = Transport::load(&config).map_err(RunError::Config)?;
-    Ok(run_with(config, transport, stop).await?)
+    run_with(config, transport, stop).await.map_err(|e| {
+        let wrong_node = matches!(
+            e.downcast_ref::<DataDirError>(),
+            Some(DataDirError::WrongNode { .. })
+        );
+        if wrong_node {
+            RunError::Config(e)
+        } else {
+            RunError::Failed(e)
+        }
+    })
 }
 
 /// [`run`] once the transport's certificates, keys and secret are loaded.

@@ -480,6 +480,16 @@ async fn a_forget_keeps_exactly_one_tombstone_with_the_value_hash() {
     let unknown = format!("{}/v1/tombstones/{}", cluster.endpoint(1), "ab".repeat(16));
     let (status, body) = raw(reqwest::Method::GET, &unknown, None).await;
     assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    // Anything but 1-128 hex characters is malformed, the empty id included.
+    for bad in ["", "xyz", &"a".repeat(129)] {
+        let url = format!("{}/v1/tombstones/{bad}", cluster.endpoint(1));
+        let (status, body) = raw(reqwest::Method::GET, &url, None).await;
+        assert_eq!(
+            (status, error_code(&body), &body["error"]["field"]),
+            (400, "invalid_request", &serde_json::json!("id")),
+            "{url}: {body}"
+        );
+    }
 
     // 2.3 A second forget with another reason: the first tombstone, unchanged.
     let again = client

@@ -898,6 +898,51 @@ async fn t85_04_actor_is_bound_to_the_principal_also_through_a_follower() {
             Some("actor_mismatch"),
             &format!("node {id}: forged actor in a batch"),
         );
+        // An empty actor is not a missing one: it names no one (SPEC §5, 1-128 bytes).
+        let empty = api
+            .post(
+                id,
+                "/v1/write",
+                t,
+                json!({"key": "act/2", "value": 1, "actor": ""}),
+            )
+            .await;
+        empty.expect(
+            400,
+            Some("invalid_request"),
+            &format!("node {id}: empty actor"),
+        );
+        assert_eq!(
+            empty.body["error"]["field"],
+            json!("actor"),
+            "{}",
+            empty.body
+        );
+        let empty_in_batch = api
+            .post(
+                id,
+                "/v1/batch",
+                t,
+                json!({"ops": [
+                    {"op": "write", "key": "act/3", "value": 1},
+                    {"op": "forget", "key": "act/4", "actor": "", "reason": "r"},
+                ]}),
+            )
+            .await;
+        empty_in_batch.expect(
+            400,
+            Some("invalid_request"),
+            &format!("node {id}: empty actor in a batch"),
+        );
+        assert_eq!(
+            (
+                &empty_in_batch.body["error"]["field"],
+                &empty_in_batch.body["error"]["op_index"]
+            ),
+            (&json!("ops[1].actor"), &json!(1)),
+            "{}",
+            empty_in_batch.body
+        );
     }
     assert_eq!(
         last_log_index(&cluster, leader).await,
@@ -1467,42 +1512,63 @@ async fn t85_08_operator_endpoints_need_the_right_token() {
         }
     }
 
-    // Enable on an auth-on cluster: 409 for the admin, refused for others; nothing
-    // changes, not even the log (the refusal needs no Raft entry).
+    // Init and enable on an initialized auth-on cluster, at every node: the caller is
+    // authenticated first (401, then 403 without admin), and only the admin learns that it
+    // is done already (409). Nothing changes, not even a log (no refusal needs an entry).
+    let late = create(&admin, "late", vec![grant("", &[Read, Write])]).await;
     let acl = admin.principals().await.expect("principals");
+    let callers = [
+        ("admin", Some(at.as_str()), 409, "invalid_transition"),
+        ("no token", None, 401, "unauthenticated"),
+        (
+            "unknown token",
+            Some(unknown.as_str()),
+            401,
+            "unauthenticated",
+        ),
+        (
+            "plain principal",
+            Some(late.as_str()),
+            403,
+            "permission_denied",
+        ),
+    ];
     let mut problems = Vec::new();
-    for (who, token) in [
-        ("admin", Some(at.as_str())),
-        ("no token", None),
-        ("unknown token", Some(unknown.as_str())),
-    ] {
-        let log = last_log_index(&cluster, leader).await;
-        let answer = api
-            .post(leader, "/v1/auth/enable", token, json!({"admin": "root2"}))
-            .await;
-        let after = last_log_index(&cluster, leader).await;
-        let as_expected = match who {
-            "admin" => answer.status == 409 && answer.code() == "invalid_transition",
-            _ => !answer.ok(),
-        };
-        if !as_expected {
-            problems.push(format!(
-                "enable by {who}: {} {}",
-                answer.status, answer.body
-            ));
-        }
-        if after != log {
-            problems.push(format!(
-                "enable by {who} ({} {}) appended to the leader's log: last_log_index {log} -> {after}",
-                answer.status,
-                answer.code()
-            ));
+    for id in [1, 2, 3] {
+        let init = json!({"nodes": [{"id": id, "client_addr": "127.0.0.1:1", "peer_addr": "127.0.0.1:2"}]});
+        let calls = [
+            ("/v1/auth/enable", json!({"admin": "root2"})),
+            ("/cluster/init", init),
+        ];
+        for (path, body) in &calls {
+            for (who, token, status, code) in callers {
+                let log = last_log_index(&cluster, leader).await;
+                let answer = api.post(id, path, token, body.clone()).await;
+                let after = last_log_index(&cluster, leader).await;
+                if (answer.status, answer.code()) != (status, code) {
+                    problems.push(format!(
+                        "node {id}: {path} by {who}: {} {}, expected {status} {code}",
+                        answer.status, answer.body
+                    ));
+                }
+                if answer.body.to_string().contains("LogId") {
+                    problems.push(format!(
+                        "node {id}: {path} by {who}: Raft internals in {}",
+                        answer.body
+                    ));
+                }
+                if after != log {
+                    problems.push(format!(
+                        "node {id}: {path} by {who} appended to the leader's log: {log} -> {after}"
+                    ));
+                }
+            }
         }
     }
     assert_eq!(
         admin.principals().await.expect("principals"),
         acl,
-        "enable changed principals"
+        "init or enable changed principals"
     );
     assert!(problems.is_empty(), "{problems:#?}");
 }

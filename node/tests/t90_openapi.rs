@@ -52,15 +52,11 @@ const SPEC_ROUTES: [(&str, &str); 28] = [
     ("GET", "/metrics"),
 ];
 
-/// Routes that never need a token: health and metrics for supervisors, the document,
-/// and the two that exist before any principal does.
-const PUBLIC: [&str; 5] = [
-    "/healthz",
-    "/metrics",
-    "/openapi.json",
-    "/v1/auth/enable",
-    "/cluster/init",
-];
+/// Routes that never need a token: health and metrics for supervisors, the document.
+const PUBLIC: [&str; 3] = ["/healthz", "/metrics", "/openapi.json"];
+/// The two made for the time before any principal exists: the token is optional (the
+/// admin's once auth is on).
+const BOOTSTRAP: [&str; 2] = ["/v1/auth/enable", "/cluster/init"];
 
 const METHODS: [Method; 5] = [
     Method::GET,
@@ -167,6 +163,12 @@ fn check_operation(document: &Value, method: &str, path: &str, operation: &Value
     }
     let public = operation["security"] == serde_json::json!([]);
     assert_eq!(public, PUBLIC.contains(&path), "{what}: security");
+    let optional = operation["security"] == serde_json::json!([{}, {"bearer": []}]);
+    assert_eq!(
+        optional,
+        BOOTSTRAP.contains(&path),
+        "{what}: optional security"
+    );
     if !public {
         assert_eq!(
             document["security"],

@@ -64,7 +64,19 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     })
 }
 
-pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> Result<Response> {
+/// `POST /cluster/init`. A node that is part of a cluster already answers 409 without
+/// touching Raft, and only to its admin once auth is on (401/403 before that, as every
+/// membership call: SPEC §8), so that no caller learns more than "initialized" and no
+/// caller can make openraft log a refused initialization.
+pub async fn init(
+    State(app): State<SharedApp>,
+    headers: HeaderMap,
+    body: JsonBody<InitRequest>,
+) -> Result<Response> {
+    require_admin(&app, &headers)?;
+    if initialized(&app) {
+        return Err(already_initialized());
+    }
     let mut members = BTreeMap::new();
     for (i, spec) in body.value.nodes.iter().enumerate() {
         if members
@@ -88,10 +100,9 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
     match app.raft.initialize(members).await {
         Ok(()) => {}
         Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
-            return Err(ApiError::new(
-                ErrorCode::InvalidTransition,
-                format!("cluster already initialized: {e}"),
-            ))
+            // A race with an init through another node: the details are Raft's log ids.
+            tracing::debug!(error = %e, "init refused by Raft");
+            return Err(already_initialized());
         }
         Err(e) => return Err(ApiError::internal(e)),
     }
@@ -106,6 +117,26 @@ pub async fn init(State(app): State<SharedApp>, body: JsonBody<InitRequest>) -> 
         answer.auth = Some(enable_on_leader(&app, &auth.admin).await?);
     }
     Ok(Json(answer).into_response())
+}
+
+/// Whether this node holds a membership or any log entry: then it was initialized, or
+/// joined a cluster that was.
+fn initialized(app: &App) -> bool {
+    let metrics = app.raft.metrics().borrow().clone();
+    metrics.last_log_index.is_some()
+        || metrics
+            .membership_config
+            .membership()
+            .nodes()
+            .next()
+            .is_some()
+}
+
+fn already_initialized() -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidTransition,
+        "cluster already initialized: this node already holds a membership and a log",
+    )
 }
 
 /// Turns auth on right after init, through whichever node won the first election (SPEC

@@ -138,6 +138,9 @@ pub fn write_failure(e: WriteError, request_id: Option<&str>) -> ApiError {
 }
 
 pub async fn unknown_route(uri: Uri) -> ApiError {
+    if uri.path() == "/v1/tombstones/" {
+        return super::reads::invalid_tombstone_id();
+    }
     ApiError::new(
         ErrorCode::NotFound,
         format!("no such endpoint: {}", uri.path()),

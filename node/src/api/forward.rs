@@ -4,6 +4,7 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use cairn_api::ErrorCode;
+use serde_json::json;
 
 use super::error::ApiError;
 use super::App;
@@ -84,7 +85,8 @@ pub async fn to_leader_as(
             return Err(ApiError::new(
                 ErrorCode::NoLeader,
                 format!("leader {leader_id} unreachable: {e}"),
-            ))
+            )
+            .with("leader_id", json!(leader_id)))
         }
         Err(e) if kind == Kind::Mutation => {
             return Err(ApiError::outcome_unknown(
@@ -96,7 +98,8 @@ pub async fn to_leader_as(
             return Err(ApiError::new(
                 ErrorCode::NoLeader,
                 format!("relay to leader {leader_id}: {e}"),
-            ))
+            )
+            .with("leader_id", json!(leader_id)))
         }
     };
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -111,6 +114,7 @@ pub async fn to_leader_as(
         Err(e) => Err(ApiError::new(
             ErrorCode::NoLeader,
             format!("reading the leader's answer: {e}"),
-        )),
+        )
+        .with("leader_id", json!(leader_id))),
     }
 }

@@ -14,7 +14,7 @@ use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
 use serde_json::{json, Map, Value};
 
-use super::routes::{routes, Answer, Operation, PathParam, Route};
+use super::routes::{routes, Answer, Operation, PathParam, Route, TokenUse};
 
 /// The document's own schema, as `/openapi.json` is listed in it.
 pub type Document = Map<String, Value>;
@@ -108,8 +108,10 @@ fn operation(generator: &mut SchemaGenerator, route: &Route, error_body: &Value)
             "content": {"application/json": {"schema": body(generator)}},
         });
     }
-    if !op.token {
-        out["security"] = json!([]);
+    match op.token {
+        TokenUse::WhileAuthIsOn => {}
+        TokenUse::Bootstrap => out["security"] = json!([{}, {SECURITY_SCHEME: []}]),
+        TokenUse::Never => out["security"] = json!([]),
     }
     out
 }

@@ -263,6 +263,12 @@ pub async fn history(
 }
 
 /// `GET /v1/tombstones/{id}?consistency=&max_staleness_ms=&min_revision=`
+/// 400 for a tombstone id that is not 1-128 hex characters (SPEC §2 extension), the
+/// empty one of `GET /v1/tombstones/` included, which no route matches.
+pub fn invalid_tombstone_id() -> ApiError {
+    ApiError::invalid("tombstone id must be 1-128 hex characters").with("field", "id")
+}
+
 pub async fn tombstone(
     State(app): State<SharedApp>,
     headers: HeaderMap,
@@ -270,9 +276,7 @@ pub async fn tombstone(
     StrictQuery(opts): StrictQuery<ReadOptions>,
 ) -> Result<Response> {
     if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(
-            ApiError::invalid("tombstone id must be 1-128 hex characters").with("field", "id"),
-        );
+        return Err(invalid_tombstone_id());
     }
     // Ids are stored in lowercase; hex is hex in either case.
     let id = id.to_ascii_lowercase();

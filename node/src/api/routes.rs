@@ -62,13 +62,25 @@ const PRINCIPAL_NAME: PathParam = PathParam {
     pattern: "^[A-Za-z0-9_.@:-]{1,128}$",
 };
 
+/// Whether an operation needs `Authorization: Bearer` (SPEC §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenUse {
+    /// While the cluster has auth on.
+    WhileAuthIsOn,
+    /// The same, but the operation's purpose is the time before auth is on (init,
+    /// enable): documented as optional.
+    Bootstrap,
+    /// Never (health, metrics, the document).
+    Never,
+}
+
 /// One documented operation.
 pub struct Operation {
     pub id: &'static str,
     pub summary: &'static str,
     pub tag: &'static str,
-    /// Needs `Authorization: Bearer` while the cluster has auth on (SPEC §8).
-    pub token: bool,
+    /// When the operation needs `Authorization: Bearer`.
+    pub token: TokenUse,
     pub path_params: Vec<PathParam>,
     pub query: Option<SchemaFn>,
     pub body: Option<SchemaFn>,
@@ -83,7 +95,7 @@ impl Operation {
             id,
             summary,
             tag,
-            token: true,
+            token: TokenUse::WhileAuthIsOn,
             path_params: Vec::new(),
             query: None,
             body: None,
@@ -99,8 +111,15 @@ impl Operation {
 
     /// Takes no token, whether or not auth is on.
     fn public(mut self) -> Self {
-        self.token = false;
+        self.token = TokenUse::Never;
         self.errors.retain(|c| *c != Unauthenticated);
+        self
+    }
+
+    /// Made to be called before any principal exists, so documented with the token
+    /// optional; once auth is on it needs the admin's, as every other route does.
+    fn bootstrap(mut self) -> Self {
+        self.token = TokenUse::Bootstrap;
         self
     }
 
@@ -315,10 +334,10 @@ fn auth_routes() -> Vec<Route> {
             "/v1/auth/enable",
             endpoints::enable,
             Operation::json::<AuthEnabled>("auth_enable", "auth", "Turn auth on (while it is off)")
-                .public()
+                .bootstrap()
                 .body::<EnableAuthRequest>()
-                // Relayed by a follower, a request without a token is 401 once auth is on.
-                .errors(&[&[Unauthenticated], ACCESS_REFUSED, PROPOSED]),
+                // Once auth is on the caller is authenticated before the 409.
+                .errors(&[DENIED, ACCESS_REFUSED, PROPOSED]),
         ),
         route(
             Method::POST,
@@ -394,9 +413,9 @@ fn cluster_routes() -> Vec<Route> {
                 "cluster",
                 "Initialize the cluster",
             )
-            .public()
+            .bootstrap()
             .body::<InitRequest>()
-            .errors(&[&[InvalidTransition], PROPOSED]),
+            .errors(&[DENIED, &[InvalidTransition], PROPOSED]),
         ),
         route(
             Method::POST,

@@ -87,7 +87,9 @@ pub async fn enable_here(app: &App, admin: &str) -> Result<AuthEnabled> {
 }
 
 /// `POST /v1/auth/enable {admin}`: allowed while auth is off, by anyone who can reach
-/// the port (the first admin's token is in the answer, once).
+/// the port (the first admin's token is in the answer, once). Once auth is on, the
+/// caller is authenticated as on every endpoint (401, then 403 without `admin`) before
+/// the 409 that says auth is on already, on every node alike.
 pub async fn enable(
     State(app): State<SharedApp>,
     headers: HeaderMap,
@@ -102,6 +104,9 @@ pub async fn enable(
             body.raw.clone(),
         )
         .await;
+    }
+    if app.view.access().enabled() {
+        admin(&app, &headers)?;
     }
     Ok(Json(enable_here(&app, &body.value.admin).await?).into_response())
 }
