@@ -407,8 +407,12 @@ async fn a_data_dir_of_another_node_is_refused() {
     ];
     let scratch = tempfile::tempdir().unwrap();
     let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
-    assert_eq!(status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("belongs to node 1, not node 7"), "{stderr}");
+    // The operator named the wrong dir or id: a configuration error.
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cairn-node: config:") && stderr.contains("belongs to node 1, not node 7"),
+        "{stderr}"
+    );
     // Refusing did not rewrite the owner.
     let owner = std::fs::read_to_string(data_dir.join("node_id")).expect("node_id file");
     assert_eq!(owner.trim(), "1");
