@@ -1,7 +1,7 @@
 //! [`NodeConfig`]: the top-level fields, the sections, and loading a file with overrides.
 
 use std::fs;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -41,9 +41,9 @@ pub struct NodeConfig {
     pub id: u64,
     /// RocksDB directory (state machine, Raft log, snapshots). Default `./data/node-{id}`.
     pub data_dir: PathBuf,
-    /// `IP:PORT` of the client HTTP API. Default `127.0.0.1:(7400+id)`.
+    /// `HOST:PORT` of the client HTTP API. Default `127.0.0.1:(7400+id)`.
     pub client_addr: String,
-    /// `IP:PORT` of the peer (Raft RPC) listener. Default `127.0.0.1:(7500+id)`.
+    /// `HOST:PORT` of the peer (Raft RPC) listener. Default `127.0.0.1:(7500+id)`.
     pub peer_addr: String,
     /// How long a `request_id` is remembered so a retried mutation is not applied twice.
     pub dedup_retention_ms: u64,
@@ -177,7 +177,8 @@ impl NodeConfig {
 
     /// Checks every section, then the top-level fields and the bounds that tie sections:
     /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
-    /// - `client_addr` and `peer_addr` parse as `IP:PORT` and differ (unless port 0);
+    /// - `client_addr` and `peer_addr` are `HOST:PORT` whose host resolves, and differ
+    ///   (unless port 0);
     /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
     ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`; `blob_min_bytes <= BLOB_MIN_BYTES_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
@@ -338,13 +339,43 @@ fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, Confi
     Ok(format!("{DEFAULT_HOST}:{port}"))
 }
 
+/// The first address [`socket_addrs`] gives: the one a listener binds.
 fn parse_addr(field: &'static str, addr: &str) -> Result<SocketAddr, ConfigError> {
-    addr.parse().map_err(|_| {
+    Ok(socket_addrs(field, addr)?[0])
+}
+
+/// The socket addresses `addr` names: `IP:PORT` (`[::1]:PORT` for IPv6) as it is,
+/// `HOST:PORT` through the system resolver (`/etc/hosts`, DNS) in its order, which is the
+/// order binding a port and peers' connections use. Never empty.
+pub(crate) fn socket_addrs(
+    field: &'static str,
+    addr: &str,
+) -> Result<Vec<SocketAddr>, ConfigError> {
+    if let Ok(ip_port) = addr.parse::<SocketAddr>() {
+        return Ok(vec![ip_port]);
+    }
+    let malformed = || {
         ConfigError::invalid(
             field,
-            format!("must be IP:PORT, e.g. 127.0.0.1:7401 (got {addr:?})"),
+            format!("must be HOST:PORT, e.g. 127.0.0.1:7401 or localhost:7401 (got {addr:?})"),
         )
-    })
+    };
+    let (host, port) = addr.rsplit_once(':').ok_or_else(malformed)?;
+    let port: u16 = port.parse().map_err(|_| malformed())?;
+    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
+        return Err(malformed());
+    }
+    let resolved: Vec<SocketAddr> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| ConfigError::invalid(field, format!("host {host:?} does not resolve: {e}")))?
+        .collect();
+    if resolved.is_empty() {
+        return Err(ConfigError::invalid(
+            field,
+            format!("host {host:?} resolves to no address"),
+        ));
+    }
+    Ok(resolved)
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@
 //! as a config error and its bytes never sit in [`crate::NodeConfig`] (which is `Debug`
 //! and serialized by `--print-config`-like tools).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
@@ -160,11 +159,11 @@ fn require_with(
     Ok(())
 }
 
-/// Whether `addr` (an `IP:PORT` that already parsed) is on loopback. `0.0.0.0` and `::`
-/// listen on every interface, so they are not.
+/// Whether every address `addr` names is on loopback (a host name may name several).
+/// `0.0.0.0` and `::` listen on every interface, so they are not.
 fn is_loopback(addr: &str) -> bool {
-    addr.parse::<SocketAddr>()
-        .is_ok_and(|a| a.ip().is_loopback())
+    crate::node::socket_addrs("addr", addr)
+        .is_ok_and(|all| all.iter().all(|a| a.ip().is_loopback()))
 }
 
 /// The peer secret in `path`: the file's bytes without trailing line breaks (an editor's

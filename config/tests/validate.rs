@@ -36,19 +36,31 @@ fn top_level_fields() {
     assert_eq!(err.to_string(), "id: must be >= 1 (got 0)");
     let err = NodeConfig::from_toml_str("id = 1\ndata_dir = \"\"\n", &ov).unwrap_err();
     assert_eq!(err.field(), Some("data_dir"));
-    rejects("client_addr = \"localhost:7401\"", "client_addr", "IP:PORT");
+    rejects("client_addr = \"localhost\"", "client_addr", "HOST:PORT");
+    rejects(
+        "client_addr = \"no-such-host.invalid:7401\"",
+        "client_addr",
+        "does not resolve",
+    );
     rejects(
         "client_addr = \"127.0.0.1\"",
         "client_addr",
         "\"127.0.0.1\"",
     );
-    rejects("peer_addr = \"127.0.0.1:99999\"", "peer_addr", "IP:PORT");
+    rejects("peer_addr = \"127.0.0.1:99999\"", "peer_addr", "HOST:PORT");
     rejects("peer_addr = \"127.0.0.1:7401\"", "peer_addr", "differ");
     rejects("dedup_retention_ms = 0", "dedup_retention_ms", "> 0");
     rejects("log_level = \"\"", "log_level", "tracing filter");
     rejects("log_level = \"info debug\"", "log_level", "tracing filter");
     rejects("worker_threads = 1025", "worker_threads", "<= 1024");
     rejects("slot_cache_mib = 1048577", "slot_cache_mib", "<= 1048576");
+    let named = "id = 1\nclient_addr = \"localhost:7401\"\npeer_addr = \"localhost:7501\"\n";
+    let named = NodeConfig::from_toml_str(named, &ov).expect("HOST:PORT with a host name");
+    assert!(named.client_socket_addr().unwrap().ip().is_loopback());
+    assert!(
+        named.exposed_without_tls().is_empty(),
+        "localhost is loopback: no TLS needed"
+    );
     let off = NodeConfig::from_toml_str("id = 1\nslot_cache_mib = 0\n", &ov).unwrap();
     assert_eq!(off.slot_cache_mib, 0, "0 (no cache) is a valid setting");
     rejects(

@@ -2,7 +2,6 @@
 //! batcher, the read gate and both HTTP(S) servers; stop them all, in order, on shutdown.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -276,11 +275,7 @@ async fn start(
     let access = sm.access();
     let applied_on_disk = *applied.borrow();
     let rpc_timeout = Duration::from_millis(config.raft.rpc_timeout_ms);
-    let peer_ip = config
-        .peer_addr
-        .parse::<SocketAddr>()
-        .context("peer_addr")?
-        .ip();
+    let peer_ip = config.peer_socket_addr().context("peer_addr")?.ip();
     let peer = PeerClient::new(
         Some(peer_ip),
         rpc_timeout,

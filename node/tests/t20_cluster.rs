@@ -530,10 +530,10 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             expected: "peer_addr: must differ from client_addr",
         },
         BadConfig {
-            name: "not IP:PORT",
+            name: "not HOST:PORT",
             args: flags("1", "localhost", &b),
             toml: None,
-            expected: "client_addr: must be IP:PORT",
+            expected: "client_addr: must be HOST:PORT",
         },
         BadConfig {
             name: "election timeout above 3 s",
@@ -594,6 +594,64 @@ async fn config_errors_exit_with_code_2_and_name_the_field() {
             case.name
         );
     }
+}
+
+/// SPEC §6: `--client-addr HOST:PORT --peer-addr HOST:PORT`. A node started with host
+/// names serves on them, is initialized with them and takes a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_takes_host_names_for_its_addresses() {
+    let scratch = tempfile::tempdir().unwrap();
+    let named = |addr: String| addr.replace("127.0.0.1", "localhost");
+    let (client_addr, peer_addr) = free_addr_pair();
+    let (client_addr, peer_addr) = (named(client_addr), named(peer_addr));
+    let mut node = tokio::process::Command::from(support::node_command(scratch.path()));
+    node.args([
+        "--id",
+        "1",
+        "--data-dir",
+        "data",
+        "--client-addr",
+        &client_addr,
+        "--peer-addr",
+        &peer_addr,
+    ])
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .kill_on_drop(true);
+    let _node = node.spawn().expect("spawning cairn-node");
+    let base = format!("http://{client_addr}");
+    let http = reqwest::Client::new();
+    wait_until(LEADER_TIMEOUT, "the node serves /healthz", async || {
+        http.get(format!("{base}/healthz")).send().await.is_ok()
+    })
+    .await;
+    let init = json!({"nodes": [{"id": 1, "client_addr": client_addr, "peer_addr": peer_addr}]});
+    let answer = http
+        .post(format!("{base}/cluster/init"))
+        .json(&init)
+        .send()
+        .await
+        .expect("init");
+    assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+    let write = json!({"key": "named/1", "value": 1, "actor": "t20"});
+    wait_until(LEADER_TIMEOUT, "a write is applied", async || {
+        let sent = http
+            .post(format!("{base}/v1/write"))
+            .json(&write)
+            .send()
+            .await;
+        sent.is_ok_and(|r| r.status() == 200)
+    })
+    .await;
+    let status: serde_json::Value = http
+        .get(format!("{base}/cluster/status"))
+        .send()
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("status JSON");
+    assert_eq!(status["leader_id"], json!(1), "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -48,10 +48,13 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
         ("client_addr", &spec.client_addr),
         ("peer_addr", &spec.peer_addr),
     ] {
-        addr.parse::<SocketAddr>().map_err(|e| {
-            ApiError::invalid(format!("node {}: {field} {addr:?}: {e}", spec.id))
-                .with("field", format!("{at}{field}"))
-        })?;
+        if !is_host_port(addr) {
+            return Err(ApiError::invalid(format!(
+                "node {}: {field} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
+                spec.id
+            ))
+            .with("field", format!("{at}{field}")));
+        }
     }
     if spec.id == 0 {
         return Err(
@@ -64,19 +67,29 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     })
 }
 
-/// `POST /cluster/init`. A node that is part of a cluster already answers 409 without
-/// touching Raft, and only to its admin once auth is on (401/403 before that, as every
-/// membership call: SPEC §8), so that no caller learns more than "initialized" and no
-/// caller can make openraft log a refused initialization.
+/// `IP:PORT` (`[::1]:PORT`), or a DNS name and a port: what a node's address flags take
+/// (SPEC §6). Only the form is checked here: a name is resolved where it is used.
+fn is_host_port(addr: &str) -> bool {
+    if addr.parse::<SocketAddr>().is_ok() {
+        return true;
+    }
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    let name_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+    port.parse::<u16>().is_ok() && !host.is_empty() && host.chars().all(name_chars)
+}
+
+/// `POST /cluster/init`. Once auth is on the caller needs `admin` (401/403 first, as on
+/// every membership call: SPEC §8); then the body is checked (400), and a node that is
+/// part of a cluster already answers 409 without touching Raft, so no caller learns more
+/// than "initialized" and none can make openraft log a refused initialization.
 pub async fn init(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     body: JsonBody<InitRequest>,
 ) -> Result<Response> {
     require_admin(&app, &headers)?;
-    if initialized(&app) {
-        return Err(already_initialized());
-    }
     let mut members = BTreeMap::new();
     for (i, spec) in body.value.nodes.iter().enumerate() {
         if members
@@ -96,6 +109,9 @@ pub async fn init(
     if let Some(auth) = &body.value.auth {
         cairn_access::validate::name(&auth.admin)
             .map_err(|e| ApiError::from(e).with("field", "auth.admin"))?;
+    }
+    if initialized(&app) {
+        return Err(already_initialized());
     }
     match app.raft.initialize(members).await {
         Ok(()) => {}

@@ -312,7 +312,9 @@ impl PeerConn {
             SocketAddr::V6(_) => TcpSocket::new_v6(),
         }
         .map_err(unreachable)?;
-        if let Some(ip) = client.local_ip {
+        // A host name may resolve to the other address family than this node's own peer
+        // IP (`localhost`: ::1 here, 127.0.0.1 there); the kernel then picks the source.
+        if let Some(ip) = client.local_ip.filter(|ip| ip.is_ipv4() == addr.is_ipv4()) {
             socket.bind(SocketAddr::new(ip, 0)).map_err(unreachable)?;
         }
         let stream = tokio::time::timeout(client.connect_timeout, socket.connect(addr))
