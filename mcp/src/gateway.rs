@@ -111,24 +111,36 @@ impl Gateway {
         self.anonymous.clone()
     }
 
-    /// The client of `token`, made and checked on first use, then kept. A token the
-    /// cluster does not know is refused (`unauthenticated`) and not kept.
+    /// The client of `token`, checked with the cluster on every request (`whoami`) and
+    /// kept for the token's next request. A token the cluster does not know, or no
+    /// longer knows (rotated, its principal deleted), is refused (`unauthenticated`) and
+    /// its client dropped: SPEC §9 answers such a request 401 at once, so a token that
+    /// was good once cannot be believed from memory. The check is one round trip, small
+    /// beside what an MCP request does.
     pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
-        if let Some(caller) = self.clients().get(token.expose()) {
-            return Ok(caller.clone());
-        }
         let key = token.expose().to_string();
-        let caller = self.settings.caller(Some(token))?;
+        let kept = self.clients().get(&key).cloned();
+        let caller = match kept.clone() {
+            Some(caller) => caller,
+            None => self.settings.caller(Some(token))?,
+        };
         match caller.client().whoami().await {
             // InvalidTransition: auth is off, so any token is as good as none.
             Ok(_) | Err(ClientError::InvalidTransition { .. }) => {}
-            Err(err) => return Err(err),
+            Err(err) => {
+                if matches!(err, ClientError::Unauthenticated { .. }) {
+                    self.clients().remove(&key);
+                }
+                return Err(err);
+            }
         }
-        let mut clients = self.clients();
-        if clients.len() >= CLIENTS_MAX {
-            clients.clear();
+        if kept.is_none() {
+            let mut clients = self.clients();
+            if clients.len() >= CLIENTS_MAX {
+                clients.clear();
+            }
+            clients.insert(key, caller.clone());
         }
-        clients.insert(key, caller.clone());
         Ok(caller)
     }
 

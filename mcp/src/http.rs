@@ -2,8 +2,9 @@
 //! mounted in axum), behind a layer that finds each request's [`Caller`] from its
 //! `Authorization: Bearer` token.
 //!
-//! - A token is checked with the cluster the first time it is seen (`whoami`); one the
-//!   cluster does not know is answered HTTP 401, and its client is not kept.
+//! - A token is checked with the cluster on every request (`whoami`); one the cluster
+//!   does not know, or no longer knows (rotated, deleted), is answered HTTP 401, and its
+//!   client is not kept.
 //! - No token: HTTP 401 when the cluster has auth on (asked of the cluster, see
 //!   [`crate::gateway`]); with auth off the request goes on without a token.
 //! - The layer attaches the caller to the HTTP request; the handler reads it from there

@@ -46,6 +46,43 @@ def test_http_callers_without_a_valid_token_get_401(
     assert "cairn_AAAA" not in answer.text
 
 
+@pytest.mark.parametrize("change", ["rotate", "delete"])
+def test_http_a_token_rotated_away_or_deleted_gets_401_at_once(
+    cluster: LocalCluster, mcp_url: str, change: str
+) -> None:
+    """A token the server has seen work is checked again on every request (SPEC §9)."""
+    node = cluster.endpoints[0]
+    admin = {"Authorization": f"Bearer {cluster.admin_token}"}
+    name = f"mcp-{change}"
+    grants = [{"prefix": "", "permissions": ["read", "write"]}]
+    made = httpx.post(
+        f"{node}/v1/auth/principals",
+        headers=admin,
+        json={"name": name, "grants": grants},
+        timeout=10,
+    )
+    assert made.status_code == 200, made.text
+    old = made.json()["token"]
+
+    def initialize(token: str) -> httpx.Response:
+        headers = {**HEADERS, "Authorization": f"Bearer {token}"}
+        return httpx.post(mcp_url, headers=headers, json=INITIALIZE, timeout=10)
+
+    first = initialize(old)
+    assert first.status_code == 200, first.text
+    if change == "rotate":
+        changed = httpx.post(f"{node}/v1/auth/principals/{name}/rotate", headers=admin, timeout=10)
+    else:
+        changed = httpx.delete(f"{node}/v1/auth/principals/{name}", headers=admin, timeout=10)
+    assert changed.status_code == 200, changed.text
+    after = initialize(old)
+    assert after.status_code == 401, after.text
+    assert after.headers["www-authenticate"] == "Bearer"
+    assert after.json()["error"]["code"] == "unauthenticated"
+    if change == "rotate":
+        assert initialize(changed.json()["token"]).status_code == 200
+
+
 async def test_http_client_without_token_cannot_connect(mcp_url: str) -> None:
     with anyio.fail_after(30), pytest.raises(Exception):  # noqa: B017, PT011
         async with http_client(mcp_url, None) as client:
