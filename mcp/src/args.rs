@@ -1,6 +1,6 @@
 //! The command line (clap derive) and the help printed after `--help`.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -41,7 +41,21 @@ Examples:
 
 Docs: docs/mcp.md (tools, identity, delivery of warnings, client configuration).";
 
-#[derive(Debug, Parser)]
+/// The client ports of the local 3-node cluster (`scripts/cluster up`), the cairn CLI's
+/// and the Python client's default too.
+const LOCAL_ENDPOINTS: &str = "http://127.0.0.1:7401,http://127.0.0.1:7402,http://127.0.0.1:7403";
+
+/// `--listen`: `IP:PORT`, or a host name and port, bound at the first address it resolves
+/// to (`localhost:7390` is 127.0.0.1:7390 here).
+fn listen_address(value: &str) -> Result<SocketAddr, String> {
+    value
+        .to_socket_addrs()
+        .map_err(|e| format!("{value:?} is not HOST:PORT: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{value:?} resolves to no address"))
+}
+
+#[derive(Parser, Debug)]
 #[command(
     name = "cairn-mcp",
     version,
@@ -49,17 +63,18 @@ Docs: docs/mcp.md (tools, identity, delivery of warnings, client configuration).
     after_help = AFTER_HELP
 )]
 pub struct Args {
-    /// Node client endpoints, comma separated (http[s]://host:port or host:port).
+    /// Node client endpoints, comma separated (http[s]://host:port or host:port); by
+    /// default the local cluster of `scripts/cluster up`, as for the cairn CLI.
     #[arg(
         long,
         env = "CAIRN_ENDPOINTS",
         value_delimiter = ',',
-        required = true,
+        default_value = LOCAL_ENDPOINTS,
         value_name = "URLS"
     )]
     pub endpoints: Vec<String>,
-    /// Serve streamable HTTP on this address (path /mcp) instead of stdio.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve streamable HTTP on this HOST:PORT (path /mcp) instead of stdio.
+    #[arg(long, value_name = "HOST:PORT", value_parser = listen_address)]
     pub listen: Option<SocketAddr>,
     /// Allow --listen beyond loopback. The endpoint speaks plain HTTP, so bearer tokens
     /// cross the network in clear: put a TLS proxy in front of it.
@@ -87,4 +102,29 @@ pub struct Args {
     /// default spans a leader failover, so a call outlives one instead of failing in it.
     #[arg(long, default_value_t = cairn_client::client::RETRIES_MAX_DEFAULT)]
     pub retries: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_default_to_the_local_cluster_and_listen_takes_host_names() {
+        let args = Args::try_parse_from(["cairn-mcp", "--listen", "localhost:7390"]).unwrap();
+        assert_eq!(
+            args.endpoints,
+            [
+                "http://127.0.0.1:7401",
+                "http://127.0.0.1:7402",
+                "http://127.0.0.1:7403"
+            ]
+        );
+        let listen = args.listen.expect("--listen");
+        assert!(
+            listen.ip().is_loopback() && listen.port() == 7390,
+            "{listen}"
+        );
+        let bad = Args::try_parse_from(["cairn-mcp", "--listen", "7390"]).unwrap_err();
+        assert!(bad.to_string().contains("HOST:PORT"), "{bad}");
+    }
 }

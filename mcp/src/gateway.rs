@@ -115,8 +115,11 @@ impl Gateway {
     /// kept for the token's next request. A token the cluster does not know, or no
     /// longer knows (rotated, its principal deleted), is refused (`unauthenticated`) and
     /// its client dropped: SPEC §9 answers such a request 401 at once, so a token that
-    /// was good once cannot be believed from memory. The check is one round trip, small
-    /// beside what an MCP request does.
+    /// was good once cannot be believed from memory. Evicting a kept token only when a
+    /// cluster call answers `unauthenticated` would not do: `initialize`, `tools/list`,
+    /// pings and notifications never call the cluster, and a tool's refusal is a result
+    /// inside HTTP 200. The check is one round trip (`whoami`, routed to the leader),
+    /// small beside what an MCP request does.
     pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
         let key = token.expose().to_string();
         let kept = self.clients().get(&key).cloned();

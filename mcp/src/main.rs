@@ -79,12 +79,18 @@ async fn main() -> ExitCode {
 /// The gateway of `args`, or why the configuration is refused.
 fn configure(args: &Args) -> Result<Gateway, String> {
     if let Some(address) = args.listen {
-        if !address.ip().is_loopback() && !args.insecure {
-            return Err(format!(
-                "--listen {address} is beyond loopback: the endpoint is plain HTTP and bearer \
-                 tokens would cross the network in clear (put a TLS proxy in front and pass \
-                 --insecure, or listen on 127.0.0.1)"
-            ));
+        if !address.ip().is_loopback() {
+            if !args.insecure {
+                return Err(format!(
+                    "--listen {address} is beyond loopback: the endpoint is plain HTTP and \
+                     bearer tokens would cross the network in clear (put a TLS proxy in front \
+                     and pass --insecure, or listen on 127.0.0.1)"
+                ));
+            }
+            tracing::warn!(
+                "--insecure: --listen {address} is beyond loopback over plain HTTP; bearer \
+                 tokens cross the network in clear unless a TLS proxy is in front"
+            );
         }
         if std::env::var_os("CAIRN_TOKEN").is_some() {
             tracing::warn!(

@@ -50,7 +50,8 @@ def test_http_callers_without_a_valid_token_get_401(
 def test_http_a_token_rotated_away_or_deleted_gets_401_at_once(
     cluster: LocalCluster, mcp_url: str, change: str
 ) -> None:
-    """A token the server has seen work is checked again on every request (SPEC §9)."""
+    """A token the server has seen work is checked again on every request (SPEC §9): a
+    fresh ``initialize`` and a tool call in the session it opened are both answered 401."""
     node = cluster.endpoints[0]
     admin = {"Authorization": f"Bearer {cluster.admin_token}"}
     name = f"mcp-{change}"
@@ -70,15 +71,31 @@ def test_http_a_token_rotated_away_or_deleted_gets_401_at_once(
 
     first = initialize(old)
     assert first.status_code == 200, first.text
+    session = {
+        **HEADERS,
+        "Authorization": f"Bearer {old}",
+        "Mcp-Session-Id": first.headers["mcp-session-id"],
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(mcp_url, headers=session, json=initialized, timeout=10).is_success
+
+    def read() -> httpx.Response:
+        call = {"name": "read", "arguments": {"key": f"{name}/k"}}
+        message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}
+        return httpx.post(mcp_url, headers=session, json=message, timeout=10)
+
+    before = read()
+    assert before.status_code == 200, before.text
     if change == "rotate":
         changed = httpx.post(f"{node}/v1/auth/principals/{name}/rotate", headers=admin, timeout=10)
     else:
         changed = httpx.delete(f"{node}/v1/auth/principals/{name}", headers=admin, timeout=10)
     assert changed.status_code == 200, changed.text
-    after = initialize(old)
-    assert after.status_code == 401, after.text
-    assert after.headers["www-authenticate"] == "Bearer"
-    assert after.json()["error"]["code"] == "unauthenticated"
+    for after in (initialize(old), read()):
+        assert after.status_code == 401, after.text
+        assert after.headers["www-authenticate"] == "Bearer"
+        assert after.json()["error"]["code"] == "unauthenticated"
     if change == "rotate":
         assert initialize(changed.json()["token"]).status_code == 200
 
