@@ -25,6 +25,30 @@ async fn next_event(stream: &mut WatchStream) -> WatchEvent {
         .expect("an event, not an error")
 }
 
+/// The `id:` of the first event of a raw SSE answer.
+async fn first_event_id(mut answer: reqwest::Response) -> u64 {
+    let mut text = String::new();
+    loop {
+        let chunk = answer
+            .chunk()
+            .await
+            .expect("stream")
+            .expect("an event before the end");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        // Only whole events (each ends with a blank line): a chunk may end mid-number.
+        let Some(whole) = text.rfind("\n\n").map(|end| &text[..end]) else {
+            continue;
+        };
+        let id = whole
+            .lines()
+            .find_map(|line| line.strip_prefix("id:"))
+            .map(|id| id.trim().parse().expect("a numeric event id"));
+        if let Some(id) = id {
+            return id;
+        }
+    }
+}
+
 async fn write(client: &Client, key: &str) -> u64 {
     client
         .write(WriteRequest::new(key, json!(key), "t65"))
@@ -73,13 +97,34 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_refuses_older_star
     let event = next_event(&mut live).await;
     assert_eq!((event.revision, event.key.as_str()), (next, "w/3"));
 
-    // Revision 1 is the membership entry: the feed's oldest event is the first write, so
-    // a start before it is refused, on every node, and a start at it is accepted.
-    assert!(first > 1, "the first write follows the membership entry");
+    // A reconnecting SSE client sends `Last-Event-ID`: the stream resumes after it.
     let http = reqwest::Client::builder()
         .timeout(EVENT_TIMEOUT)
         .build()
         .expect("http client");
+    let resumed = http
+        .get(format!("{}/v1/watch?prefix=w/", cluster.endpoint(1)))
+        .header("Last-Event-ID", second.to_string())
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(resumed.status().as_u16(), 200);
+    assert_eq!(
+        first_event_id(resumed).await,
+        forgot,
+        "the first w/ event after {second}"
+    );
+    let malformed = http
+        .get(format!("{}/v1/watch", cluster.endpoint(1)))
+        .header("Last-Event-ID", "yesterday")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(malformed.status().as_u16(), 400);
+
+    // Revision 1 is the membership entry: the feed's oldest event is the first write, so
+    // a start before it is refused, on every node, and a start at it is accepted.
+    assert!(first > 1, "the first write follows the membership entry");
     for id in cluster.ids() {
         cluster.wait_applied(id, next, EVENT_TIMEOUT).await;
         let url = format!(

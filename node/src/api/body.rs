@@ -187,7 +187,7 @@ fn render_path(path: &[PathPart]) -> String {
 /// Ends `path` with the member a serde error names when the path stops short of it: a
 /// missing field is reported at its parent (an unknown one usually is not).
 fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
-    let named = ["missing field `", "unknown field `"]
+    let named = ["missing field `", "unknown field `", "duplicate field `"]
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next())
@@ -282,7 +282,7 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_or_unknown_field_is_named() {
+    fn a_missing_unknown_or_repeated_field_is_named() {
         assert_eq!(
             details::<ForgetRequest>(r#"{"key":"h/1","actor":"al"}"#),
             json!({"field": "reason"})
@@ -290,6 +290,14 @@ mod tests {
         assert_eq!(
             details::<WriteRequest>(r#"{"key":"k","value":1,"actor":"a","bogus":1}"#),
             json!({"field": "bogus"})
+        );
+        assert_eq!(
+            details::<WriteRequest>(r#"{"key":"k","value":1,"key":"j","actor":"a"}"#),
+            json!({"field": "key"})
+        );
+        assert_eq!(
+            details::<WriteRequest>(r#"{"key":"k","value":1,"actor":""}"#),
+            json!({"field": "actor"})
         );
     }
 

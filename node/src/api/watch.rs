@@ -1,7 +1,7 @@
 //! `GET /v1/watch?prefix=&from_revision=`: the change feed as Server-Sent Events.
 //!
 //! One event per change, in revision order, each with `id: REVISION` so a client resumes
-//! with `from_revision = last id + 1`. The stream serves this node's applied state (like a
+//! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The stream serves this node's applied state (like a
 //! `consistency=any` read) and ends when the node shuts down. With auth on, only changes
 //! of keys the watching principal may read are sent, by its grants at each page.
 
@@ -48,13 +48,37 @@ pub async fn watch(
 ) -> Result<impl IntoResponse, ApiError> {
     // A stream is not relayed: a token this node does not know yet is refused here.
     let reader = auth::caller(&app, &headers)?.name().map(str::to_string);
-    let from = match q.from_revision {
+    let resume_after = last_event_id(&headers)?;
+    let from = match q
+        .from_revision
+        .or(resume_after.map(|id| id.saturating_add(1)))
+    {
         None => app.reads.applied_index() + 1,
         Some(0) => 0,
         Some(from) => check_retained(&app, from)?,
     };
     Ok(Sse::new(events(app, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// `Last-Event-ID`, which an SSE client (a browser's `EventSource`, most SSE libraries)
+/// sends when it reconnects: the revision of the last event it received, so the stream
+/// resumes right after it. `from_revision` wins when both are given.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+    let Some(value) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let revision = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match revision {
+        Some(revision) => Ok(Some(revision)),
+        None => Err(
+            ApiError::invalid("Last-Event-ID must be an event's id: a revision number")
+                .with("field", "Last-Event-ID"),
+        ),
+    }
 }
 
 /// `from` unless it is older than the oldest retained event (SPEC extension: 400
