@@ -339,6 +339,21 @@ fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, Confi
     Ok(format!("{DEFAULT_HOST}:{port}"))
 }
 
+/// Whether `addr` has the form of a node address (SPEC §6 `HOST:PORT`): `IP:PORT`
+/// (`[::1]:PORT`), or a DNS name and a port. The form only: a name is resolved where it
+/// is used ([`socket_addrs`]).
+pub fn is_host_port(addr: &str) -> bool {
+    addr.parse::<SocketAddr>().is_ok() || name_and_port(addr).is_some()
+}
+
+/// A DNS name (letters, digits, `-`, `.`) and a port.
+fn name_and_port(addr: &str) -> Option<(&str, u16)> {
+    let (host, port) = addr.rsplit_once(':')?;
+    let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+    let port = port.parse().ok()?;
+    (!host.is_empty() && host.chars().all(name_char)).then_some((host, port))
+}
+
 /// The first address [`socket_addrs`] gives: the one a listener binds.
 fn parse_addr(field: &'static str, addr: &str) -> Result<SocketAddr, ConfigError> {
     Ok(socket_addrs(field, addr)?[0])
@@ -360,11 +375,7 @@ pub(crate) fn socket_addrs(
             format!("must be HOST:PORT, e.g. 127.0.0.1:7401 or localhost:7401 (got {addr:?})"),
         )
     };
-    let (host, port) = addr.rsplit_once(':').ok_or_else(malformed)?;
-    let port: u16 = port.parse().map_err(|_| malformed())?;
-    if host.is_empty() || host.contains(|c: char| c.is_whitespace() || c == '/') {
-        return Err(malformed());
-    }
+    let (host, port) = name_and_port(addr).ok_or_else(malformed)?;
     let resolved: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
         .map_err(|e| ConfigError::invalid(field, format!("host {host:?} does not resolve: {e}")))?

@@ -123,7 +123,8 @@ impl Gateway {
     pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
         let key = token.expose().to_string();
         let kept = self.clients().get(&key).cloned();
-        let caller = match kept.clone() {
+        let is_kept = kept.is_some();
+        let caller = match kept {
             Some(caller) => caller,
             None => self.settings.caller(Some(token))?,
         };
@@ -137,7 +138,7 @@ impl Gateway {
                 return Err(err);
             }
         }
-        if kept.is_none() {
+        if !is_kept {
             let mut clients = self.clients();
             if clients.len() >= CLIENTS_MAX {
                 clients.clear();

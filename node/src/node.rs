@@ -52,27 +52,22 @@ pub enum RunError {
 /// Runs a node until `stop` resolves, then shuts it down cleanly.
 pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> Result<(), RunError> {
     let transport = Transport::load(&config).map_err(RunError::Config)?;
-    run_with(config, transport, stop).await.map_err(|e| {
-        let wrong_node = matches!(
-            e.downcast_ref::<DataDirError>(),
-            Some(DataDirError::WrongNode { .. })
-        );
-        if wrong_node {
-            RunError::Config(e)
-        } else {
-            RunError::Failed(e)
-        }
-    })
+    transport.announce(&config);
+    let data_dir = DataDir::open(&config.data_dir, config.id).map_err(|e| match e {
+        DataDirError::WrongNode { .. } => RunError::Config(e.into()),
+        other => RunError::Failed(other.into()),
+    })?;
+    Ok(run_with(config, transport, data_dir, stop).await?)
 }
 
-/// [`run`] once the transport's certificates, keys and secret are loaded.
+/// [`run`] once the transport's certificates, keys and secret are loaded and the data
+/// dir is locked.
 async fn run_with(
     config: NodeConfig,
     transport: Transport,
+    data_dir: DataDir,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    transport.announce(&config);
-    let data_dir = DataDir::open(&config.data_dir, config.id)?;
     // Bind first: a port conflict fails fast, before any state is touched.
     let client_listener = bind(&config.client_addr, "client").await?;
     let peer_listener = bind(&config.peer_addr, "peer").await?;

@@ -1,7 +1,6 @@
 //! Operator endpoints (SPEC §6): init, join, remove, status, compact, healthz, metrics.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -48,7 +47,7 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
         ("client_addr", &spec.client_addr),
         ("peer_addr", &spec.peer_addr),
     ] {
-        if !is_host_port(addr) {
+        if !cairn_config::is_host_port(addr) {
             return Err(ApiError::invalid(format!(
                 "node {}: {field} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
                 spec.id
@@ -65,19 +64,6 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
         client_addr: spec.client_addr.clone(),
         peer_addr: spec.peer_addr.clone(),
     })
-}
-
-/// `IP:PORT` (`[::1]:PORT`), or a DNS name and a port: what a node's address flags take
-/// (SPEC §6). Only the form is checked here: a name is resolved where it is used.
-fn is_host_port(addr: &str) -> bool {
-    if addr.parse::<SocketAddr>().is_ok() {
-        return true;
-    }
-    let Some((host, port)) = addr.rsplit_once(':') else {
-        return false;
-    };
-    let name_chars = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
-    port.parse::<u16>().is_ok() && !host.is_empty() && host.chars().all(name_chars)
 }
 
 /// `POST /cluster/init`. Once auth is on the caller needs `admin` (401/403 first, as on
@@ -138,7 +124,8 @@ pub async fn init(
 /// Whether this node holds a membership or any log entry: then it was initialized, or
 /// joined a cluster that was.
 fn initialized(app: &App) -> bool {
-    let metrics = app.raft.metrics().borrow().clone();
+    let watch = app.raft.metrics();
+    let metrics = watch.borrow();
     metrics.last_log_index.is_some()
         || metrics
             .membership_config

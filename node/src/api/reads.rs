@@ -262,13 +262,13 @@ pub async fn history(
     .into_response())
 }
 
-/// `GET /v1/tombstones/{id}?consistency=&max_staleness_ms=&min_revision=`
 /// 400 for a tombstone id that is not 1-128 hex characters (SPEC §2 extension), the
 /// empty one of `GET /v1/tombstones/` included, which no route matches.
 pub fn invalid_tombstone_id() -> ApiError {
     ApiError::invalid("tombstone id must be 1-128 hex characters").with("field", "id")
 }
 
+/// `GET /v1/tombstones/{id}?consistency=&max_staleness_ms=&min_revision=`
 pub async fn tombstone(
     State(app): State<SharedApp>,
     headers: HeaderMap,

@@ -1,8 +1,9 @@
 //! `GET /v1/watch?prefix=&from_revision=`: the change feed as Server-Sent Events.
 //!
 //! One event per change, in revision order, each with `id: REVISION` so a client resumes
-//! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The stream serves this node's applied state (like a
-//! `consistency=any` read) and ends when the node shuts down. With auth on, only changes
+//! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The
+//! stream serves this node's applied state (like a `consistency=any` read) and ends when
+//! the node shuts down. With auth on, only changes
 //! of keys the watching principal may read are sent, by its grants at each page.
 
 use std::convert::Infallible;
