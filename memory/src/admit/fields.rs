@@ -31,7 +31,10 @@ pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
         .try_for_each(|(i, c)| anchor(&format!("cues[{i}]"), c, l))
 }
 
-pub(super) fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
+/// Validates an `actor`: 1..=`actor_bytes_max` bytes on one line. A node with auth on
+/// checks a named actor with this before comparing it with the principal, so a malformed
+/// actor is a 400 whoever sends it.
+pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
     single_line("actor", actor, l.actor_bytes_max)
 }
 

@@ -37,6 +37,15 @@ impl ApiError {
         self
     }
 
+    /// This error as the answer to op `i` of a batch: `op_index: i`, and a `field` named
+    /// `ops[i].FIELD` (as the admission of a batch names its ops' fields).
+    pub fn in_op(mut self, i: usize) -> Self {
+        if let Some(Value::String(field)) = self.details.get_mut("field") {
+            *field = format!("ops[{i}].{field}");
+        }
+        self.with("op_index", i)
+    }
+
     pub fn internal(message: impl std::fmt::Display) -> Self {
         tracing::error!(%message, "internal error");
         ApiError::new(ErrorCode::Internal, message.to_string())

@@ -76,7 +76,7 @@ pub async fn single<R: SingleOp>(
         Gate::Leader(caller) => caller,
         Gate::Relayed(resp) => return Ok(resp),
     };
-    caller.bind_actor(req.actor_mut())?;
+    caller.bind_actor(req.actor_mut(), &app.config.limits)?;
     let mutation = req
         .admit(&app.config.limits)
         .map_err(|e| rejected_input(&app, e))?;
@@ -111,14 +111,12 @@ pub async fn batch(
     };
     for (i, op) in req.ops.iter_mut().enumerate() {
         caller
-            .bind_actor(op.actor_mut())
-            .map_err(|e| e.with("op_index", i))?;
+            .bind_actor(op.actor_mut(), &app.config.limits)
+            .map_err(|e| e.in_op(i))?;
     }
     let command = admit::batch(&req, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
     for (i, m) in command.mutations.iter().enumerate() {
-        caller
-            .require_op(&m.op)
-            .map_err(|e| e.with("op_index", i))?;
+        caller.require_op(&m.op).map_err(|e| e.in_op(i))?;
     }
     match submit(
         &app,

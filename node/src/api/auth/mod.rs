@@ -25,7 +25,8 @@ use axum::http::{header, HeaderMap};
 use axum::response::Response;
 use cairn_access::{required, AccessState, Token};
 use cairn_api::{ErrorCode, Permission};
-use cairn_memory::Op;
+use cairn_config::Limits;
+use cairn_memory::{admit, Op};
 use serde_json::json;
 
 use super::error::ApiError;
@@ -208,7 +209,11 @@ impl Caller {
     /// Binds a request's `actor` to the principal: an omitted (empty) actor becomes its
     /// name, any other name is 403 `actor_mismatch`. While auth is off the actor stays
     /// as sent (and must then be given).
-    pub fn bind_actor(&self, actor: &mut String) -> Result<(), ApiError> {
+    ///
+    /// - A named actor that breaks the field's own rule (too long, control characters) is
+    ///   400 `invalid_request` before it is compared with the name: malformed input is a
+    ///   400 whoever sends it.
+    pub fn bind_actor(&self, actor: &mut String, limits: &Limits) -> Result<(), ApiError> {
         let Some(name) = self.name() else {
             return Ok(());
         };
@@ -216,6 +221,7 @@ impl Caller {
             *actor = name.to_string();
             return Ok(());
         }
+        admit::actor(actor, limits)?;
         if actor != name {
             return Err(ApiError::new(
                 ErrorCode::ActorMismatch,
