@@ -339,6 +339,14 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 invalid,
                 json!({"field": "include"}),
             ),
+            (
+                "recall of absent keys",
+                "/v1/recall",
+                json!({"cues": ["tag:x"], "include": ["active", "absent"]}),
+                400,
+                invalid,
+                json!({"field": "include"}),
+            ),
         ],
     )
     .await;

@@ -402,15 +402,14 @@ pub async fn recall(
 ) -> Result<Response> {
     let req = &body.value;
     admit::cues(&req.cues, &app.config.limits)?;
-    if req
-        .include
-        .as_ref()
-        .is_some_and(|states| states.contains(&KeyState::Forgotten))
-    {
-        return Err(
-            ApiError::invalid("include: forgotten notes are never recalled")
-                .with("field", "include"),
-        );
+    let recallable = |s: &KeyState| matches!(s, KeyState::Active | KeyState::Revoked);
+    if let Some(state) = req.include.iter().flatten().find(|s| !recallable(s)) {
+        let state = serde_json::to_value(state).unwrap_or_default();
+        return Err(ApiError::invalid(format!(
+            "include: {} notes are never recalled (only active and revoked ones)",
+            state.as_str().unwrap_or("such")
+        ))
+        .with("field", "include"));
     }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
