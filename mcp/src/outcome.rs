@@ -58,18 +58,43 @@ pub fn success(output: &impl Present) -> ToolAnswer {
 /// The answer to a failed cluster call: a tool error result the model reads, or a
 /// protocol error when no node answered at all.
 pub fn failure(err: ClientError) -> ToolAnswer {
-    match err {
+    failure_with_warnings(err, &[])
+}
+
+/// Whether `err` means no node answered at all (a protocol error, not a tool result).
+pub fn unreachable(err: &ClientError) -> bool {
+    matches!(
+        err,
         ClientError::Transport { .. }
-        | ClientError::Http { .. }
-        | ClientError::Decode { .. }
-        | ClientError::Io { .. } => Err(ErrorData::internal_error(
+            | ClientError::Http { .. }
+            | ClientError::Decode { .. }
+            | ClientError::Io { .. }
+    )
+}
+
+/// [`failure`], with the rendered warnings of revoked notes the refused mutation met
+/// first (a refused write still reached the derivation site; SPEC §9). A warning
+/// already in the error (the key's own, for `key_revoked`) is given once.
+pub fn failure_with_warnings(err: ClientError, warnings: &[RecallNote]) -> ToolAnswer {
+    if unreachable(&err) {
+        return Err(ErrorData::internal_error(
             format!("cairn cluster unavailable: {err}"),
             None,
-        )),
-        err => Ok(CallToolResult::error(vec![ContentBlock::text(
-            error_lines(&err).join("\n"),
-        )])),
+        ));
     }
+    let own = match &err {
+        ClientError::KeyRevoked { rendered, .. } => rendered.as_deref(),
+        _ => None,
+    };
+    let mut lines: Vec<String> = warnings
+        .iter()
+        .map(|note| note.rendered.clone())
+        .filter(|rendered| Some(rendered.as_str()) != own)
+        .collect();
+    lines.extend(error_lines(&err));
+    Ok(CallToolResult::error(vec![ContentBlock::text(
+        lines.join("\n"),
+    )]))
 }
 
 /// `code: message`, with the rendered warning of a revoked key before it and the details
@@ -163,6 +188,27 @@ impl Present for MutationOutput {
         }
         lines.push(format!("request_id {}", self.request_id));
         lines
+    }
+}
+
+/// A read tool's output about one key, with the key's rendered warning when it is
+/// revoked: the warning is the first line for the model; the structured output is the
+/// wrapped answer alone, as the tool's output schema says.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Warned<T> {
+    #[serde(flatten)]
+    pub output: T,
+    #[serde(skip)]
+    pub warning: Option<String>,
+}
+
+impl<T: Present> Present for Warned<T> {
+    fn lines(&self) -> Vec<String> {
+        self.warning
+            .iter()
+            .cloned()
+            .chain(self.output.lines())
+            .collect()
     }
 }
 

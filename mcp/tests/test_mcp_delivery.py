@@ -1,5 +1,6 @@
 """Delivery of deterrents (SPEC §4, §9): a revoked note reaches the model as its rendered
-warning, first, in recall and on a write that meets it (same key, or a shared anchor)."""
+warning, first, in recall, probe and history, and on a write that meets it (same key, or a
+shared anchor), applied or refused."""
 
 from __future__ import annotations
 
@@ -71,9 +72,46 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
             )
             assert quiet["warnings"] == []
 
-            # A write of the revoked key itself is refused, the warning first.
-            message = await refused(client, "write", {"key": wrong, "value": "retries are safe"})
+            # A write of the revoked key itself is refused, the warning first, once (its own
+            # anchor meets the same note).
+            message = await refused(
+                client, "write", {"key": wrong, "value": "retries are safe", "anchors": [src]}
+            )
             assert message.splitlines()[0] == warning
             assert message.splitlines()[1].startswith("key_revoked:")
+            assert message.count(warning) == 1
+
+            # A refused write on a shared anchor still reached the derivation site.
+            message = await refused(
+                client,
+                "write",
+                {
+                    "key": f"{prefix}retry-plan",
+                    "value": "retry thrice",
+                    "anchors": [src],
+                    "expected_version": 99,
+                },
+            )
+            assert message.splitlines()[0] == warning
+            assert message.splitlines()[1].startswith("version_conflict:")
+
+            # probe and history of the revoked key: its warning first, then their own lines;
+            # their structured output is the node's answer alone.
+            for tool in ("probe", "history"):
+                result = await client.call_tool(tool, {"key": wrong})
+                assert not result.is_error, text(result)
+                assert first_line(result) == warning, tool
+                assert "warning" not in result.structured_content, tool  # type: ignore[operator]
             history = await ok(client, "history", {"key": wrong})
             assert [e["kind"] for e in history["events"]] == ["written", "revoked"]
+            result = await client.call_tool("probe", {"key": right})
+            assert first_line(result).startswith(f"{right}: active"), text(result)
+
+            # A bounded read takes its bound.
+            bounded = await ok(
+                client,
+                "read",
+                {"key": wrong, "consistency": "bounded", "max_staleness_ms": 5000},
+            )
+            assert bounded["served"]["consistency"] == "bounded"
+            assert bounded["rendered"] == warning

@@ -55,20 +55,19 @@ impl CairnMcp {
             Ok(actor) => actor,
             Err(err) => return outcome::failure(err),
         };
-        let result = match caller
+        let outcome = caller
             .client()
             .mutate(args.into_request(actor, request_id.clone()))
-            .await
-        {
-            Ok(result) => result,
-            Err(err) => return outcome::failure(err),
-        };
-        let warnings = revoked_met(caller, anchors).await;
-        outcome::success(&MutationOutput {
-            result,
-            request_id,
-            warnings,
-        })
+            .await;
+        match outcome {
+            Ok(result) => outcome::success(&MutationOutput {
+                result,
+                request_id,
+                warnings: revoked_met(caller, anchors).await,
+            }),
+            Err(err) if outcome::unreachable(&err) => outcome::failure(err),
+            Err(err) => outcome::failure_with_warnings(err, &revoked_met(caller, anchors).await),
+        }
     }
 
     /// Runs a read.
@@ -80,9 +79,9 @@ impl CairnMcp {
     }
 }
 
-/// The revoked notes that share an anchor with a note just written: the warnings a
-/// `write` delivers where the derivation happens. A failed lookup costs the warnings,
-/// never the write (it was applied), and is logged.
+/// The revoked notes that share an anchor with a note just written (or refused): the
+/// warnings a `write` delivers where the derivation happens, whether or not it applied.
+/// A failed lookup costs the warnings, never the write's own answer, and is logged.
 async fn revoked_met(caller: &Caller, anchors: Vec<String>) -> Vec<RecallNote> {
     if anchors.is_empty() {
         return Vec::new();

@@ -3,8 +3,8 @@
 //! wrote or saw, on any node.
 
 use cairn_client::api::{
-    Consistency, HistoryResponse, ListRequest, ListResponse, ProbeResponse, ReadOptions,
-    ReadResponse, RecallRequest, RecallResponse, State,
+    Consistency, EventKind, HistoryEvent, HistoryResponse, ListRequest, ListResponse,
+    ProbeResponse, ReadOptions, ReadResponse, RecallRequest, RecallResponse, State,
 };
 use cairn_client::{Client, ClientError};
 use rmcp::handler::server::tool::{schema_for_output, Extension};
@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::ReadArgs;
 use crate::gateway::Caller;
-use crate::outcome::{revoked_first, ToolAnswer};
+use crate::outcome::{revoked_first, ToolAnswer, Warned};
 use crate::server::CairnMcp;
 
 /// Arguments of `read`, `history` and `probe`: one key.
@@ -25,9 +25,12 @@ pub struct KeyArgs {
     /// The memory key.
     pub key: String,
     /// `linearizable` (default: the latest committed state), `bounded` (a nearby
-    /// replica, at most about a second behind) or `any` (the replica's local state).
+    /// replica, at most `max_staleness_ms` behind) or `any` (the replica's local state).
     #[serde(default)]
     pub consistency: Option<Consistency>,
+    /// With `bounded`: how far behind the replica may be, in milliseconds (default 1000).
+    #[serde(default)]
+    pub max_staleness_ms: Option<u64>,
 }
 
 /// Arguments of `recall`.
@@ -52,6 +55,9 @@ pub struct RecallArgs {
     /// `linearizable` (default), `bounded` or `any`.
     #[serde(default)]
     pub consistency: Option<Consistency>,
+    /// With `bounded`: how far behind the replica may be, in milliseconds (default 1000).
+    #[serde(default)]
+    pub max_staleness_ms: Option<u64>,
 }
 
 /// Arguments of `list`.
@@ -72,6 +78,9 @@ pub struct ListArgs {
     /// `linearizable` (default), `bounded` or `any`.
     #[serde(default)]
     pub consistency: Option<Consistency>,
+    /// With `bounded`: how far behind the replica may be, in milliseconds (default 1000).
+    #[serde(default)]
+    pub max_staleness_ms: Option<u64>,
 }
 
 /// `read`.
@@ -88,6 +97,7 @@ impl KeyArgs {
     fn options(&self) -> ReadOptions {
         ReadOptions {
             consistency: self.consistency,
+            max_staleness_ms: self.max_staleness_ms,
             ..ReadOptions::default()
         }
     }
@@ -101,17 +111,59 @@ impl ReadArgs for ReadKey {
 }
 
 impl ReadArgs for HistoryOf {
-    type Output = HistoryResponse;
-    async fn run(self, client: &Client) -> Result<HistoryResponse, ClientError> {
-        client.history(&self.0.key, self.0.options()).await
+    type Output = Warned<HistoryResponse>;
+    async fn run(self, client: &Client) -> Result<Self::Output, ClientError> {
+        let output = client.history(&self.0.key, self.0.options()).await?;
+        let revoked = revoked_by_history(&output.events);
+        let warning = self.0.warning_if(revoked, client).await;
+        Ok(Warned { output, warning })
     }
 }
 
 impl ReadArgs for ProbeKey {
-    type Output = ProbeResponse;
-    async fn run(self, client: &Client) -> Result<ProbeResponse, ClientError> {
-        client.probe(&self.0.key, self.0.options()).await
+    type Output = Warned<ProbeResponse>;
+    async fn run(self, client: &Client) -> Result<Self::Output, ClientError> {
+        let output = client.probe(&self.0.key, self.0.options()).await?;
+        let warning = self
+            .0
+            .warning_if(output.state == State::Revoked, client)
+            .await;
+        Ok(Warned { output, warning })
     }
+}
+
+impl KeyArgs {
+    /// The key's rendered warning when it is `revoked`, read with the same options, so
+    /// that `probe` and `history` of a revoked belief deliver it first as `read` does.
+    /// A failed read costs the warning, not the answer, and is logged.
+    async fn warning_if(&self, revoked: bool, client: &Client) -> Option<String> {
+        if !revoked {
+            return None;
+        }
+        match client.read(&self.key, self.options()).await {
+            Ok(read) if read.record.state == State::Revoked => Some(read.record.rendered),
+            Ok(_) => None,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading a revoked key's warning failed");
+                None
+            }
+        }
+    }
+}
+
+/// Whether a key's events, oldest first, leave it revoked: a revoke holds until a
+/// reinstate, a write or a forget; stale flags and supersedes leave the state as it is.
+fn revoked_by_history(events: &[HistoryEvent]) -> bool {
+    events
+        .iter()
+        .fold(false, |revoked, event| match event.kind {
+            EventKind::Revoked => true,
+            EventKind::StaleFlagged | EventKind::Superseded => revoked,
+            EventKind::Written
+            | EventKind::Reinstated
+            | EventKind::Forgotten
+            | EventKind::TombstoneCleared => false,
+        })
 }
 
 impl ReadArgs for RecallArgs {
@@ -122,6 +174,7 @@ impl ReadArgs for RecallArgs {
         request.include = self.include;
         request.limit = self.limit;
         request.consistency = self.consistency;
+        request.max_staleness_ms = self.max_staleness_ms;
         let mut answer = client.recall(request).await?;
         revoked_first(&mut answer.notes);
         Ok(answer)
@@ -136,6 +189,7 @@ impl ReadArgs for ListArgs {
         request.limit = self.limit;
         request.after = self.after;
         request.consistency = self.consistency;
+        request.max_staleness_ms = self.max_staleness_ms;
         client.list(request).await
     }
 }
