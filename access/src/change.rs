@@ -84,8 +84,9 @@ pub enum AccessError {
     LastAdmin,
     #[error("at most {PRINCIPALS_MAX} principals")]
     TooManyPrincipals,
-    #[error("{0}")]
-    Invalid(String),
+    /// Bad input, naming the request field it is in (`name`, `grants[1].prefix`).
+    #[error("{message}")]
+    Invalid { field: String, message: String },
 }
 
 impl AccessError {
@@ -97,7 +98,9 @@ impl AccessError {
             | AccessError::LastAdmin => ErrorCode::InvalidTransition,
             AccessError::NotAdmin(_) => ErrorCode::PermissionDenied,
             AccessError::NoSuchPrincipal(_) => ErrorCode::NotFound,
-            AccessError::TooManyPrincipals | AccessError::Invalid(_) => ErrorCode::InvalidRequest,
+            AccessError::TooManyPrincipals | AccessError::Invalid { .. } => {
+                ErrorCode::InvalidRequest
+            }
         }
     }
 
@@ -108,6 +111,7 @@ impl AccessError {
             AccessError::Exists(name) | AccessError::NoSuchPrincipal(name) => {
                 json!({"name": name})
             }
+            AccessError::Invalid { field, .. } => json!({"field": field}),
             _ => json!({}),
         }
     }

@@ -14,14 +14,26 @@ pub const NAME_BYTES_MAX: usize = 128;
 /// Longest grant prefix, in bytes (the longest key).
 pub const PREFIX_BYTES_MAX: usize = 512;
 
+/// Bad input in the request field `field`.
+fn invalid(field: impl Into<String>, message: String) -> AccessError {
+    AccessError::Invalid {
+        field: field.into(),
+        message,
+    }
+}
+
 /// A principal name: 1-128 bytes of ASCII letters, digits and `_ - . @ :`, so it is safe
-/// in a URL path segment, a log line and a header.
-pub fn name(name: &str) -> Result<(), AccessError> {
+/// in a URL path segment, a log line and a header. `field` names where the request
+/// carries it (`name`, `admin`).
+pub fn name(field: &str, name: &str) -> Result<(), AccessError> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || "_-.@:".contains(c);
     if name.is_empty() || name.len() > NAME_BYTES_MAX || !name.chars().all(ok_char) {
-        return Err(AccessError::Invalid(format!(
-            "principal name {name:?}: 1-{NAME_BYTES_MAX} bytes of letters, digits and _ - . @ :"
-        )));
+        return Err(invalid(
+            field,
+            format!(
+                "principal name {name:?}: 1-{NAME_BYTES_MAX} bytes of letters, digits and _ - . @ :"
+            ),
+        ));
     }
     Ok(())
 }
@@ -31,27 +43,39 @@ pub fn name(name: &str) -> Result<(), AccessError> {
 /// prefix; at most 64.
 pub fn grants(grants: &[Grant]) -> Result<Vec<GrantRecord>, AccessError> {
     if grants.len() > GRANTS_MAX {
-        return Err(AccessError::Invalid(format!(
-            "{} grants; at most {GRANTS_MAX}",
-            grants.len()
-        )));
+        return Err(invalid(
+            "grants",
+            format!("{} grants; at most {GRANTS_MAX}", grants.len()),
+        ));
     }
-    grants.iter().map(grant).collect()
+    grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| grant(i, g))
+        .collect()
 }
 
-fn grant(g: &Grant) -> Result<GrantRecord, AccessError> {
-    let invalid = |why: &str| AccessError::Invalid(format!("grant on {:?}: {why}", g.prefix));
+fn grant(i: usize, g: &Grant) -> Result<GrantRecord, AccessError> {
+    let refuse = |part: &str, why: &str| {
+        invalid(
+            format!("grants[{i}].{part}"),
+            format!("grant on {:?}: {why}", g.prefix),
+        )
+    };
     if g.permissions.is_empty() {
-        return Err(invalid("no permissions"));
+        return Err(refuse("permissions", "no permissions"));
     }
     if g.prefix.len() > PREFIX_BYTES_MAX {
-        return Err(invalid("prefix longer than 512 bytes"));
+        return Err(refuse("prefix", "prefix longer than 512 bytes"));
     }
     if g.prefix.chars().any(char::is_control) {
-        return Err(invalid("control character in the prefix"));
+        return Err(refuse("prefix", "control character in the prefix"));
     }
     if g.permissions.contains(&Permission::Admin) && !g.prefix.is_empty() {
-        return Err(invalid("admin is granted on the empty prefix only"));
+        return Err(refuse(
+            "permissions",
+            "admin is granted on the empty prefix only",
+        ));
     }
     Ok(GrantRecord {
         prefix: g.prefix.clone(),
@@ -66,10 +90,13 @@ mod tests {
     #[test]
     fn names_are_url_and_log_safe() {
         for good in ["alice", "planner-1", "svc:summarizer", "a@b.c"] {
-            assert!(name(good).is_ok(), "{good}");
+            assert!(name("name", good).is_ok(), "{good}");
         }
         for bad in ["", "a b", "a/b", "ä", "x\n", &"n".repeat(129)] {
-            assert!(name(bad).is_err(), "{bad:?}");
+            assert!(
+                matches!(name("admin", bad), Err(AccessError::Invalid { field, .. }) if field == "admin"),
+                "{bad:?}"
+            );
         }
     }
 
@@ -77,13 +104,18 @@ mod tests {
     fn grants_are_checked_one_by_one() {
         let ok = grants(&[Grant::new("facts/", [Permission::Read, Permission::Write])]).unwrap();
         assert!(ok[0].permissions.contains(Permission::Write));
-        for bad in [
-            Grant::new("facts/", []),
-            Grant::new("facts/", [Permission::Admin]),
-            Grant::new("a\u{7}", [Permission::Read]),
-            Grant::new("p".repeat(513), [Permission::Read]),
+        for (bad, part) in [
+            (Grant::new("facts/", []), "permissions"),
+            (Grant::new("facts/", [Permission::Admin]), "permissions"),
+            (Grant::new("a\u{7}", [Permission::Read]), "prefix"),
+            (Grant::new("p".repeat(513), [Permission::Read]), "prefix"),
         ] {
-            assert!(grants(std::slice::from_ref(&bad)).is_err(), "{bad:?}");
+            let list = [Grant::new("ok/", [Permission::Read]), bad.clone()];
+            let field = match grants(&list) {
+                Err(AccessError::Invalid { field, .. }) => field,
+                other => panic!("{bad:?}: {other:?}"),
+            };
+            assert_eq!(field, format!("grants[1].{part}"), "{bad:?}");
         }
         let many = vec![Grant::new("x", [Permission::Read]); GRANTS_MAX + 1];
         assert!(grants(&many).is_err());

@@ -1409,6 +1409,56 @@ async fn t85_08_operator_endpoints_need_the_right_token() {
     ];
     let acl_before = admin.principals().await.expect("principals");
     let log_before = last_log_index(&cluster, leader).await;
+    // The admin's own bad input is 400 naming the field, and changes nothing either.
+    let bad_input: [(Method, &str, Value, &str); 5] = [
+        (
+            Method::POST,
+            "/v1/auth/principals",
+            json!({"name": "bad name", "grants": []}),
+            "name",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/principals",
+            json!({"name": "x", "grants": [{"prefix": "", "permissions": ["read"]},
+                                           {"prefix": "team/", "permissions": ["admin"]}]}),
+            "grants[1].permissions",
+        ),
+        (
+            Method::PUT,
+            "/v1/auth/principals/victim/grants",
+            json!({"grants": [{"prefix": "v/", "permissions": []}]}),
+            "grants[0].permissions",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/principals/victim/rotate",
+            json!({"reason": "no such field"}),
+            "reason",
+        ),
+        (
+            Method::POST,
+            "/cluster/compact",
+            json!({"now": true}),
+            "now",
+        ),
+    ];
+    for (method, path, body, field) in bad_input {
+        let answer = api
+            .call(method.clone(), leader, path, Some(&at), Some(body))
+            .await;
+        answer.expect(
+            400,
+            Some("invalid_request"),
+            &format!("admin: {method} {path}"),
+        );
+        assert_eq!(
+            answer.body["error"]["field"],
+            json!(field),
+            "{}",
+            answer.body
+        );
+    }
     for (method, path, body) in &admin_only {
         for ((who, token), (status, code)) in callers.iter().zip(expected) {
             api.call(method.clone(), leader, path, *token, body.clone())

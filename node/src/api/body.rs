@@ -106,6 +106,41 @@ fn body_too_large(content_length: Option<u64>, read: usize, limit: usize) -> Api
         .with("size", size)
 }
 
+/// The body of an endpoint that takes no fields (`/cluster/compact`, a token rotation):
+/// none, or a JSON object without members (`{}`). Anything else is refused like an unknown
+/// field of any other body, so a misdirected request changes nothing.
+pub struct NoFields;
+
+/// What a body without fields decodes into: an object that admits no member.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+/// Longest body accepted where no fields are: room for `{}` and whitespace, and for an
+/// unknown member to be named in the refusal.
+const NO_FIELDS_BYTES_MAX: usize = 4096;
+
+impl<S: Send + Sync> FromRequest<S> for NoFields {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let content_length = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        let raw = read_limited(req.into_body(), content_length, NO_FIELDS_BYTES_MAX).await?;
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            return Ok(NoFields);
+        }
+        decode::<Empty>(&raw).map(|_| NoFields)
+    }
+}
+
+/// How deep a body may nest: serde_json's recursion limit, counted from the body itself,
+/// so a `write`'s value nests at most 126 levels (a batch op's, 124).
+pub const BODY_NESTING_MAX: usize = 128;
+
 /// Decodes a request body strictly. The fast path is plain `serde_json`; only a body that
 /// fails is decoded again with its path tracked (tracking allocates for every map key).
 pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
@@ -113,6 +148,17 @@ pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
 }
 
 fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiError {
+    if e.to_string().starts_with("recursion limit exceeded") {
+        return ApiError::invalid(format!(
+            "invalid JSON body: nested deeper than {BODY_NESTING_MAX} levels (line {}, \
+             column {}); a write's value may nest at most {} levels",
+            e.line(),
+            e.column(),
+            BODY_NESTING_MAX - 2
+        ))
+        .with("field", "body")
+        .with("limit", BODY_NESTING_MAX);
+    }
     let error = ApiError::invalid(format!("invalid JSON body: {e}"));
     if !e.is_data() {
         // Not JSON (or cut short): there is no field to name.
@@ -279,6 +325,26 @@ mod tests {
         assert_eq!(e.code, ErrorCode::InvalidRequest, "{e:?}");
         assert!(e.message.starts_with("invalid JSON body: "), "{e:?}");
         Value::Object(e.details)
+    }
+
+    /// A write body whose value is `depth` arrays deep.
+    fn write_nested(depth: usize) -> String {
+        format!(
+            r#"{{"key":"k","actor":"a","value":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_the_refusal_says_by_what() {
+        let deepest = BODY_NESTING_MAX - 2;
+        assert!(decode::<WriteRequest>(write_nested(deepest).as_bytes()).is_ok());
+        // serde_json's own limit: if it moves, this test tells the documented numbers to.
+        assert_eq!(
+            details::<WriteRequest>(&write_nested(deepest + 1)),
+            json!({"field": "body", "limit": BODY_NESTING_MAX})
+        );
     }
 
     #[test]

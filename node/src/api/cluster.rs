@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::auth::{self, endpoints};
-use super::body::JsonBody;
+use super::body::{JsonBody, NoFields};
 use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::{role_name, App, SharedApp};
@@ -93,8 +93,7 @@ pub async fn init(
         );
     }
     if let Some(auth) = &body.value.auth {
-        cairn_access::validate::name(&auth.admin)
-            .map_err(|e| ApiError::from(e).with("field", "auth.admin"))?;
+        cairn_access::validate::name("auth.admin", &auth.admin)?;
     }
     if initialized(&app) {
         return Err(already_initialized());
@@ -416,6 +415,7 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
 pub async fn compact(
     State(app): State<SharedApp>,
     headers: HeaderMap,
+    _: NoFields,
 ) -> Result<Json<CompactResponse>> {
     require_admin(&app, &headers)?;
     let _one_at_a_time = app.compacting.lock().await;

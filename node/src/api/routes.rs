@@ -325,7 +325,7 @@ fn auth_routes() -> Vec<Route> {
     let admin: &[&[ErrorCode]] = &[DENIED, ACCESS_REFUSED, PROPOSED];
     let of_principal = |op: Operation| {
         op.path_param(PRINCIPAL_NAME)
-            .errors(&[&[NotFound]])
+            .errors(&[BODY, &[NotFound]])
             .errors(admin)
     };
     vec![
@@ -453,7 +453,7 @@ fn cluster_routes() -> Vec<Route> {
                 "cluster",
                 "Snapshot, purge, compact",
             )
-            .errors(&[DENIED, &[Internal]]),
+            .errors(&[DENIED, BODY, &[Internal]]),
         ),
         route(
             Method::GET,

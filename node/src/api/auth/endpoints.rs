@@ -16,7 +16,7 @@ use cairn_api::{
 };
 
 use super::{caller, presented, reader, refuse_malformed, Caller};
-use crate::api::body::JsonBody;
+use crate::api::body::{JsonBody, NoFields};
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
 use crate::api::{App, SharedApp};
@@ -72,7 +72,7 @@ fn admin(app: &App, headers: &HeaderMap) -> Result<String> {
 /// Turns auth on for this cluster with `admin` as its first principal (the leader's
 /// half of `POST /v1/auth/enable` and of `POST /cluster/init` with `auth`).
 pub async fn enable_here(app: &App, admin: &str) -> Result<AuthEnabled> {
-    validate::name(admin)?;
+    validate::name("admin", admin)?;
     let token = Token::generate();
     let change = AccessChange::Enable {
         admin: admin.to_string(),
@@ -118,7 +118,7 @@ pub async fn create(
     body: JsonBody<CreatePrincipalRequest>,
 ) -> Result<Response> {
     let req = &body.value;
-    validate::name(&req.name)?;
+    validate::name("name", &req.name)?;
     let grants = validate::grants(&req.grants)?;
     if !app.is_leader() {
         return relay(
@@ -151,8 +151,9 @@ pub async fn rotate(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     Path(name): Path<String>,
+    _: NoFields,
 ) -> Result<Response> {
-    validate::name(&name)?;
+    validate::name("name", &name)?;
     if !app.is_leader() {
         let path = format!("/v1/auth/principals/{name}/rotate");
         return relay(&app, Method::POST, &headers, &path, Bytes::new()).await;
@@ -176,8 +177,9 @@ pub async fn delete(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     Path(name): Path<String>,
+    _: NoFields,
 ) -> Result<Response> {
-    validate::name(&name)?;
+    validate::name("name", &name)?;
     if !app.is_leader() {
         let path = format!("/v1/auth/principals/{name}");
         return relay(&app, Method::DELETE, &headers, &path, Bytes::new()).await;
@@ -198,7 +200,7 @@ pub async fn set_grants(
     Path(name): Path<String>,
     body: JsonBody<SetGrantsRequest>,
 ) -> Result<Response> {
-    validate::name(&name)?;
+    validate::name("name", &name)?;
     let grants = validate::grants(&body.value.grants)?;
     if !app.is_leader() {
         let path = format!("/v1/auth/principals/{name}/grants");
