@@ -17,6 +17,10 @@ pub const MAX_PAYLOAD_BYTES_LIMIT: u64 = 64 * 1024 * 1024;
 /// that large would take hours to replay).
 pub const SNAPSHOT_LOG_BYTES_LIMIT: u64 = 1 << 40;
 
+/// Longest `raft.join_catch_up_timeout_ms`: one hour, the time to stream a large state to
+/// a new node over a slow link; a join request is answered within it.
+pub const JOIN_CATCH_UP_TIMEOUT_MS_LIMIT: u64 = 3_600_000;
+
 /// Raft timings and log-compaction policy. Every field is passed explicitly to openraft's
 /// `Config` by the node rather than trusting the library's defaults.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +58,11 @@ pub struct RaftConfig {
     pub purge_keep_logs: u64,
     /// Size of one install-snapshot chunk.
     pub snapshot_chunk_bytes: u64,
+    /// How long `POST /cluster/join` waits for the new learner to hold the log up to its
+    /// own membership entry (from the log or a snapshot) before it is made a voter. A node
+    /// that does not catch up in time stays a learner, never counted toward quorum, and the
+    /// join answers 409 `invalid_transition` (join again once it runs, or remove it).
+    pub join_catch_up_timeout_ms: u64,
 }
 
 impl Default for RaftConfig {
@@ -70,6 +79,7 @@ impl Default for RaftConfig {
             snapshot_log_bytes: 8 * 1024 * 1024 * 1024,
             purge_keep_logs: 1_000,
             snapshot_chunk_bytes: 1024 * 1024,
+            join_catch_up_timeout_ms: 60_000,
         }
     }
 }
@@ -80,7 +90,7 @@ impl RaftConfig {
     /// - `heartbeat_interval_ms < election_timeout_min_ms < election_timeout_max_ms`;
     /// - `election_timeout_max_ms <= 1500`;
     /// - `snapshot_chunk_bytes <= 64 MiB`, `max_payload_bytes <= 64 MiB`,
-    ///   `snapshot_log_bytes <= 1 TiB`.
+    ///   `snapshot_log_bytes <= 1 TiB`, `join_catch_up_timeout_ms <= 1 h`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check_positive("raft.heartbeat_interval_ms", self.heartbeat_interval_ms)?;
         check_positive("raft.election_timeout_min_ms", self.election_timeout_min_ms)?;
@@ -98,6 +108,15 @@ impl RaftConfig {
         )?;
         check_positive("raft.snapshot_log_bytes", self.snapshot_log_bytes)?;
         check_positive("raft.snapshot_chunk_bytes", self.snapshot_chunk_bytes)?;
+        check_positive(
+            "raft.join_catch_up_timeout_ms",
+            self.join_catch_up_timeout_ms,
+        )?;
+        check_at_most(
+            "raft.join_catch_up_timeout_ms",
+            self.join_catch_up_timeout_ms,
+            JOIN_CATCH_UP_TIMEOUT_MS_LIMIT,
+        )?;
         check_less(
             "raft.heartbeat_interval_ms",
             self.heartbeat_interval_ms,

@@ -105,6 +105,7 @@ fn raft_section() {
         "snapshot_logs_since_last",
         "snapshot_log_bytes",
         "snapshot_chunk_bytes",
+        "join_catch_up_timeout_ms",
     ] {
         let dotted = format!("raft.{field}");
         rejects(&format!("[raft]\n{field} = 0"), &dotted, "must be > 0");
@@ -128,6 +129,11 @@ fn raft_section() {
         "[raft]\nsnapshot_chunk_bytes = 100000000",
         "raft.snapshot_chunk_bytes",
         "must be <= 67108864",
+    );
+    rejects(
+        "[raft]\njoin_catch_up_timeout_ms = 3600001",
+        "raft.join_catch_up_timeout_ms",
+        "must be <= 3600000",
     );
     rejects(
         "[raft]\nmax_payload_bytes = 67108865",

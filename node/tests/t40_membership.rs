@@ -1,12 +1,13 @@
 //! Membership changes on a live cluster: join (through a snapshot after the leader purged
-//! its log), removal of a follower, removal of the leader itself, and the refusal of a
-//! removal that would leave no live quorum.
+//! its log), a join of a node that does not catch up (it stays a learner), removal of a
+//! follower, removal of the leader itself, and the refusal of a removal that would leave no
+//! live quorum.
 
 mod support;
 
 use std::time::Duration;
 
-use cairn_api::{ClusterStatus, WriteRequest};
+use cairn_api::{ClusterStatus, NodeSpec, WriteRequest};
 use cairn_client::{Client, ClientError};
 use serde_json::json;
 use support::load::{self, Load};
@@ -125,6 +126,49 @@ async fn a_node_joining_under_load_catches_up_from_a_snapshot_after_compaction()
         "join: snapshot at {}, node 4 applied {} (leader {}), {} writes acknowledged during the join",
         compacted.snapshot_index, status.applied_index, target, report.acked_writes
     );
+}
+
+/// SPEC §6: a joining node is a learner first, promoted once caught up. One that never
+/// answers (nothing runs at its address) must not become a voter: on a one-voter cluster
+/// that would need it for every commit from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused() {
+    let mut cluster = Cluster::builder(1)
+        .config("[raft]\njoin_catch_up_timeout_ms = 1500\n")
+        .start()
+        .await;
+    let client = cluster.client();
+    write_keys(&client, "before", 3).await;
+
+    let (client_addr, peer_addr) = support::free_addr_pair();
+    let dead = NodeSpec {
+        id: 2,
+        client_addr,
+        peer_addr,
+    };
+    match patient_client(&cluster).join(dead).await {
+        Err(ClientError::InvalidTransition { message, .. }) => {
+            assert!(message.contains("did not catch up"), "{message}")
+        }
+        other => panic!("join of a node that is not running: {other:?}"),
+    }
+    let status = cluster.status(1).await.expect("status");
+    assert_eq!(
+        (status.voters.clone(), status.learners.clone()),
+        (vec![1], vec![2]),
+        "{status:?}"
+    );
+    // The one voter still commits alone.
+    write_keys(&client, "after", 3).await;
+
+    let removed = client.remove(2).await.expect("remove the learner");
+    assert_eq!((removed.voters, removed.learners), (vec![1], vec![]));
+    let spec = cluster.add_node(3).await;
+    let joined = patient_client(&cluster).join(spec).await.expect("join");
+    assert_eq!((joined.voters, joined.learners), (vec![1, 3], vec![]));
+    cluster
+        .wait_applied(3, status.applied_index, CATCH_UP_TIMEOUT)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

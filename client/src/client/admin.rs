@@ -17,6 +17,9 @@ use crate::error::ClientError;
 
 /// Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
 const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
+/// A join waits for the new node to catch up (the node's `raft.join_catch_up_timeout_ms`,
+/// 60 s by default) and then for its promotion to commit.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Client {
     /// `GET /cluster/status` of one node (one attempt).
@@ -29,17 +32,21 @@ impl Client {
     /// `request.auth` set, auth is on from the first entry and the answer's `auth` carries
     /// the admin's token, shown this once (SPEC §8).
     pub async fn init(&self, request: InitRequest) -> Result<MembershipResponse> {
-        self.admin(Route::Spread, "init", encode(&request)?).await
+        let timeout = self.timeouts.request;
+        self.admin(Route::Spread, "init", encode(&request)?, timeout)
+            .await
     }
 
     /// `POST /cluster/join` at the leader: the node joins as a learner, then is promoted.
     pub async fn join(&self, node: NodeSpec) -> Result<MembershipResponse> {
-        self.admin(Route::Leader, "join", encode(&node)?).await
+        self.admin(Route::Leader, "join", encode(&node)?, JOIN_TIMEOUT)
+            .await
     }
 
     /// `POST /cluster/remove` at the leader.
     pub async fn remove(&self, id: u64) -> Result<MembershipResponse> {
-        self.admin(Route::Leader, "remove", encode(&RemoveRequest { id })?)
+        let body = encode(&RemoveRequest { id })?;
+        self.admin(Route::Leader, "remove", body, self.timeouts.request)
             .await
     }
 
@@ -76,6 +83,7 @@ impl Client {
         route: Route<'_>,
         operation: &str,
         body: Vec<u8>,
+        timeout: Duration,
     ) -> Result<MembershipResponse> {
         let call = Call {
             method: Method::POST,
@@ -84,7 +92,7 @@ impl Client {
             query: Vec::new(),
             body: Some(body),
             mode: Mode::Admin,
-            timeout: Some(self.timeouts.request),
+            timeout: Some(timeout),
         };
         self.call(&call, read_json).await
     }

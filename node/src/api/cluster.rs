@@ -214,19 +214,66 @@ pub async fn join(
         .await;
     }
     require_admin(&app, &headers)?;
-    // Learner first: it receives the log (or a snapshot) without counting toward quorum;
-    // `blocking` returns once it has caught up, and only then is it made a voter.
-    app.raft
-        .add_learner(spec.id, info, true)
+    // Learner first: it receives the log (or a snapshot) without counting toward quorum.
+    let added = app
+        .raft
+        .add_learner(spec.id, info, false)
         .await
         .map_err(membership_error)?;
+    wait_caught_up(&app, spec.id, added.log_id.index).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
-    app.raft
-        .change_membership(ChangeMembers::AddVoterIds(voters), false)
-        .await
-        .map_err(membership_error)?;
+    let promoted = app
+        .raft
+        .change_membership(ChangeMembers::AddVoterIds(voters), false);
+    let commit_timeout = Duration::from_millis(app.config.batching.commit_timeout_ms);
+    match tokio::time::timeout(commit_timeout, promoted).await {
+        Ok(done) => done.map_err(membership_error)?,
+        Err(_) => {
+            return Err(ApiError::outcome_unknown(
+                format!(
+                    "the promotion of node {} to voter was not committed in time",
+                    spec.id
+                ),
+                None,
+            ))
+        }
+    };
     Ok(Json(membership(&app)).into_response())
+}
+
+/// Waits until the leader has replicated to learner `id` every entry up to `index` (its
+/// own membership entry), so it is caught up before it counts toward quorum.
+///
+/// openraft's own blocking `add_learner` judges "caught up" by a lag threshold of
+/// entries, which a node that never answered meets while the log is shorter than the
+/// threshold: a dead address would become a voter. Here only entries the learner
+/// acknowledged count.
+async fn wait_caught_up(app: &App, id: NodeId, index: u64) -> Result<()> {
+    let timeout = Duration::from_millis(app.config.raft.join_catch_up_timeout_ms);
+    let caught_up = |m: &RaftMetrics| {
+        m.replication
+            .as_ref()
+            .and_then(|replication| replication.get(&id).cloned().flatten())
+            .is_some_and(|matched| matched.index >= index)
+    };
+    let mut rx = app.raft.metrics();
+    let waited = tokio::time::timeout(timeout, rx.wait_for(|m| caught_up(m)))
+        .await
+        .map(|seen| seen.map(drop));
+    match waited {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(ApiError::internal("raft stopped during the join")),
+        Err(_) => Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "node {id} did not catch up within {} ms: it stays a learner (not counted \
+                 toward quorum); start it and join again, or remove it",
+                timeout.as_millis()
+            ),
+        )
+        .with("id", id)),
+    }
 }
 
 pub async fn remove(

@@ -114,6 +114,9 @@ SESSION_RETRIES_MAX = 2
 """Linearizable re-reads after a stale answer, before giving up with SessionRegression."""
 # Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
 _COMPACT_TIMEOUT = 300.0
+# A join waits for the new node to catch up (the node's raft.join_catch_up_timeout_ms,
+# 60 s by default), then for its promotion to commit.
+_JOIN_TIMEOUT = 120.0
 
 # --- effects ---------------------------------------------------------------------------
 
@@ -1060,7 +1063,13 @@ class Core:
             NodeSpec, "cluster_join", id=node_id, client_addr=client_addr, peer_addr=peer_addr
         )
         return (
-            yield from self._admin(Route.LEADER, ("cluster", "join"), request, MembershipResponse)
+            yield from self._admin(
+                Route.LEADER,
+                ("cluster", "join"),
+                request,
+                MembershipResponse,
+                timeout=_JOIN_TIMEOUT,
+            )
         )
 
     def cluster_remove(self, node_id: int) -> Program[MembershipResponse]:
@@ -1157,9 +1166,11 @@ class Core:
         result: type[R],
         *,
         method: str = "POST",
+        timeout: float | None = None,
     ) -> Program[R]:
         body = encode(request) if request is not None else None
-        call = Call(method, route, path, Mode.ADMIN, self.settings.timeouts.request, body=body)
+        timeout = self.settings.timeouts.request if timeout is None else timeout
+        call = Call(method, route, path, Mode.ADMIN, timeout, body=body)
         return (yield from self.call(call, decoder(result)))
 
 
