@@ -19,6 +19,7 @@ from cairn_client import (
     KeyMark,
     MutationResult,
     NoLeader,
+    NotFound,
     RetryPolicy,
     Session,
     SessionRegression,
@@ -171,6 +172,10 @@ def test_session_reads_on_a_lagging_follower_never_show_a_forgotten_value(
     without_session = connect(local.endpoints).pinned(follower_url)
     stale = without_session.read("facts/db", consistency="any")
     assert (stale.state, stale.value) == (State.ACTIVE, "postgres"), "the follower does lag"
+    assert forgotten.tombstone is not None
+    tombstone_id = forgotten.tombstone.id
+    with pytest.raises(NotFound):
+        without_session.tombstone(tombstone_id, consistency="any")
 
     # Agent B gets agent A's session token: the lagging follower cannot answer it...
     assert writer.session is not None
@@ -179,6 +184,8 @@ def test_session_reads_on_a_lagging_follower_never_show_a_forgotten_value(
     impatient = connect(local.endpoints, session=Session.import_token(token), retry=once)
     with pytest.raises((StaleRead, NoLeader)):
         impatient.pinned(follower_url).read("facts/db", consistency="any")
+    with pytest.raises((StaleRead, NoLeader)):
+        impatient.pinned(follower_url).tombstone(tombstone_id, consistency="any")
 
     # ...and once it can catch up, it answers the forget, never the forgotten value.
     local.resume(leader)
@@ -188,3 +195,4 @@ def test_session_reads_on_a_lagging_follower_never_show_a_forgotten_value(
     assert (seen.state, seen.value) == (State.FORGOTTEN, None)
     assert seen.served.node_id == lagging
     assert seen.served.applied_index >= forgotten.revision
+    assert reader.pinned(follower_url).tombstone(tombstone_id, consistency="any").key == "facts/db"

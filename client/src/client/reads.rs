@@ -54,8 +54,26 @@ impl Client {
 
     /// A tombstone by id; tombstones are kept forever. The read options (defaulting to the
     /// client's) go as query parameters; `bounded`/`any` reads spread over the nodes.
+    /// With a session, its revision goes as `min_revision` (a replica behind the session
+    /// does not answer 404 for a tombstone the session has seen made), and a node that
+    /// cannot serve that fresh is followed by a linearizable read at the leader.
     pub async fn tombstone(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
-        let options = self.effective(options);
+        let mut options = self.effective(options);
+        options.min_revision = options.min_revision.max(self.session_revision());
+        match self.tombstone_with(id, options).await {
+            Err(ClientError::StaleRead { .. }) if self.session.is_some() => {
+                let at_leader = ReadOptions {
+                    consistency: Some(Consistency::Linearizable),
+                    max_staleness_ms: None,
+                    min_revision: options.min_revision,
+                };
+                self.tombstone_with(id, at_leader).await
+            }
+            answer => answer,
+        }
+    }
+
+    async fn tombstone_with(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
         let mut query = Vec::new();
         if let Some(consistency) = options.consistency {
             query.push(("consistency", consistency.as_str().to_string()));

@@ -842,7 +842,10 @@ class Core:
         max_staleness_ms: int | None = None,
         min_revision: int | None = None,
     ) -> Program[Tombstone]:
-        """A tombstone by id (``GET /v1/tombstones/{id}``); tombstones are kept forever."""
+        """A tombstone by id (``GET /v1/tombstones/{id}``); tombstones are kept forever.
+        With a session, its revision goes as ``min_revision`` (a replica behind the session
+        does not answer 404 for a tombstone the session has seen made), and a node that
+        cannot serve that fresh is followed by a linearizable read at the leader."""
         options = build(
             _Read,
             "tombstone",
@@ -851,6 +854,25 @@ class Core:
             min_revision=min_revision,
         )
         consistency_used, staleness = self._effective(options)
+        min_revision = _max_or_none(min_revision, self._session_revision())
+        try:
+            return (
+                yield from self._tombstone(tombstone_id, consistency_used, staleness, min_revision)
+            )
+        except StaleRead:
+            if self.session is None:
+                raise
+        return (
+            yield from self._tombstone(tombstone_id, Consistency.LINEARIZABLE, None, min_revision)
+        )
+
+    def _tombstone(
+        self,
+        tombstone_id: str,
+        consistency_used: Consistency | None,
+        staleness: int | None,
+        min_revision: int | None,
+    ) -> Program[Tombstone]:
         params = [("consistency", consistency_used.value)] if consistency_used else []
         params += [("max_staleness_ms", str(staleness))] if staleness is not None else []
         params += [("min_revision", str(min_revision))] if min_revision is not None else []
