@@ -58,7 +58,7 @@ pub fn success(output: &impl Present) -> ToolAnswer {
 /// The answer to a failed cluster call: a tool error result the model reads, or a
 /// protocol error when no node answered at all.
 pub fn failure(err: ClientError) -> ToolAnswer {
-    failure_with_warnings(err, &[])
+    failure_with_warnings(err, Vec::new())
 }
 
 /// Whether `err` means no node answered at all (a protocol error, not a tool result).
@@ -73,9 +73,9 @@ pub fn unreachable(err: &ClientError) -> bool {
 }
 
 /// [`failure`], with the rendered warnings of revoked notes the refused mutation met
-/// first (a refused write still reached the derivation site; SPEC §9). A warning
-/// already in the error (the key's own, for `key_revoked`) is given once.
-pub fn failure_with_warnings(err: ClientError, warnings: &[RecallNote]) -> ToolAnswer {
+/// first (a refused write still reached the derivation site; SPEC §9). Each warning is
+/// given once, also one already in the error (the key's own, for `key_revoked`).
+pub fn failure_with_warnings(err: ClientError, mut warnings: Vec<String>) -> ToolAnswer {
     if unreachable(&err) {
         return Err(ErrorData::internal_error(
             format!("cairn cluster unavailable: {err}"),
@@ -86,11 +86,9 @@ pub fn failure_with_warnings(err: ClientError, warnings: &[RecallNote]) -> ToolA
         ClientError::KeyRevoked { rendered, .. } => rendered.as_deref(),
         _ => None,
     };
-    let mut lines: Vec<String> = warnings
-        .iter()
-        .map(|note| note.rendered.clone())
-        .filter(|rendered| Some(rendered.as_str()) != own)
-        .collect();
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|rendered| Some(rendered.as_str()) != own && seen.insert(rendered.clone()));
+    let mut lines = warnings;
     lines.extend(error_lines(&err));
     Ok(CallToolResult::error(vec![ContentBlock::text(
         lines.join("\n"),

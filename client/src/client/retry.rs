@@ -115,14 +115,17 @@ impl Client {
     }
 }
 
-/// The error a call ends with once it stops retrying.
+/// The error a call ends with once it stops retrying: a mutation that may have been
+/// applied is `outcome_unknown` under its `request_id` (the last error as it was, when it
+/// already says so).
 fn give_up(mode: &Mode, last: ClientError, may_have_applied: bool) -> ClientError {
-    match mode {
-        Mode::Mutation(request_id) if may_have_applied => ClientError::OutcomeUnknown {
+    match (mode, last) {
+        (_, last @ ClientError::OutcomeUnknown { .. }) => last,
+        (Mode::Mutation(request_id), last) if may_have_applied => ClientError::OutcomeUnknown {
             request_id: request_id.clone(),
             message: last.to_string(),
         },
-        _ => last,
+        (_, last) => last,
     }
 }
 
@@ -165,6 +168,35 @@ mod tests {
                 ms >= ceiling / 2 && ms <= ceiling,
                 "attempt {attempt}: {ms}"
             );
+        }
+    }
+
+    #[test]
+    fn giving_up_names_an_unknown_outcome_once() {
+        let mode = Mode::Mutation("r1".into());
+        let from_node = ClientError::OutcomeUnknown {
+            request_id: "r1".into(),
+            message: "not applied within 5000 ms".into(),
+        };
+        let kept = give_up(&mode, from_node, true).to_string();
+        assert_eq!(
+            kept,
+            "outcome_unknown: not applied within 5000 ms (request_id r1)"
+        );
+        let cut = ClientError::Transport {
+            endpoint: "http://127.0.0.1:1".into(),
+            message: "connection reset".into(),
+            sent: true,
+        };
+        match give_up(&mode, cut, true) {
+            ClientError::OutcomeUnknown {
+                request_id,
+                message,
+            } => {
+                assert_eq!(request_id, "r1");
+                assert!(message.contains("connection reset"), "{message}");
+            }
+            other => panic!("{other:?}"),
         }
     }
 

@@ -15,7 +15,7 @@ pub mod reads;
 
 use std::future::Future;
 
-use cairn_client::api::{MutationResult, RecallNote, RecallRequest, State};
+use cairn_client::api::{MutationResult, ReadOptions, RecallNote, RecallRequest, State};
 use cairn_client::{new_request_id, Client, ClientError, Mutation};
 
 use crate::gateway::Caller;
@@ -31,6 +31,10 @@ pub trait MutationArgs {
     /// delivered with the result).
     fn anchors(&self) -> &[String] {
         &[]
+    }
+    /// The key a `write` writes: refused, it still meets that key's revoked note.
+    fn written_key(&self) -> Option<&str> {
+        None
     }
     /// The wire request, done by `actor` under `request_id`.
     fn into_request(self, actor: String, request_id: String) -> Self::Request;
@@ -51,6 +55,7 @@ impl CairnMcp {
             .request_id()
             .map_or_else(new_request_id, str::to_string);
         let anchors = args.anchors().to_vec();
+        let written_key = args.written_key().map(str::to_string);
         let actor = match self.gateway().actor().await {
             Ok(actor) => actor,
             Err(err) => return outcome::failure(err),
@@ -66,7 +71,14 @@ impl CairnMcp {
                 warnings: revoked_met(caller, anchors).await,
             }),
             Err(err) if outcome::unreachable(&err) => outcome::failure(err),
-            Err(err) => outcome::failure_with_warnings(err, &revoked_met(caller, anchors).await),
+            Err(err) => {
+                let met = revoked_met(caller, anchors).await;
+                let mut warnings: Vec<String> = met.into_iter().map(|note| note.rendered).collect();
+                if let Some(key) = written_key {
+                    warnings.extend(revoked_warning(caller, &key).await);
+                }
+                outcome::failure_with_warnings(err, warnings)
+            }
         }
     }
 
@@ -82,7 +94,10 @@ impl CairnMcp {
 /// The revoked notes that share an anchor with a note just written (or refused): the
 /// warnings a `write` delivers where the derivation happens, whether or not it applied.
 /// A failed lookup costs the warnings, never the write's own answer, and is logged.
-async fn revoked_met(caller: &Caller, anchors: Vec<String>) -> Vec<RecallNote> {
+async fn revoked_met(caller: &Caller, mut anchors: Vec<String>) -> Vec<RecallNote> {
+    // A refused write may carry a malformed anchor, which would refuse the whole lookup:
+    // look up the well-formed ones.
+    anchors.retain(|anchor| well_formed_anchor(anchor));
     if anchors.is_empty() {
         return Vec::new();
     }
@@ -93,6 +108,47 @@ async fn revoked_met(caller: &Caller, anchors: Vec<String>) -> Vec<RecallNote> {
         Err(err) => {
             tracing::warn!(error = %err, "looking up revoked notes that meet a write failed");
             Vec::new()
+        }
+    }
+}
+
+/// Whether `anchor` has the form `kind:value` of SPEC §4 with one of its five kinds (the
+/// node checks the rest: length, control characters).
+fn well_formed_anchor(anchor: &str) -> bool {
+    anchor.split_once(':').is_some_and(|(kind, value)| {
+        ["path", "symbol", "tag", "topic", "url"].contains(&kind) && !value.is_empty()
+    })
+}
+
+/// `key`'s rendered warning when it is revoked: a refused write of the key met it.
+async fn revoked_warning(caller: &Caller, key: &str) -> Option<String> {
+    match caller.client().read(key, ReadOptions::default()).await {
+        Ok(read) if read.record.state == State::Revoked => Some(read.record.rendered),
+        Ok(_) => None,
+        Err(err) => {
+            tracing::debug!(error = %err, "reading the refused write's key failed");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchors_of_the_five_kinds_are_looked_up() {
+        for good in [
+            "path:src/",
+            "symbol:Db::open",
+            "tag:x",
+            "topic:db",
+            "url:https://a",
+        ] {
+            assert!(well_formed_anchor(good), "{good}");
+        }
+        for bad in ["bogus", "path:", "file:a", ":x", ""] {
+            assert!(!well_formed_anchor(bad), "{bad:?}");
         }
     }
 }

@@ -175,6 +175,9 @@ impl MutationArgs for WriteArgs {
     fn anchors(&self) -> &[String] {
         self.anchors.as_deref().unwrap_or_default()
     }
+    fn written_key(&self) -> Option<&str> {
+        Some(&self.key)
+    }
     fn into_request(self, actor: String, request_id: String) -> WriteRequest {
         WriteRequest {
             key: self.key,

@@ -251,7 +251,14 @@ impl ReadGate {
     async fn read_index_round(&self) -> Result<u64, ReadError> {
         match tokio::time::timeout(self.rpc_timeout * 2, self.raft.get_read_log_id()).await {
             Ok(Ok((read_log_id, _))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
-            Ok(Err(e)) => Err(self.not_leader_or(e.to_string())),
+            Ok(Err(e)) => {
+                // openraft's error quotes the whole membership: the log has it, the client
+                // gets the fact.
+                tracing::debug!(error = %e, "read round refused");
+                Err(self.not_leader_or(
+                    "leadership not confirmed: a majority of voters did not answer".into(),
+                ))
+            }
             Err(_) => Err(ReadError::StaleRead(
                 "leadership confirmation timed out".into(),
             )),
