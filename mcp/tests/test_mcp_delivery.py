@@ -81,6 +81,21 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
             assert message.splitlines()[1].startswith("key_revoked:")
             assert message.count(warning) == 1
 
+            # Refused for another reason, a write of the revoked key still met its warning.
+            message = await refused(
+                client, "write", {"key": wrong, "value": "retry", "expected_version": 99}
+            )
+            assert message.splitlines()[0] == warning
+            assert message.splitlines()[1].startswith("version_conflict:")
+            # A malformed anchor refuses the write, not the lookup of the others.
+            message = await refused(
+                client,
+                "write",
+                {"key": f"{prefix}retry-plan", "value": "x", "anchors": [src, "bogus"]},
+            )
+            assert message.splitlines()[0] == warning
+            assert message.splitlines()[1].startswith("invalid_request:")
+
             # A refused write on a shared anchor still reached the derivation site.
             message = await refused(
                 client,
