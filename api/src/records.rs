@@ -100,7 +100,9 @@ pub struct Served {
     pub consistency: Consistency,
     pub applied_index: u64,
     pub leader_commit_index: u64,
-    pub ms_since_leader_contact: u64,
+    /// Age of the node's newest quorum-confirmed read token; `null` on a node that never
+    /// held one (as in `/cluster/status`).
+    pub ms_since_leader_contact: Option<u64>,
 }
 
 /// A key's current record as returned by reads.

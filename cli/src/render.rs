@@ -116,12 +116,15 @@ fn stale_anchors(read: &ReadResponse) -> Vec<String> {
 
 fn served_line(s: &Served) -> String {
     format!(
-        "node {} ({}, {}, applied {}, leader contact {} ms ago)",
+        "node {} ({}, {}, applied {}, {})",
         s.node_id,
         s.role,
         s.consistency.as_str(),
         s.applied_index,
-        s.ms_since_leader_contact
+        s.ms_since_leader_contact.map_or_else(
+            || "no leader contact yet".to_string(),
+            |ms| format!("leader contact {ms} ms ago")
+        )
     )
 }
 

@@ -169,6 +169,15 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
     cluster
         .wait_applied(3, status.applied_index, CATCH_UP_TIMEOUT)
         .await;
+    // The new node's first read: it has held no read token yet, and says so with null
+    // (or a real age), never a sentinel.
+    let first = cluster
+        .client_for(3)
+        .read("after/0", any_at(status.applied_index))
+        .await
+        .expect("any read at node 3");
+    let age = first.served.ms_since_leader_contact;
+    assert!(age.is_none_or(|ms| ms < 60_000), "{:?}", first.served);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

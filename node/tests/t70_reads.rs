@@ -134,7 +134,8 @@ fn spawn_sampler(
             let issued = Instant::now();
             let outcome = client.read(&key, options(consistency)).await.map(|r| Seen {
                 n: value_n(&r),
-                token_age_ms: r.served.ms_since_leader_contact,
+                // A node that never held a token: older than any bound.
+                token_age_ms: r.served.ms_since_leader_contact.unwrap_or(u64::MAX),
                 served_by: r.served.node_id,
             });
             samples.push(Sample {
@@ -345,7 +346,9 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
             .unwrap_or_else(|e| panic!("bounded read, {TIGHT_MS} ms, at node {id}: {e}"));
         assert_eq!(read.record.revision, revision, "node {id}");
         assert!(
-            read.served.ms_since_leader_contact <= TIGHT_MS,
+            read.served
+                .ms_since_leader_contact
+                .is_some_and(|ms| ms <= TIGHT_MS),
             "node {id}: {:?}",
             read.served
         );
@@ -365,7 +368,10 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
         .read("od/1", any_at(revision))
         .await
         .expect("any read");
-    let in_served = read.served.ms_since_leader_contact;
+    let in_served = read
+        .served
+        .ms_since_leader_contact
+        .expect("the leader had a token");
     assert!(
         in_served >= in_status && in_served < in_status + 1000,
         "served {in_served} ms vs status {in_status} ms"
@@ -465,8 +471,14 @@ async fn bounded_reads_refuse_once_the_token_ages_past_the_bound_when_the_majori
         assert_eq!(read.served.consistency, Consistency::Any);
     }
     let (age1, age2) = (
-        any_first.served.ms_since_leader_contact,
-        any_second.served.ms_since_leader_contact,
+        any_first
+            .served
+            .ms_since_leader_contact
+            .expect("the node held a token before the majority stopped"),
+        any_second
+            .served
+            .ms_since_leader_contact
+            .expect("the node held a token before the majority stopped"),
     );
     eprintln!("t70: `any` at node {last}: ms_since_leader_contact {age1} then {age2}");
     assert!(
@@ -488,7 +500,12 @@ async fn bounded_reads_refuse_once_the_token_ages_past_the_bound_when_the_majori
         async || {
             raw.read(key, options(Consistency::Bounded))
                 .await
-                .is_ok_and(|r| r.served.ms_since_leader_contact <= BOUND_MS && value_n(&r) == 1)
+                .is_ok_and(|r| {
+                    r.served
+                        .ms_since_leader_contact
+                        .is_some_and(|ms| ms <= BOUND_MS)
+                        && value_n(&r) == 1
+                })
         },
     )
     .await;

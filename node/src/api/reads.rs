@@ -107,8 +107,8 @@ async fn barrier(
     Ok(Barrier::Local(served(app, consistency), presented))
 }
 
-/// How a read was served ([`App::ms_since_leader_contact`]; `u64::MAX` when the node
-/// never had any contact). The commit index is the highest this node knows.
+/// How a read was served ([`App::ms_since_leader_contact`]; `None` when the node never
+/// held a read token). The commit index is the highest this node knows.
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
     Served {
@@ -120,7 +120,7 @@ fn served(app: &App, consistency: Consistency) -> Served {
             .token_index()
             .unwrap_or(0)
             .max(app.view.committed_index()),
-        ms_since_leader_contact: app.ms_since_leader_contact().unwrap_or(u64::MAX),
+        ms_since_leader_contact: app.ms_since_leader_contact(),
     }
 }
 

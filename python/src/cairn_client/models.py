@@ -194,7 +194,7 @@ class Served(_Result):
     consistency: Consistency
     applied_index: int
     leader_commit_index: int
-    ms_since_leader_contact: int
+    ms_since_leader_contact: int | None
 
 
 class Record(_Result):
