@@ -440,14 +440,15 @@ pub async fn status(
 fn status_of(app: &App) -> Result<ClusterStatus> {
     let metrics = app.raft.metrics().borrow().clone();
     let members = membership(app);
+    let applied_index = metrics.last_applied.map(|id| id.index).unwrap_or(0);
     Ok(ClusterStatus {
         node_id: app.node_id,
         role: role_name(metrics.state).to_string(),
         leader_id: metrics.current_leader,
         term: metrics.current_term,
         last_log_index: metrics.last_log_index.unwrap_or(0),
-        commit_index: app.view.committed_index(),
-        applied_index: metrics.last_applied.map(|id| id.index).unwrap_or(0),
+        commit_index: app.commit_index().max(applied_index),
+        applied_index,
         ms_since_leader_contact: app.ms_since_leader_contact(),
         voters: members.voters,
         learners: members.learners,
@@ -569,7 +570,7 @@ fn raft_gauges(app: &App, out: &mut String) {
         out,
         "cairn_commit_index",
         "last committed index known",
-        app.view.committed_index(),
+        app.commit_index(),
     );
     gauge(
         out,

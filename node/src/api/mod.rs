@@ -80,6 +80,14 @@ impl App {
         })
     }
 
+    /// The highest index this node knows committed, the same in `served`, status and
+    /// metrics: its log's saved commit index, and never below what it has applied (only
+    /// committed entries are applied, and a snapshot installed or a restart can leave the
+    /// saved index behind the applied one until the next commit).
+    pub fn commit_index(&self) -> u64 {
+        self.view.committed_index().max(self.reads.applied_index())
+    }
+
     /// The current leader's id and addresses, as this node knows them.
     pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
         let metrics = self.raft.metrics().borrow().clone();

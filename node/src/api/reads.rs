@@ -116,10 +116,7 @@ fn served(app: &App, consistency: Consistency) -> Served {
         role: app.role().to_string(),
         consistency,
         applied_index: reads.applied_index(),
-        leader_commit_index: reads
-            .token_index()
-            .unwrap_or(0)
-            .max(app.view.committed_index()),
+        leader_commit_index: reads.token_index().unwrap_or(0).max(app.commit_index()),
         ms_since_leader_contact: app.ms_since_leader_contact(),
     }
 }

@@ -633,9 +633,15 @@ impl Cluster {
 
     // -- observation -------------------------------------------------------------------
 
-    /// `GET /cluster/status` of node `id`, one attempt.
+    /// `GET /cluster/status` of node `id`, one attempt. Every answer is checked for what
+    /// holds at any moment: only committed entries are applied.
     pub async fn status(&self, id: u64) -> Result<ClusterStatus, ClientError> {
-        self.status_client.status(&self.endpoint(id)).await
+        let status = self.status_client.status(&self.endpoint(id)).await?;
+        assert!(
+            status.applied_index <= status.commit_index,
+            "node {id} reports an applied index above its commit index: {status:?}"
+        );
+        Ok(status)
     }
 
     /// Status of every running node that answers.
