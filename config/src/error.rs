@@ -6,12 +6,14 @@ use std::path::PathBuf;
 /// Why a node configuration could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The config file could not be read.
-    #[error("config file {}: cannot read: {source}", path.display())]
+    /// A file the configuration names (`what`: the config file, the peer secret file)
+    /// could not be read. The cause is part of the message, not a separate error source,
+    /// so a printed error chain says it once.
+    #[error("{what} {}: cannot read: {cause}", path.display())]
     Read {
+        what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The TOML is malformed, has a wrongly typed value or an unknown field. `message` is the
     /// toml crate's message: line, column, a snippet, and the offending field's name.

@@ -151,9 +151,10 @@ impl NodeConfig {
         let parsed = match file {
             None => NodeFile::default(),
             Some(path) => {
-                let text = fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                let text = fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+                    what: "config file",
                     path: path.to_path_buf(),
-                    source,
+                    cause,
                 })?;
                 parse(&text, &path.display().to_string())?
             }

@@ -170,9 +170,10 @@ fn is_loopback(addr: &str) -> bool {
 /// final newline is not part of the secret), at least [`PEER_SECRET_BYTES_MIN`] long.
 /// Errors name the file, never its content.
 pub fn read_peer_secret(path: &Path) -> Result<Vec<u8>, ConfigError> {
-    let mut bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+    let mut bytes = std::fs::read(path).map_err(|cause| ConfigError::Read {
+        what: "peer secret file",
         path: path.to_path_buf(),
-        source,
+        cause,
     })?;
     while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
         bytes.pop();
@@ -292,6 +293,13 @@ mod tests {
         );
         let missing = read_peer_secret(Path::new("/nonexistent/secret")).unwrap_err();
         assert!(matches!(missing, ConfigError::Read { .. }));
+        let message = missing.to_string();
+        assert!(
+            message.starts_with("peer secret file /nonexistent/secret: cannot read: "),
+            "{message}"
+        );
+        // The cause is in the message once, and no error source repeats it in a chain.
+        assert!(std::error::Error::source(&missing).is_none());
     }
 
     #[test]
