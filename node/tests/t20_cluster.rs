@@ -168,7 +168,7 @@ async fn metrics_report_raft_store_and_read_gate_gauges() {
             "cairn_blob_garbage_bytes",
             "cairn_blob_gc_collecting",
             "cairn_read_token_age_ms",
-            "cairn_read_index_rounds",
+            "cairn_read_index_rounds_total",
             "cairn_rocksdb_table_readers_bytes",
             "cairn_rocksdb_block_cache_bytes",
         ] {

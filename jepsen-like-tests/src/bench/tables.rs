@@ -378,7 +378,10 @@ fn cairn_counters(m: &BTreeMap<String, f64>) -> String {
             .copied()
             .unwrap_or(0.0);
     let entries = m.get("cairn_last_log_index").copied().unwrap_or(0.0);
-    let rounds = m.get("cairn_read_index_rounds").copied().unwrap_or(0.0);
+    let rounds = m
+        .get("cairn_read_index_rounds_total")
+        .copied()
+        .unwrap_or(0.0);
     let lin = m
         .get("cairn_reads_linearizable_total")
         .copied()

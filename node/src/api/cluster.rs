@@ -729,10 +729,10 @@ fn read_gauges(app: &App, out: &mut String) {
         "age of the newest read token",
         app.reads.token_age_ms().unwrap_or(0),
     );
-    gauge(
+    counter(
         out,
-        "cairn_read_index_rounds",
-        "ReadIndex rounds run",
+        "cairn_read_index_rounds_total",
+        "ReadIndex rounds run by the read gate (each confirms leadership for the linearizable reads queued before it)",
         app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed),
     );
 }
