@@ -130,7 +130,9 @@ async fn a_node_joining_under_load_catches_up_from_a_snapshot_after_compaction()
 
 /// SPEC §6: a joining node is a learner first, promoted once caught up. One that never
 /// answers (nothing runs at its address) must not become a voter: on a one-voter cluster
-/// that would need it for every commit from then on.
+/// that would need it for every commit from then on. A join is idempotent under a member's
+/// own addresses (a learner left behind is promoted by the next join once it runs) and
+/// refused under others.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused() {
     let mut cluster = Cluster::builder(1)
@@ -146,7 +148,7 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
         client_addr,
         peer_addr,
     };
-    match patient_client(&cluster).join(dead).await {
+    match patient_client(&cluster).join(dead.clone()).await {
         Err(ClientError::InvalidTransition { message, .. }) => {
             assert!(message.contains("did not catch up"), "{message}")
         }
@@ -160,6 +162,22 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
     );
     // The one voter still commits alone.
     write_keys(&client, "after", 3).await;
+    // A member joins again only under the addresses it has (idempotent for a voter).
+    let again = client
+        .join(cluster.spec(1))
+        .await
+        .expect("join of a voter again");
+    assert_eq!(again.voters, vec![1], "{again:?}");
+    let moved = NodeSpec {
+        peer_addr: support::free_addr(),
+        ..dead
+    };
+    match client.join(moved).await {
+        Err(ClientError::InvalidTransition { message, .. }) => {
+            assert!(message.contains("already a member"), "{message}")
+        }
+        other => panic!("join of a member under other addresses: {other:?}"),
+    }
 
     let removed = client.remove(2).await.expect("remove the learner");
     assert_eq!((removed.voters, removed.learners), (vec![1], vec![]));
@@ -178,6 +196,20 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
         .expect("any read at node 3");
     let age = first.served.ms_since_leader_contact;
     assert!(age.is_none_or(|ms| ms < 60_000), "{:?}", first.served);
+
+    // A learner left by a join that timed out is promoted by the next join once it runs.
+    let spec = cluster.add_node(4).await;
+    cluster.kill9(4);
+    match patient_client(&cluster).join(spec.clone()).await {
+        Err(ClientError::InvalidTransition { .. }) => {}
+        other => panic!("join of a stopped node: {other:?}"),
+    }
+    cluster.restart(4).await;
+    let joined = patient_client(&cluster)
+        .join(spec)
+        .await
+        .expect("join again");
+    assert_eq!((joined.voters, joined.learners), (vec![1, 3, 4], vec![]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

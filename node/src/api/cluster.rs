@@ -215,12 +215,19 @@ pub async fn join(
     }
     require_admin(&app, &headers)?;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
-    let added = app
-        .raft
-        .add_learner(spec.id, info, false)
-        .await
-        .map_err(membership_error)?;
-    wait_caught_up(&app, spec.id, added.log_id.index).await?;
+    let joined_at = match membership_of(&app, spec.id, &info)? {
+        Some(Member::Voter) => return Ok(Json(membership(&app)).into_response()),
+        Some(Member::Learner { since }) => since,
+        None => {
+            app.raft
+                .add_learner(spec.id, info, false)
+                .await
+                .map_err(membership_error)?
+                .log_id
+                .index
+        }
+    };
+    wait_caught_up(&app, spec.id, joined_at).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
     let promoted = app
@@ -240,6 +247,43 @@ pub async fn join(
         }
     };
     Ok(Json(membership(&app)).into_response())
+}
+
+/// What a joining node already is.
+enum Member {
+    /// A voter: the join has nothing left to do.
+    Voter,
+    /// A learner (a join that timed out, retried): promoted once it holds the log up to
+    /// `since`, the membership entry in force.
+    Learner { since: u64 },
+}
+
+/// What node `id` already is, if a member. A join of a member under other addresses
+/// would answer as if it had happened while the membership keeps the old ones: 409,
+/// naming them. Under the same addresses a join is idempotent.
+fn membership_of(app: &App, id: NodeId, info: &NodeInfo) -> Result<Option<Member>> {
+    let metrics = app.raft.metrics();
+    let metrics = metrics.borrow();
+    let config = &metrics.membership_config;
+    let Some(known) = config.membership().get_node(&id) else {
+        return Ok(None);
+    };
+    if known != info {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "node {id} is already a member at client {} and peer {}: remove it first \
+                 to give it other addresses, or join a new node under a new id",
+                known.client_addr, known.peer_addr
+            ),
+        )
+        .with("id", id));
+    }
+    if config.membership().voter_ids().any(|voter| voter == id) {
+        return Ok(Some(Member::Voter));
+    }
+    let since = config.log_id().as_ref().map_or(0, |log_id| log_id.index);
+    Ok(Some(Member::Learner { since }))
 }
 
 /// Waits until the leader has replicated to learner `id` every entry up to `index` (its
