@@ -111,12 +111,16 @@ pub fn index_lookups(cue: &str) -> Vec<Lookup> {
     out
 }
 
-/// The cues (in cue order) that match at least one of `anchors`.
+/// The cues (in cue order) that match at least one of `anchors`, each once: a cue given
+/// twice is one cue, so it neither ranks a note higher nor shows twice in `matched`.
 pub fn matched_cues(anchors: &[String], cues: &[String]) -> Vec<String> {
-    cues.iter()
-        .filter(|c| anchors.iter().any(|a| matches(a, c)))
-        .cloned()
-        .collect()
+    let mut matched: Vec<String> = Vec::new();
+    for cue in cues {
+        if !matched.contains(cue) && anchors.iter().any(|a| matches(a, cue)) {
+            matched.push(cue.clone());
+        }
+    }
+    matched
 }
 
 /// A recall candidate: a slot and the cues it matched.
@@ -252,6 +256,13 @@ mod tests {
             matched_cues(&anchors, &cues),
             vec!["tag:x".to_string(), "path:src/a.rs".to_string()]
         );
+    }
+
+    #[test]
+    fn a_repeated_cue_matches_once() {
+        let anchors = vec!["topic:db".to_string()];
+        let cues = vec!["topic:db".to_string(), "topic:db".to_string()];
+        assert_eq!(matched_cues(&anchors, &cues), vec!["topic:db".to_string()]);
     }
 
     #[test]
