@@ -41,16 +41,21 @@ impl<T: DeserializeOwned> FromRequest<SharedApp> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, app: &SharedApp) -> Result<Self, ApiError> {
-        let content_length = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let limit = body_bytes_max(&app.config.limits);
-        let raw = read_limited(req.into_body(), content_length, limit).await?;
+        let raw = read_body(req, body_bytes_max(&app.config.limits)).await?;
         let value = decode(&raw)?;
         Ok(JsonBody { value, raw })
     }
+}
+
+/// The request's whole body, at most `limit` bytes ([`read_limited`], told the declared
+/// `Content-Length`).
+async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+    let content_length = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    read_limited(req.into_body(), content_length, limit).await
 }
 
 /// The whole body, unless it is longer than `limit` bytes: then 413 `too_large` with
@@ -124,12 +129,7 @@ impl<S: Send + Sync> FromRequest<S> for NoFields {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        let content_length = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        let raw = read_limited(req.into_body(), content_length, NO_FIELDS_BYTES_MAX).await?;
+        let raw = read_body(req, NO_FIELDS_BYTES_MAX).await?;
         if raw.iter().all(u8::is_ascii_whitespace) {
             return Ok(NoFields);
         }
