@@ -75,7 +75,8 @@ impl CairnMcp {
                 let met = revoked_met(caller, anchors).await;
                 let mut warnings: Vec<String> = met.into_iter().map(|note| note.rendered).collect();
                 if let Some(key) = written_key {
-                    warnings.extend(revoked_warning(caller, &key).await);
+                    let options = ReadOptions::default();
+                    warnings.extend(revoked_warning(caller.client(), &key, options).await);
                 }
                 outcome::failure_with_warnings(err, warnings)
             }
@@ -120,13 +121,19 @@ fn well_formed_anchor(anchor: &str) -> bool {
     })
 }
 
-/// `key`'s rendered warning when it is revoked: a refused write of the key met it.
-async fn revoked_warning(caller: &Caller, key: &str) -> Option<String> {
-    match caller.client().read(key, ReadOptions::default()).await {
+/// `key`'s rendered warning when it is revoked, read with `options`: what a refused write
+/// of the key met, and what `probe` and `history` of a revoked key deliver first, as `read`
+/// does. A failed read costs the warning, not the tool's own answer, and is logged.
+pub(crate) async fn revoked_warning(
+    client: &Client,
+    key: &str,
+    options: ReadOptions,
+) -> Option<String> {
+    match client.read(key, options).await {
         Ok(read) if read.record.state == State::Revoked => Some(read.record.rendered),
         Ok(_) => None,
         Err(err) => {
-            tracing::debug!(error = %err, "reading the refused write's key failed");
+            tracing::warn!(error = %err, key, "reading a revoked key's warning failed");
             None
         }
     }

@@ -13,7 +13,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::ReadArgs;
+use super::{revoked_warning, ReadArgs};
 use crate::gateway::Caller;
 use crate::outcome::{revoked_first, ToolAnswer, Warned};
 use crate::server::CairnMcp;
@@ -133,20 +133,12 @@ impl ReadArgs for ProbeKey {
 }
 
 impl KeyArgs {
-    /// The key's rendered warning when it is `revoked`, read with the same options, so
-    /// that `probe` and `history` of a revoked belief deliver it first as `read` does.
-    /// A failed read costs the warning, not the answer, and is logged.
+    /// The key's rendered warning when the answer says it is `revoked`, read with the
+    /// same options.
     async fn warning_if(&self, revoked: bool, client: &Client) -> Option<String> {
-        if !revoked {
-            return None;
-        }
-        match client.read(&self.key, self.options()).await {
-            Ok(read) if read.record.state == State::Revoked => Some(read.record.rendered),
-            Ok(_) => None,
-            Err(err) => {
-                tracing::warn!(error = %err, "reading a revoked key's warning failed");
-                None
-            }
+        match revoked {
+            true => revoked_warning(client, &self.key, self.options()).await,
+            false => None,
         }
     }
 }

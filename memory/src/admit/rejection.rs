@@ -30,17 +30,19 @@ pub(super) fn invalid_size(
     )
 }
 
+/// How a batch names `text` (a field, or a message that starts with one) of its op `i`:
+/// `ops[i].text`. The node names the refusals it makes itself the same way.
+pub fn in_op_path(i: usize, text: &str) -> String {
+    format!("ops[{i}].{text}")
+}
+
 /// Re-addresses an op's error to the batch: `ops[i].` before the field, `op_index: i`.
 pub(super) fn in_op(i: usize, e: OpError) -> OpError {
     let mut details: serde_json::Map<String, Value> =
         serde_json::from_str(&e.details_json).unwrap_or_default();
     if let Some(Value::String(field)) = details.get_mut("field") {
-        *field = format!("ops[{i}].{field}");
+        *field = in_op_path(i, field);
     }
     details.insert("op_index".into(), json!(i));
-    OpError::new(
-        e.code,
-        format!("ops[{i}].{}", e.message),
-        Value::Object(details),
-    )
+    OpError::new(e.code, in_op_path(i, &e.message), Value::Object(details))
 }

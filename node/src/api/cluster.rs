@@ -237,13 +237,16 @@ pub async fn join(
     match tokio::time::timeout(commit_timeout, promoted).await {
         Ok(done) => done.map_err(membership_error)?,
         Err(_) => {
-            return Err(ApiError::outcome_unknown(
+            return Err(ApiError::new(
+                ErrorCode::OutcomeUnknown,
                 format!(
-                    "the promotion of node {} to voter was not committed in time",
-                    spec.id
+                    "outcome unknown: the promotion of node {} to voter was not committed \
+                     within {} ms; join again to learn it (a join of a member is idempotent)",
+                    spec.id,
+                    commit_timeout.as_millis()
                 ),
-                None,
-            ))
+            )
+            .with("id", spec.id))
         }
     };
     Ok(Json(membership(&app)).into_response())

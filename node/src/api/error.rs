@@ -4,7 +4,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{ErrorBody, ErrorCode, ErrorDetail};
-use cairn_memory::OpError;
+use cairn_memory::{admit, OpError};
 use serde_json::{json, Map, Value};
 
 use crate::consensus::batcher::WriteError;
@@ -37,11 +37,13 @@ impl ApiError {
         self
     }
 
-    /// This error as the answer to op `i` of a batch: `op_index: i`, and a `field` named
-    /// `ops[i].FIELD` (as the admission of a batch names its ops' fields).
+    /// This error as the answer to op `i` of a batch: `op_index: i`, and a field error
+    /// (its `field` and the message that starts with it) addressed `ops[i].FIELD`, as the
+    /// admission of a batch addresses its ops' fields.
     pub fn in_op(mut self, i: usize) -> Self {
         if let Some(Value::String(field)) = self.details.get_mut("field") {
-            *field = format!("ops[{i}].{field}");
+            *field = admit::in_op_path(i, field);
+            self.message = admit::in_op_path(i, &self.message);
         }
         self.with("op_index", i)
     }

@@ -401,10 +401,8 @@ pub async fn recall(
     admit::cues(&req.cues, &app.config.limits)?;
     let recallable = |s: &KeyState| matches!(s, KeyState::Active | KeyState::Revoked);
     if let Some(state) = req.include.iter().flatten().find(|s| !recallable(s)) {
-        let state = serde_json::to_value(state).unwrap_or_default();
         return Err(ApiError::invalid(format!(
-            "include: {} notes are never recalled (only active and revoked ones)",
-            state.as_str().unwrap_or("such")
+            "include: {state} notes are never recalled (only active and revoked ones)"
         ))
         .with("field", "include"));
     }
