@@ -33,7 +33,7 @@ use openraft::RaftMetrics;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::proof::ClientProof;
+use super::proof::{ClientProof, PEER_TARGET_HEADER};
 use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
@@ -175,7 +175,9 @@ impl PeerClient {
             Some(conn) => conn,
             None => PeerConn::open(self, target, peer_addr).await?,
         };
-        let answer = conn.exchange(peer_addr, path, &self.headers, body).await?;
+        let answer = conn
+            .exchange(target, peer_addr, path, &self.headers, body)
+            .await?;
         self.idle.put_back(&key, conn);
         Ok(answer)
     }
@@ -358,10 +360,11 @@ impl PeerConn {
         self.sender.is_closed() || self.connection.as_mut().now_or_never().is_some()
     }
 
-    /// POSTs `body` to `path` and returns the answer's body, polling the connection in
-    /// the same task until the answer is complete.
+    /// POSTs `body` to `path` on node `target` and returns the answer's body, polling the
+    /// connection in the same task until the answer is complete.
     async fn exchange(
         &mut self,
+        target: NodeId,
         host: &str,
         path: &str,
         proof: &http::HeaderMap,
@@ -377,6 +380,7 @@ impl PeerConn {
         for (name, value) in proof {
             headers.insert(name, value.clone());
         }
+        headers.insert(PEER_TARGET_HEADER, http::HeaderValue::from(target));
         let PeerConn { sender, connection } = self;
         let roundtrip = async {
             sender.ready().await.map_err(network)?;

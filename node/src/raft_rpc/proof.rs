@@ -11,6 +11,12 @@
 //!   leak through timing.
 //! - **Open**: a loopback development node without either accepts every caller.
 //!
+//! Whatever the proof, a request names the node it is meant for in [`PEER_TARGET_HEADER`]
+//! and any other node refuses it. Without that check a membership that gives a new id the
+//! addresses of an existing node (a join under a follower's or the leader's own
+//! addresses) had that node answer for two ids: one process counted twice toward quorum,
+//! or a leader appended to itself as a follower and openraft stopped on an assertion.
+//!
 //! [`require`] runs as middleware before any handler, so a request without proof is
 //! refused before its body is read or decoded and before Raft sees it: term, vote and log
 //! stay as they were.
@@ -32,6 +38,8 @@ use crate::tls::PeerCertificate;
 
 /// The node id a peer request is sent by (its certificate must name `node-<ID>`).
 pub const PEER_ID_HEADER: &str = "x-cairn-peer-id";
+/// The node id a peer request is meant for: a node with another id refuses it.
+pub const PEER_TARGET_HEADER: &str = "x-cairn-peer-target";
 /// The shared peer secret, hex-encoded.
 pub const PEER_SECRET_HEADER: &str = "x-cairn-peer-secret";
 
@@ -130,6 +138,11 @@ fn missing(header: &str) -> Refusal {
 }
 
 fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
+    check_proof(gate, request)?;
+    check_target(&gate.raft, request.headers())
+}
+
+fn check_proof(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
     match &gate.proof {
         ServerProof::Open => Ok(()),
         ServerProof::Secret(secret) => check_secret(secret, request.headers()),
@@ -146,6 +159,25 @@ fn check(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
             }
             check_member(&gate.raft, id)
         }
+    }
+}
+
+/// A request meant for another node id is refused: this node is not that member, whatever
+/// address the membership gives it. Requests that name no target (hand-made ones) pass;
+/// every node sends it.
+fn check_target(raft: &Raft, headers: &HeaderMap) -> Result<(), Refusal> {
+    let Some(value) = headers.get(PEER_TARGET_HEADER) else {
+        return Ok(());
+    };
+    let own_id = raft.metrics().borrow().id;
+    let target = value.to_str().ok().and_then(|v| v.parse::<NodeId>().ok());
+    match target {
+        Some(target) if target == own_id => Ok(()),
+        Some(target) => Err(forbidden(format!(
+            "this is node {own_id}, not node {target}: the membership gives node {target} \
+             this node's peer address"
+        ))),
+        None => Err(forbidden(format!("{PEER_TARGET_HEADER} is not a node id"))),
     }
 }
 
