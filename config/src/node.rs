@@ -363,6 +363,12 @@ fn parse_addr(field: &'static str, addr: &str) -> Result<SocketAddr, ConfigError
 /// The socket addresses `addr` names: `IP:PORT` (`[::1]:PORT` for IPv6) as it is,
 /// `HOST:PORT` through the system resolver (`/etc/hosts`, DNS) in its order, which is the
 /// order binding a port and peers' connections use. Never empty.
+/// The socket addresses `addr` (`HOST:PORT`) names, looked up (blocking) when HOST is a
+/// name; `None` when it is malformed or does not resolve.
+pub fn resolve(addr: &str) -> Option<Vec<SocketAddr>> {
+    socket_addrs("addr", addr).ok()
+}
+
 pub(crate) fn socket_addrs(
     field: &'static str,
     addr: &str,

@@ -160,8 +160,9 @@ fn require_with(
 }
 
 /// Whether every address `addr` names is on loopback (a host name may name several).
-/// `0.0.0.0` and `::` listen on every interface, so they are not.
-fn is_loopback(addr: &str) -> bool {
+/// `0.0.0.0` and `::` listen on every interface, so they are not. A host name is looked
+/// up (blocking).
+pub fn is_loopback(addr: &str) -> bool {
     crate::node::socket_addrs("addr", addr)
         .is_ok_and(|all| all.iter().all(|a| a.ip().is_loopback()))
 }

@@ -33,8 +33,6 @@ use crate::tls::serve::serve_tls;
 const FATAL_POLL: Duration = Duration::from_millis(100);
 /// How long servers get to finish in-flight requests at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
-/// Timeout of a relayed (follower → leader) client request.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why [`run`] failed. The binary exits 2 for [`RunError::Config`], 1 for the rest.
 #[derive(Debug, thiserror::Error)]
@@ -340,10 +338,7 @@ fn relay_client(
     peer_ip: std::net::IpAddr,
     tls: Option<rustls::ClientConfig>,
 ) -> anyhow::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder()
-        .local_address(peer_ip)
-        .timeout(FORWARD_TIMEOUT)
-        .no_proxy();
+    let mut builder = reqwest::Client::builder().local_address(peer_ip).no_proxy();
     if let Some(tls) = tls {
         builder = builder.use_preconfigured_tls(tls);
     }

@@ -258,6 +258,64 @@ async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
     );
 }
 
+/// SPEC §5 Extension: a mutation not applied within the commit timeout is 504
+/// `outcome_unknown`, also when a follower relays it. A relay to a leader that stopped
+/// answering (paused here, before the others elect a new one) waited a fixed 30 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
+    const COMMIT_TIMEOUT: Duration = Duration::from_millis(2000);
+    // Slow elections (the commit timeout must exceed their upper end) keep the followers pointing at the paused leader while the write is
+    // relayed to it.
+    let mut cluster = Cluster::builder(3)
+        .config(&format!(
+            "[batching]\ncommit_timeout_ms = {}\n[raft]\nelection_timeout_min_ms = 1400\n\
+             election_timeout_max_ms = 1500\n",
+            COMMIT_TIMEOUT.as_millis()
+        ))
+        .start()
+        .await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("http client");
+    cluster.sigstop(leader);
+    let started = std::time::Instant::now();
+    let answer = http
+        .post(format!("{}/v1/write", cluster.endpoint(follower)))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(r#"{"key":"paused/1","value":1,"actor":"t20","request_id":"t20-paused-1"}"#)
+        .send()
+        .await
+        .expect("the follower answers");
+    let waited = started.elapsed();
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.expect("JSON error body");
+    cluster.sigcont(leader);
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
+    assert_eq!(body["error"]["request_id"], "t20-paused-1", "{body}");
+    assert!(
+        waited < COMMIT_TIMEOUT * 4,
+        "answered after {waited:?}, commit timeout {COMMIT_TIMEOUT:?}"
+    );
+    // The retry under the same id settles it: applied once.
+    let retried = cluster
+        .client()
+        .write(WriteRequest {
+            request_id: Some("t20-paused-1".into()),
+            ..WriteRequest::new("paused/1", json!(1), "t20")
+        })
+        .await
+        .expect("the retry");
+    assert_eq!(retried.version, 1, "{retried:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_that_was_down_catches_up_after_restart() {
     let mut cluster = Cluster::start(3).await;
@@ -705,6 +763,29 @@ async fn init_is_validated_and_happens_once() {
         matches!(bad_addr, Err(ClientError::InvalidRequest { .. })),
         "{bad_addr:?}"
     );
+    // Every node has addresses of its own, and this node's entry names where it listens.
+    let mut shared_peer = specs.clone();
+    shared_peer[2].peer_addr = specs[1].peer_addr.clone();
+    let mut one_port = specs.clone();
+    one_port[1].client_addr = specs[1].peer_addr.clone();
+    let mut moved_self = specs.clone();
+    moved_self[0].client_addr = support::free_addr();
+    let http = reqwest::Client::new();
+    for (nodes, field) in [
+        (shared_peer, "nodes[2].peer_addr"),
+        (one_port, "nodes[1].peer_addr"),
+        (moved_self, "nodes[0].client_addr"),
+    ] {
+        let answer = http
+            .post(format!("{}/cluster/init", cluster.endpoint(1)))
+            .json(&json!({ "nodes": nodes }))
+            .send()
+            .await
+            .expect("init");
+        assert_eq!(answer.status(), 400, "{field}");
+        let body: serde_json::Value = answer.json().await.expect("error body");
+        assert_eq!(body["error"]["field"], field, "{body}");
+    }
     // None of that changed the membership.
     let status = cluster.status(1).await.expect("status");
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));

@@ -168,6 +168,20 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
         .await
         .expect("join of a voter again");
     assert_eq!(again.voters, vec![1], "{again:?}");
+    // A new id under the voter's own addresses would have the leader replicate to itself
+    // as a follower: refused before any membership change.
+    match client
+        .join(NodeSpec {
+            id: 9,
+            ..cluster.spec(1)
+        })
+        .await
+    {
+        Err(ClientError::InvalidTransition { message, .. }) => {
+            assert!(message.contains("an address of node 1"), "{message}")
+        }
+        other => panic!("join under a member's addresses: {other:?}"),
+    }
     let moved = NodeSpec {
         peer_addr: support::free_addr(),
         ..dead

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use cairn_api::{ClusterStatus, NodeSpec};
 use cairn_node::consensus::{NodeId, TypeConfig, Vote};
-use cairn_node::raft_rpc::proof::{PEER_ID_HEADER, PEER_SECRET_HEADER};
+use cairn_node::raft_rpc::proof::{PEER_ID_HEADER, PEER_SECRET_HEADER, PEER_TARGET_HEADER};
 use cairn_node::raft_rpc::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, VOTE_PATH};
 use cairn_node::store::codec;
 use cairn_node::tls::certs::{self, Generated};
@@ -618,6 +618,15 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
             let refused = send_rogue(&plain, url, &headers, rogue_bodies(term, 2, last)).await;
             answers_seen.push((format!("node {id}, wrong secret"), refused, Some(403)));
         }
+        // The right secret, but meant for another node: one process never answers for
+        // two ids, whatever address a membership gives the other one.
+        let misdirected = [
+            (PEER_ID_HEADER, "2".into()),
+            (PEER_SECRET_HEADER, hex::encode(secret)),
+            (PEER_TARGET_HEADER, "99".into()),
+        ];
+        let refused = send_rogue(&plain, url, &misdirected, rogue_bodies(term, 2, last)).await;
+        answers_seen.push((format!("node {id}, meant for node 99"), refused, Some(403)));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = cluster.statuses().await;
@@ -642,6 +651,34 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
         .await
         .expect("a write");
     assert!(written.status().is_success(), "{}", written.status());
+    // A member the secret cannot reach (beyond loopback), or one at an address another
+    // member has (here the leader's own), is refused before any membership change.
+    let leader_spec = cluster.spec(leader);
+    let joins = [
+        (
+            json!({"id": 9, "client_addr": "192.0.2.10:7401", "peer_addr": "192.0.2.10:7501"}),
+            400,
+            "peer_addr",
+        ),
+        (
+            json!({"id": 9, "client_addr": leader_spec.client_addr, "peer_addr": leader_spec.peer_addr}),
+            409,
+            "client_addr",
+        ),
+    ];
+    for (join, status, field) in joins {
+        let answer = plain
+            .post(format!("{}/cluster/join", cluster.endpoint(leader)))
+            .json(&join)
+            .send()
+            .await
+            .expect("a join");
+        assert_eq!(answer.status().as_u16(), status, "{join}");
+        let body: Value = answer.json().await.expect("an error body");
+        assert_eq!(body["error"]["field"], field, "{join}: {body}");
+    }
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
     for id in cluster.ids() {
         let log = cluster.log_text(id);
         assert!(!log.contains(secret), "node {id} logged the secret");

@@ -22,6 +22,8 @@ use super::body::{JsonBody, NoFields};
 use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::{role_name, App, SharedApp};
+use cairn_config::PeerProof;
+
 use crate::consensus::{NodeId, NodeInfo};
 use crate::metrics::{counter, gauge};
 
@@ -42,27 +44,137 @@ const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A node's addresses, checked. `at` is where the spec sits in the body (`nodes[2].` in an
 /// init, empty for a join): errors name the field by its path.
-fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
-    for (field, addr) in [
+///
+/// - both are `HOST:PORT` and differ (a node serves clients and peers on two ports);
+/// - with a peer secret, which proves nothing beyond one host (SPEC §8: "on loopback
+///   only"), the peer address is on loopback: a member elsewhere would be sent the
+///   secret, or never reached.
+fn node_info(app: &App, spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
+    let field = |name: &str| format!("{at}{name}");
+    for (name, addr) in [
         ("client_addr", &spec.client_addr),
         ("peer_addr", &spec.peer_addr),
     ] {
         if !cairn_config::is_host_port(addr) {
             return Err(ApiError::invalid(format!(
-                "node {}: {field} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
+                "node {}: {name} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
                 spec.id
             ))
-            .with("field", format!("{at}{field}")));
+            .with("field", field(name)));
         }
     }
     if spec.id == 0 {
-        return Err(
-            ApiError::invalid("node id must be at least 1").with("field", format!("{at}id"))
-        );
+        return Err(ApiError::invalid("node id must be at least 1").with("field", field("id")));
+    }
+    if spec.client_addr == spec.peer_addr {
+        return Err(ApiError::invalid(format!(
+            "node {}: client_addr and peer_addr are both {}: they must differ",
+            spec.id, spec.peer_addr
+        ))
+        .with("field", field("peer_addr")));
+    }
+    if app.config.peer_proof() == PeerProof::Secret && !cairn_config::is_loopback(&spec.peer_addr) {
+        return Err(ApiError::invalid(format!(
+            "node {}: peer_addr {} is not on loopback, and this cluster's peers prove \
+             themselves with a shared secret, which is for loopback peers only: use peer \
+             TLS for a cluster across hosts",
+            spec.id, spec.peer_addr
+        ))
+        .with("field", field("peer_addr")));
     }
     Ok(NodeInfo {
         client_addr: spec.client_addr.clone(),
         peer_addr: spec.peer_addr.clone(),
+    })
+}
+
+/// The field of `node` (`client_addr` or `peer_addr`) that names an address `other` uses
+/// too, if any. Two members at one address would be one process answering for two ids.
+fn shared_address(node: &NodeInfo, other: &NodeInfo) -> Option<&'static str> {
+    let taken = [other.client_addr.as_str(), other.peer_addr.as_str()];
+    [
+        ("client_addr", &node.client_addr),
+        ("peer_addr", &node.peer_addr),
+    ]
+    .into_iter()
+    .find(|(_, addr)| taken.contains(&addr.as_str()))
+    .map(|(field, _)| field)
+}
+
+fn address_of<'a>(node: &'a NodeInfo, field: &str) -> &'a str {
+    if field == "client_addr" {
+        &node.client_addr
+    } else {
+        &node.peer_addr
+    }
+}
+
+/// An init's members, checked as a whole: ids and addresses are each listed once, and
+/// this node's entry names the addresses it listens on (a membership that gave it others
+/// would have peers and clients look for it elsewhere).
+fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<BTreeMap<NodeId, NodeInfo>> {
+    let mut members: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+    for (i, spec) in nodes.iter().enumerate() {
+        let at = format!("nodes[{i}].");
+        let info = node_info(app, spec, &at)?;
+        if members.contains_key(&spec.id) {
+            return Err(ApiError::invalid(format!("node {} listed twice", spec.id))
+                .with("field", format!("{at}id")));
+        }
+        if let Some((other, field)) = members
+            .iter()
+            .find_map(|(other, known)| Some((*other, shared_address(&info, known)?)))
+        {
+            return Err(ApiError::invalid(format!(
+                "node {}: {field} {} is an address of node {other} too: every node has \
+                 its own addresses",
+                spec.id,
+                address_of(&info, field)
+            ))
+            .with("field", format!("{at}{field}")));
+        }
+        if spec.id == app.node_id {
+            check_own_addresses(app, &info, &at)?;
+        }
+        members.insert(spec.id, info);
+    }
+    if !members.contains_key(&app.node_id) {
+        return Err(
+            ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
+                .with("field", "nodes"),
+        );
+    }
+    Ok(members)
+}
+
+/// This node's entry in an init names the addresses it listens on: the same socket
+/// address, or, for a port bound to every interface (`0.0.0.0`, `::`), the same port.
+fn check_own_addresses(app: &App, info: &NodeInfo, at: &str) -> Result<()> {
+    for (field, given, own) in [
+        ("client_addr", &info.client_addr, &app.config.client_addr),
+        ("peer_addr", &info.peer_addr, &app.config.peer_addr),
+    ] {
+        if !names_listener(given, own) {
+            return Err(ApiError::invalid(format!(
+                "node {} (this node) listens on {own}, but {field} is {given}",
+                app.node_id
+            ))
+            .with("field", format!("{at}{field}")));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `given` reaches the listener bound at `own`.
+fn names_listener(given: &str, own: &str) -> bool {
+    let (Some(given), Some(own)) = (cairn_config::resolve(given), cairn_config::resolve(own))
+    else {
+        return given == own;
+    };
+    own.iter().any(|own| {
+        given.iter().any(|given| {
+            given.port() == own.port() && (own.ip().is_unspecified() || given.ip() == own.ip())
+        })
     })
 }
 
@@ -76,22 +188,7 @@ pub async fn init(
     body: JsonBody<InitRequest>,
 ) -> Result<Response> {
     require_admin(&app, &headers)?;
-    let mut members = BTreeMap::new();
-    for (i, spec) in body.value.nodes.iter().enumerate() {
-        if members
-            .insert(spec.id, node_info(spec, &format!("nodes[{i}]."))?)
-            .is_some()
-        {
-            return Err(ApiError::invalid(format!("node {} listed twice", spec.id))
-                .with("field", format!("nodes[{i}].id")));
-        }
-    }
-    if !members.contains_key(&app.node_id) {
-        return Err(
-            ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
-                .with("field", "nodes"),
-        );
-    }
+    let members = init_members(&app, &body.value.nodes)?;
     if let Some(auth) = &body.value.auth {
         cairn_access::validate::name("auth.admin", &auth.admin)?;
     }
@@ -200,7 +297,7 @@ pub async fn join(
     body: JsonBody<NodeSpec>,
 ) -> Result<Response> {
     let spec = &body.value;
-    let info = node_info(spec, "")?;
+    let info = node_info(&app, spec, "")?;
     if !app.is_leader() {
         auth::refuse_malformed(&app, &headers)?;
         return forward::to_leader(
@@ -208,7 +305,7 @@ pub async fn join(
             &headers,
             "/cluster/join",
             body.raw.clone(),
-            Kind::Query,
+            Kind::Membership,
             None,
         )
         .await;
@@ -263,11 +360,29 @@ enum Member {
 
 /// What node `id` already is, if a member. A join of a member under other addresses
 /// would answer as if it had happened while the membership keeps the old ones: 409,
-/// naming them. Under the same addresses a join is idempotent.
+/// naming them. Under the same addresses a join is idempotent. A join under an address
+/// of another member is 409 too: one process would answer for two ids.
 fn membership_of(app: &App, id: NodeId, info: &NodeInfo) -> Result<Option<Member>> {
     let metrics = app.raft.metrics();
     let metrics = metrics.borrow();
     let config = &metrics.membership_config;
+    let holder = config
+        .membership()
+        .nodes()
+        .filter(|(other, _)| **other != id)
+        .find_map(|(other, known)| Some((*other, shared_address(info, known)?)));
+    if let Some((other, field)) = holder {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "{field} {} is an address of node {other}, a member: node {id} needs \
+                 addresses of its own",
+                address_of(info, field)
+            ),
+        )
+        .with("id", id)
+        .with("field", field));
+    }
     let Some(known) = config.membership().get_node(&id) else {
         return Ok(None);
     };
@@ -336,7 +451,7 @@ pub async fn remove(
             &headers,
             "/cluster/remove",
             body.raw.clone(),
-            Kind::Query,
+            Kind::Membership,
             None,
         )
         .await;

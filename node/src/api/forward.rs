@@ -1,5 +1,7 @@
 //! Relaying a request to the leader (followers accept every request, SPEC §5).
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -13,13 +15,45 @@ use super::App;
 /// `no_leader` instead of relaying again, so a stale view of the leader never loops.
 pub const FORWARDED_BY: &str = "x-cairn-forwarded-by";
 
-/// What relaying a request means for its outcome if the connection fails mid-way.
+/// Time a relay allows beyond the leader's own deadline for the request, so that a
+/// leader that answers at its deadline (a 504 at the commit timeout) is heard, not cut off.
+const RELAY_MARGIN: Duration = Duration::from_millis(1000);
+
+/// What relaying a request means for its outcome if the connection fails mid-way, and
+/// how long the leader may take to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// A mutation: once sent, a failure is `outcome_unknown`.
+    /// A mutation: once sent, a failure is `outcome_unknown`. The leader answers within
+    /// the commit timeout.
     Mutation,
-    /// A read or admin query: safe to fail plainly.
+    /// A read or admin query: safe to fail plainly. The leader answers within its
+    /// ReadIndex round and the wait for the applied index.
     Query,
+    /// A join or a removal: safe to fail plainly. The leader may wait for a learner to
+    /// catch up, then for the membership change to commit.
+    Membership,
+}
+
+impl Kind {
+    /// How long a relay waits for the leader's answer: the longest the leader itself
+    /// takes for this kind of request, plus [`RELAY_MARGIN`]. A leader that stopped
+    /// answering (paused, cut off) is given up on then, not after a fixed 30 s: a write
+    /// relayed to it is 504 `outcome_unknown` close to the commit timeout, as one sent to
+    /// the leader directly would be (SPEC §5 Extension).
+    pub fn relay_timeout(self, config: &cairn_config::NodeConfig) -> Duration {
+        let ms = Duration::from_millis;
+        let commit = ms(config.batching.commit_timeout_ms);
+        let leader_time = match self {
+            Kind::Mutation => commit,
+            // The ReadIndex round (two RPC timeouts at most) and two applied-index waits
+            // (the round's index, then `min_revision`).
+            Kind::Query => {
+                ms(config.raft.rpc_timeout_ms) * 2 + ms(config.reads.min_revision_wait_ms) * 2
+            }
+            Kind::Membership => ms(config.raft.join_catch_up_timeout_ms) + commit,
+        };
+        leader_time + RELAY_MARGIN
+    }
 }
 
 /// Relays `raw` to the same path on the leader (GET when `raw` is empty and `kind` is a
@@ -54,10 +88,14 @@ pub async fn to_leader_as(
     request_id: Option<&str>,
 ) -> Result<Response, ApiError> {
     if headers.contains_key(FORWARDED_BY) {
-        return Err(ApiError::new(
+        let refusal = ApiError::new(
             ErrorCode::NoLeader,
             "relayed here as to the leader, but this node is not the leader",
-        ));
+        );
+        return Err(match app.leader() {
+            Some((leader_id, _)) => refusal.with("leader_id", json!(leader_id)),
+            None => refusal,
+        });
     }
     let Some((leader_id, leader)) = app.leader().filter(|(id, _)| *id != app.node_id) else {
         return Err(ApiError::new(ErrorCode::NoLeader, "no leader is known"));
@@ -67,7 +105,10 @@ pub async fn to_leader_as(
         app.config.client_scheme(),
         leader.client_addr
     );
-    let mut request = app.forwarder.request(method, url);
+    let mut request = app
+        .forwarder
+        .request(method, url)
+        .timeout(kind.relay_timeout(&app.config));
     if let Some(token) = headers.get(header::AUTHORIZATION) {
         let mut token = token.clone();
         token.set_sensitive(true);
@@ -79,42 +120,26 @@ pub async fn to_leader_as(
         .body(raw)
         .send()
         .await;
-    let resp = match sent {
-        Ok(resp) => resp,
-        Err(e) if e.is_connect() => {
-            return Err(ApiError::new(
-                ErrorCode::NoLeader,
-                format!("leader {leader_id} unreachable: {e}"),
+    let failed = |e: reqwest::Error, doing: &str| {
+        let why = if e.is_timeout() {
+            format!(
+                "{doing} leader {leader_id}: no answer within {} ms",
+                kind.relay_timeout(&app.config).as_millis()
             )
-            .with("leader_id", json!(leader_id)))
-        }
-        Err(e) if kind == Kind::Mutation => {
-            return Err(ApiError::outcome_unknown(
-                format!("relay to leader {leader_id}: {e}"),
-                request_id,
-            ))
-        }
-        Err(e) => {
-            return Err(ApiError::new(
-                ErrorCode::NoLeader,
-                format!("relay to leader {leader_id}: {e}"),
-            )
-            .with("leader_id", json!(leader_id)))
+        } else {
+            format!("{doing} leader {leader_id}: {e}")
+        };
+        if kind == Kind::Mutation && !e.is_connect() {
+            ApiError::outcome_unknown(why, request_id)
+        } else {
+            ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
         }
     };
+    let resp = sent.map_err(|e| failed(e, "relaying to"))?;
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    match resp.bytes().await {
-        Ok(body) => {
-            Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
-        }
-        Err(e) if kind == Kind::Mutation => Err(ApiError::outcome_unknown(
-            format!("reading the leader's answer: {e}"),
-            request_id,
-        )),
-        Err(e) => Err(ApiError::new(
-            ErrorCode::NoLeader,
-            format!("reading the leader's answer: {e}"),
-        )
-        .with("leader_id", json!(leader_id))),
-    }
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|e| failed(e, "reading the answer of"))?;
+    Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
