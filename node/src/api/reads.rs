@@ -25,7 +25,7 @@ use crate::metrics::Metrics;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// History events returned at most per key.
+/// History events returned at most per key: the newest (SPEC §5 Extension).
 const HISTORY_EVENTS_MAX: usize = 10_000;
 /// Default page size of list and recall.
 const PAGE_ITEMS_DEFAULT: u32 = 100;

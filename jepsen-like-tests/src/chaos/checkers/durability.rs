@@ -104,7 +104,8 @@ fn acknowledged_present(inputs: &Inputs, idx: &Index, v: &mut Verdict) {
             }
         };
         let last = events.iter().map(|e| e.version).max().unwrap_or(0);
-        // The node returns at most HISTORY_EVENTS_MAX events, oldest first.
+        let first = events.iter().map(|e| e.version).min().unwrap_or(0);
+        // The node returns the newest HISTORY_EVENTS_MAX events, oldest first.
         let truncated = events.len() >= HISTORY_EVENTS_MAX;
         if truncated {
             v.note(format!(
@@ -113,7 +114,7 @@ fn acknowledged_present(inputs: &Inputs, idx: &Index, v: &mut Verdict) {
             ));
         }
         for a in acked.iter().filter(|a| !a.result.already) {
-            if truncated && a.result.version > last {
+            if truncated && a.result.version < first {
                 continue;
             }
             checked += 1;

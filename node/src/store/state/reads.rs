@@ -37,12 +37,28 @@ impl StateEngine {
             .transpose()
     }
 
-    /// The key's history, oldest first (bounded by `limit`).
+    /// The key's newest `limit` history events, oldest first. The newest, not the oldest:
+    /// a key changed more often than `limit` still shows how it came to be as it is (its
+    /// forget, its revocation), and the first event's version says where the list starts.
     pub fn history(&self, key: &str, limit: usize) -> Result<Vec<HistoryEvent>, StoreError> {
         let prefix = pair_key(key, &[]);
-        self.scan_prefix(cf::HISTORY, &prefix, limit, |_, v| {
-            history::decode(v).map_err(in_family(cf::HISTORY))
-        })
+        let newest_possible = pair_key(key, &u64_key(u64::MAX));
+        let mut opts = ReadOptions::default();
+        opts.set_prefix_same_as_start(false);
+        let mut events = Vec::new();
+        for item in self.engine.state_db().iterator_cf_opt(
+            self.engine.cf(cf::HISTORY),
+            opts,
+            IteratorMode::From(&newest_possible, Direction::Reverse),
+        ) {
+            let (k, v) = item?;
+            if !k.starts_with(&prefix) || events.len() >= limit {
+                break;
+            }
+            events.push(history::decode(&v).map_err(in_family(cf::HISTORY))?);
+        }
+        events.reverse();
+        Ok(events)
     }
 
     /// Slots whose key starts with `prefix` and sorts after `after`, in key order.

@@ -222,6 +222,45 @@ mod tests {
     }
 
     #[test]
+    fn history_keeps_the_newest_events_when_there_are_more_than_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
+        let hash = value_hash("1");
+        let w = write::Write {
+            value: "1",
+            value_hash: &hash,
+            actor: "a",
+            source: None,
+            anchors: &[],
+            tags: &[],
+            clear_tombstone: false,
+            override_revocation: false,
+            reason: None,
+        };
+        let mut slot = None;
+        for revision in 80..85 {
+            slot = Some(commit(
+                &state,
+                write::apply(slot.as_ref(), "h", &w, &ctx(revision)).unwrap(),
+            ));
+        }
+        // Neighbours on both sides of "h"'s events in the family.
+        commit(&state, write::apply(None, "g", &w, &ctx(85)).unwrap());
+        commit(&state, write::apply(None, "hx", &w, &ctx(86)).unwrap());
+        let versions = |limit| -> Vec<u64> {
+            state
+                .history("h", limit)
+                .unwrap()
+                .iter()
+                .map(|e| e.version)
+                .collect()
+        };
+        assert_eq!(versions(3), vec![3, 4, 5], "the newest, oldest first");
+        assert_eq!(versions(10), vec![1, 2, 3, 4, 5]);
+        assert_eq!(state.history("none", 10).unwrap(), vec![]);
+    }
+
+    #[test]
     fn an_unknown_slot_format_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
