@@ -32,6 +32,7 @@ mod patterns;
 pub mod reads;
 pub mod records;
 pub mod state;
+mod strict_value;
 pub mod watch;
 
 pub use auth::*;

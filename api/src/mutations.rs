@@ -14,6 +14,8 @@ use crate::{State, Tombstone};
 pub struct WriteRequest {
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
+    /// Any JSON value; an object in it names each member once (a second `a` is 400).
+    #[serde(deserialize_with = "crate::strict_value::deserialize")]
     pub value: Value,
     /// Who does it. With auth on it may be omitted (empty) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).

@@ -439,6 +439,36 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         "{answer}"
     );
 
+    // A value's object names each member once, at any depth: serde_json would keep the
+    // last one and store something other than what was sent.
+    for (body, field) in [
+        (
+            r#"{"key":"e/dup","value":{"a":1,"a":2},"actor":"al"}"#,
+            "value.a",
+        ),
+        (
+            r#"{"ops":[{"op":"write","key":"e/dup","value":[{"b":{"c":1,"c":1}}],"actor":"al"}]}"#,
+            // A batch op is decoded again on its own to find the field, from a parsed
+            // copy that no longer has the second member: the op is named.
+            "ops[0]",
+        ),
+    ] {
+        let path = if body.contains("ops") {
+            "/v1/batch"
+        } else {
+            "/v1/write"
+        };
+        let (status, answer) = post(&cluster, path, body).await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["field"], field, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("duplicate field")),
+            "{answer}"
+        );
+    }
+
     // Nothing reached the log.
     assert_eq!(last_log_index(&cluster).await, before);
 }
