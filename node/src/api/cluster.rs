@@ -42,15 +42,9 @@ const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
 /// idle cluster it even equals the leader's last index), so liveness needs an answer too.
 const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A node's addresses, checked. `at` is where the spec sits in the body (`nodes[2].` in an
-/// init, empty for a join): errors name the field by its path.
-///
-/// - both are `HOST:PORT` and differ (a node serves clients and peers on two ports);
-/// - with a peer secret, which proves nothing beyond one host (SPEC §8: "on loopback
-///   only"), the peer address is on loopback: a member elsewhere would be sent the
-///   secret, or never reached.
-fn node_info(app: &App, spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
-    let field = |name: &str| format!("{at}{name}");
+/// A node's addresses, checked as written. `at` is where the spec sits in the body
+/// (`nodes[2].` in an init, empty for a join): errors name the field by its path.
+fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     for (name, addr) in [
         ("client_addr", &spec.client_addr),
         ("peer_addr", &spec.peer_addr),
@@ -60,32 +54,43 @@ fn node_info(app: &App, spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
                 "node {}: {name} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
                 spec.id
             ))
-            .with("field", field(name)));
+            .with("field", format!("{at}{name}")));
         }
     }
     if spec.id == 0 {
-        return Err(ApiError::invalid("node id must be at least 1").with("field", field("id")));
-    }
-    if spec.client_addr == spec.peer_addr {
-        return Err(ApiError::invalid(format!(
-            "node {}: client_addr and peer_addr are both {}: they must differ",
-            spec.id, spec.peer_addr
-        ))
-        .with("field", field("peer_addr")));
-    }
-    if app.config.peer_proof() == PeerProof::Secret && !cairn_config::is_loopback(&spec.peer_addr) {
-        return Err(ApiError::invalid(format!(
-            "node {}: peer_addr {} is not on loopback, and this cluster's peers prove \
-             themselves with a shared secret, which is for loopback peers only: use peer \
-             TLS for a cluster across hosts",
-            spec.id, spec.peer_addr
-        ))
-        .with("field", field("peer_addr")));
+        return Err(
+            ApiError::invalid("node id must be at least 1").with("field", format!("{at}id"))
+        );
     }
     Ok(NodeInfo {
         client_addr: spec.client_addr.clone(),
         peer_addr: spec.peer_addr.clone(),
     })
+}
+
+/// Whether node `id` could serve at `info`'s addresses in this cluster:
+/// - they differ (a node serves clients and peers on two ports);
+/// - with a peer secret, which proves nothing beyond one host (SPEC §8: "on loopback
+///   only"), the peer address is on loopback: a member elsewhere would be sent the
+///   secret, or never reached.
+fn check_usable(app: &App, id: NodeId, info: &NodeInfo, at: &str) -> Result<()> {
+    if info.client_addr == info.peer_addr {
+        return Err(ApiError::invalid(format!(
+            "node {id}: client_addr and peer_addr are both {}: they must differ",
+            info.peer_addr
+        ))
+        .with("field", format!("{at}peer_addr")));
+    }
+    if app.config.peer_proof() == PeerProof::Secret && !cairn_config::is_loopback(&info.peer_addr) {
+        return Err(ApiError::invalid(format!(
+            "node {id}: peer_addr {} is not on loopback, and this cluster's peers prove \
+             themselves with a shared secret, which is for loopback peers only: use peer \
+             TLS for a cluster across hosts",
+            info.peer_addr
+        ))
+        .with("field", format!("{at}peer_addr")));
+    }
+    Ok(())
 }
 
 /// The field of `node` (`client_addr` or `peer_addr`) that names an address `other` uses
@@ -109,19 +114,37 @@ fn address_of<'a>(node: &'a NodeInfo, field: &str) -> &'a str {
     }
 }
 
-/// An init's members, checked as a whole: ids and addresses are each listed once, and
-/// this node's entry names the addresses it listens on (a membership that gave it others
-/// would have peers and clients look for it elsewhere).
+/// An init's members as written: ids listed once, this node among them.
 fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<BTreeMap<NodeId, NodeInfo>> {
-    let mut members: BTreeMap<NodeId, NodeInfo> = BTreeMap::new();
+    let mut members = BTreeMap::new();
     for (i, spec) in nodes.iter().enumerate() {
         let at = format!("nodes[{i}].");
-        let info = node_info(app, spec, &at)?;
-        if members.contains_key(&spec.id) {
+        if members.insert(spec.id, node_info(spec, &at)?).is_some() {
             return Err(ApiError::invalid(format!("node {} listed twice", spec.id))
                 .with("field", format!("{at}id")));
         }
-        if let Some((other, field)) = members
+    }
+    if !members.contains_key(&app.node_id) {
+        return Err(
+            ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
+                .with("field", "nodes"),
+        );
+    }
+    Ok(members)
+}
+
+/// An init's addresses, checked as a whole: each node's are usable ([`check_usable`]) and
+/// its own (no address listed twice), and this node's entry names the addresses it
+/// listens on (a membership that gave it others would have peers and clients look for it
+/// elsewhere). Checked only on a node that can still be initialized: an initialized one
+/// answers 409 whatever the body names.
+fn check_init_addresses(app: &App, nodes: &[NodeSpec]) -> Result<()> {
+    let mut seen: Vec<(NodeId, NodeInfo)> = Vec::new();
+    for (i, spec) in nodes.iter().enumerate() {
+        let at = format!("nodes[{i}].");
+        let info = node_info(spec, &at)?;
+        check_usable(app, spec.id, &info, &at)?;
+        if let Some((other, field)) = seen
             .iter()
             .find_map(|(other, known)| Some((*other, shared_address(&info, known)?)))
         {
@@ -136,15 +159,9 @@ fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<BTreeMap<NodeId, NodeIn
         if spec.id == app.node_id {
             check_own_addresses(app, &info, &at)?;
         }
-        members.insert(spec.id, info);
+        seen.push((spec.id, info));
     }
-    if !members.contains_key(&app.node_id) {
-        return Err(
-            ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
-                .with("field", "nodes"),
-        );
-    }
-    Ok(members)
+    Ok(())
 }
 
 /// This node's entry in an init names the addresses it listens on: the same socket
@@ -195,6 +212,7 @@ pub async fn init(
     if initialized(&app) {
         return Err(already_initialized());
     }
+    check_init_addresses(&app, &body.value.nodes)?;
     match app.raft.initialize(members).await {
         Ok(()) => {}
         Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
@@ -297,7 +315,8 @@ pub async fn join(
     body: JsonBody<NodeSpec>,
 ) -> Result<Response> {
     let spec = &body.value;
-    let info = node_info(&app, spec, "")?;
+    let info = node_info(spec, "")?;
+    check_usable(&app, spec.id, &info, "")?;
     if !app.is_leader() {
         auth::refuse_malformed(&app, &headers)?;
         return forward::to_leader(
