@@ -371,7 +371,13 @@ def _exchange_outcome(outcome: Any) -> Reply:
 
 def _give_up(call: Call, last: CairnError, may_have_applied: bool) -> CairnError:
     """The error a call ends with once it stops retrying."""
+    if isinstance(last, OutcomeUnknown):
+        # Already says so (the node's 504): as it is, not wrapped in a second one.
+        if call.request_id is not None and not last.request_id:
+            last.details["request_id"] = call.request_id
+        return last
     if call.mode is Mode.MUTATION and may_have_applied and call.request_id is not None:
+        # The cause, code included, is the message: "outcome_unknown: unavailable: ...".
         return OutcomeUnknown(str(last), details={"request_id": call.request_id})
     return last
 
