@@ -738,6 +738,11 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
         EXIT_INVALID_INPUT,
         "invalid_request",
     );
+    // A given empty actor is refused, never replaced by the default `cli`.
+    let run = cluster.cairn(&["write", "cli/actor", "1", "--actor", ""]);
+    assert_eq!(run.code, EXIT_INVALID_INPUT, "{run:?}");
+    assert!(run.stderr.contains("--actor"), "{run:?}");
+    cluster.fails(&["read", "cli/actor"], EXIT_NOT_FOUND, "not_found");
 
     // 13. cluster status and compact as JSON, one row per endpoint.
     let rows: Vec<Value> = cluster.json(&["cluster", "status"]);

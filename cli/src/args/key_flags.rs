@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use cairn_client::api::State;
 
-use super::parse_state;
+use super::{parse_actor, parse_state};
 use crate::help::{FORGET_HELP, READ_HELP, RECALL_HELP, REVOKE_HELP, WATCH_HELP, WRITE_HELP};
 
 /// The commands on keys, run by [`crate::keys`].
@@ -51,9 +51,9 @@ pub enum KeyCommand {
 /// Flags every mutation takes.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Who makes the change [default: with a token, the principal's name (any other name
-    /// is refused); without one, `cli`].
-    #[arg(long, env = "CAIRN_ACTOR")]
+    /// Who makes the change, 1-128 bytes [default: with a token, the principal's name
+    /// (any other name is refused); without one, `cli`]. An empty one is refused.
+    #[arg(long, env = "CAIRN_ACTOR", value_parser = parse_actor)]
     pub actor: Option<String>,
     /// Apply only if the key is at this version (0: only if absent).
     #[arg(long)]
