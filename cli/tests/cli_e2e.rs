@@ -20,9 +20,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_client::api::{
-    AclChanged, ClusterStatus, CompactResponse, CreatedPrincipal, EventKind, HistoryResponse,
-    ListResponse, MembershipResponse, MutationResult, PrincipalList, ProbeResponse, ReadResponse,
-    RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
+    AclChanged, ClusterStatus, CompactResponse, Consistency, CreatedPrincipal, EventKind,
+    HistoryResponse, ListResponse, MembershipResponse, MutationResult, PrincipalList,
+    ProbeResponse, ReadResponse, RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -744,7 +744,20 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert!(run.stderr.contains("--actor"), "{run:?}");
     cluster.fails(&["read", "cli/actor"], EXIT_NOT_FOUND, "not_found");
 
-    // 13. cluster status and compact as JSON, one row per endpoint.
+    // 13. a staleness bound alone means a bounded read; a named consistency wins.
+    let bounded: ReadResponse = cluster.json(&["read", key, "--max-staleness-ms", "100"]);
+    assert_eq!(bounded.served.consistency, Consistency::Bounded);
+    let named: ReadResponse = cluster.json(&[
+        "read",
+        key,
+        "--max-staleness-ms",
+        "100",
+        "--consistency",
+        "linearizable",
+    ]);
+    assert_eq!(named.served.consistency, Consistency::Linearizable);
+
+    // 14. cluster status and compact as JSON, one row per endpoint.
     let rows: Vec<Value> = cluster.json(&["cluster", "status"]);
     assert_eq!(rows.len(), 3);
     for row in &rows {

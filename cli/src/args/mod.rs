@@ -62,7 +62,7 @@ pub struct Global {
     /// Read consistency: linearizable (default), bounded or any.
     #[arg(long, global = true, value_parser = parse_consistency)]
     pub consistency: Option<Consistency>,
-    /// Staleness bound of `bounded` reads.
+    /// Staleness bound of `bounded` reads; without --consistency it means bounded.
     #[arg(long, global = true)]
     pub max_staleness_ms: Option<u64>,
     /// Session token file: read before the command, written after it.

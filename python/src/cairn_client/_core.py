@@ -997,13 +997,17 @@ class Core:
         return (yield from self.call(call, decoder(result)))
 
     def _effective(self, request: _Read) -> tuple[Consistency | None, int | None]:
-        """The request's consistency and staleness bound, else the client's defaults."""
+        """The request's consistency and staleness bound, else the client's defaults. A
+        staleness bound without any consistency named means ``bounded`` (the node would
+        otherwise serve the read linearizable and ignore the bound)."""
         consistency = request.consistency
         if consistency is None and self.settings.consistency is not None:
             consistency = Consistency(self.settings.consistency)
         staleness = request.max_staleness_ms
         if staleness is None:
             staleness = self.settings.max_staleness_ms
+        if consistency is None and staleness is not None:
+            consistency = Consistency.BOUNDED
         return consistency, staleness
 
     def _stale_or_raise(self, err: CairnError, absent_key: str | None) -> CairnError:
