@@ -55,6 +55,7 @@ const CLEARED_ENV: [&str; 14] = [
 const EXIT_INVALID_INPUT: i32 = 2;
 const EXIT_NOT_FOUND: i32 = 3;
 const EXIT_CONFLICT: i32 = 4;
+const EXIT_UNAVAILABLE: i32 = 5;
 const EXIT_DENIED: i32 = 7;
 
 // -- a minimal cluster of real nodes --------------------------------------------------------
@@ -756,6 +757,45 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
         "linearizable",
     ]);
     assert_eq!(named.served.consistency, Consistency::Linearizable);
+
+    // recall --include: the states of notes to recall.
+    let active: RecallResponse = cluster.json(&["recall", "path:src/db/", "--include", "active"]);
+    let keys: Vec<&str> = active.notes.iter().map(|n| n.key.as_str()).collect();
+    assert_eq!(keys, [key]);
+    let revoked: RecallResponse = cluster.json(&["recall", "path:src/db/", "--include", "revoked"]);
+    assert!(revoked.notes.is_empty(), "{revoked:?}");
+    cluster.fails(
+        &["recall", "path:src/db/", "--include", "forgotten"],
+        EXIT_INVALID_INPUT,
+        "invalid_request",
+    );
+
+    // --min-revision on every read: served once applied, else stale_read after the wait.
+    let applied = bounded.record.revision.to_string();
+    let applied = applied.as_str();
+    for read in [
+        &["read", key][..],
+        &["probe", key],
+        &["history", key],
+        &["tombstone", &tombstone.id],
+        &["list", "cli/"],
+        &["recall", "path:src/db/"],
+    ] {
+        let args = [read, &["--min-revision", applied, "--consistency", "any"]].concat();
+        cluster.ok(&args);
+    }
+    cluster.fails(
+        &[
+            "read",
+            key,
+            "--min-revision",
+            "1000000000",
+            "--retries",
+            "0",
+        ],
+        EXIT_UNAVAILABLE,
+        "stale_read",
+    );
 
     // 14. cluster status and compact as JSON, one row per endpoint.
     let rows: Vec<Value> = cluster.json(&["cluster", "status"]);
