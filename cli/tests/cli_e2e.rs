@@ -745,6 +745,26 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert!(run.stderr.contains("--actor"), "{run:?}");
     cluster.fails(&["read", "cli/actor"], EXIT_NOT_FOUND, "not_found");
 
+    // A failed batch names its failing op, in human and --json mode alike (errors go to
+    // stderr in both); nothing of it was applied.
+    let ops = cluster.dir.path().join("ops.json");
+    fs::write(
+        &ops,
+        r#"{"ops":[{"op":"write","key":"cli/batch/1","value":1,"actor":"a"},
+                   {"op":"write","key":"cli/retry","value":2,"actor":"a"}]}"#,
+    )
+    .unwrap();
+    let ops = ops.to_string_lossy();
+    for args in [&["batch", &*ops][..], &["--json", "batch", &*ops]] {
+        let run = cluster.fails(args, EXIT_CONFLICT, "key_forgotten");
+        assert!(
+            run.stderr
+                .starts_with("error: key_forgotten: ops[1]: key \"cli/retry\""),
+            "{run:?}"
+        );
+    }
+    cluster.fails(&["read", "cli/batch/1"], EXIT_NOT_FOUND, "not_found");
+
     // 13. a staleness bound alone means a bounded read; a named consistency wins.
     let bounded: ReadResponse = cluster.json(&["read", key, "--max-staleness-ms", "100"]);
     assert_eq!(bounded.served.consistency, Consistency::Bounded);
