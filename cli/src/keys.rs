@@ -14,8 +14,8 @@ use cairn_client::api::{
 use cairn_client::ClientError;
 
 use crate::args::{
-    non_empty, Common, FlagStaleArgs, KeyCommand, ListArgs, OptionalReasonArgs, ReasonArgs,
-    RecallArgs, SupersedeArgs, WatchArgs, WriteArgs,
+    non_empty, Common, FlagStaleArgs, KeyCommand, ListArgs, OptionalReasonArgs, ReadFlags,
+    ReasonArgs, RecallArgs, SupersedeArgs, WatchArgs, WriteArgs,
 };
 use crate::render::{
     print_batch, print_history, print_list, print_mutation, print_probe, print_read, print_recall,
@@ -25,8 +25,6 @@ use crate::{io_error, Ctx, Result};
 
 pub async fn run(ctx: &Ctx, command: KeyCommand) -> Result<()> {
     let client = &ctx.client;
-    // Reads take the consistency flags through the client defaults.
-    let defaults = ReadOptions::default();
     match command {
         KeyCommand::Write(a) => {
             let request = ctx.actor(a.request());
@@ -53,13 +51,22 @@ pub async fn run(ctx: &Ctx, command: KeyCommand) -> Result<()> {
             ctx.emit(&client.supersede(request).await?, print_mutation)
         }
         KeyCommand::Batch(a) => ctx.emit(&client.batch(read_batch(&a.file)?).await?, print_batch),
-        KeyCommand::Read(a) => ctx.emit(&client.read(&a.key, defaults).await?, print_read),
-        KeyCommand::Probe(a) => ctx.emit(&client.probe(&a.key, defaults).await?, print_probe),
-        KeyCommand::History(a) => ctx.emit(&client.history(&a.key, defaults).await?, print_history),
-        KeyCommand::Tombstone(a) => ctx.emit(
-            &client.tombstone(&a.id, ReadOptions::default()).await?,
-            print_tombstone,
-        ),
+        KeyCommand::Read(a) => {
+            let read = client.read(&a.key, a.read.options()).await?;
+            ctx.emit(&read, print_read)
+        }
+        KeyCommand::Probe(a) => {
+            let probe = client.probe(&a.key, a.read.options()).await?;
+            ctx.emit(&probe, print_probe)
+        }
+        KeyCommand::History(a) => {
+            let history = client.history(&a.key, a.read.options()).await?;
+            ctx.emit(&history, print_history)
+        }
+        KeyCommand::Tombstone(a) => {
+            let tombstone = client.tombstone(&a.id, a.read.options()).await?;
+            ctx.emit(&tombstone, print_tombstone)
+        }
         KeyCommand::List(a) => ctx.emit(&client.list(a.request()).await?, print_list),
         KeyCommand::Recall(a) => ctx.emit(&client.recall(a.request()).await?, print_recall),
         KeyCommand::Watch(a) => watch(ctx, a).await,
@@ -198,12 +205,24 @@ impl SupersedeArgs {
     }
 }
 
+impl ReadFlags {
+    /// The read's own options; `--consistency` and `--max-staleness-ms` come through the
+    /// client defaults.
+    fn options(&self) -> ReadOptions {
+        ReadOptions {
+            min_revision: self.min_revision,
+            ..ReadOptions::default()
+        }
+    }
+}
+
 impl ListArgs {
     fn request(self) -> ListRequest {
         let mut request = ListRequest::new(self.prefix);
         request.states = non_empty(self.states);
         request.limit = self.limit;
         request.after = self.after;
+        request.min_revision = self.read.min_revision;
         request
     }
 }
@@ -212,7 +231,9 @@ impl RecallArgs {
     fn request(self) -> RecallRequest {
         let mut request = RecallRequest::new(self.cues);
         request.prefix = self.prefix;
+        request.include = non_empty(self.include);
         request.limit = self.limit;
+        request.min_revision = self.read.min_revision;
         request
     }
 }
@@ -339,6 +360,49 @@ mod tests {
         assert!(parse(&["list", "--state", "gone"]).is_err());
         assert!(parse(&["recall"]).is_err(), "at least one cue");
         assert!(parse(&["recall", "path:a", "topic:b", "--prefix", "p"]).is_ok());
+        let command = key_command(&[
+            "recall",
+            "path:a",
+            "--include",
+            "revoked",
+            "--min-revision",
+            "7",
+        ]);
+        let KeyCommand::Recall(args) = command else {
+            panic!()
+        };
+        let request = args.request();
+        assert_eq!(request.include, Some(vec![State::Revoked]));
+        assert_eq!(request.min_revision, Some(7));
+        assert!(parse(&["recall", "path:a", "--include", "gone"]).is_err());
+        let KeyCommand::Recall(args) = key_command(&["recall", "path:a"]) else {
+            panic!()
+        };
+        assert_eq!(args.request().include, None, "the node's default");
+    }
+
+    #[test]
+    fn every_read_takes_min_revision() {
+        for read in [
+            &["read", "k"][..],
+            &["probe", "k"],
+            &["history", "k"],
+            &["tombstone", "ab"],
+            &["list", "p/"],
+            &["recall", "path:a"],
+        ] {
+            let args = [read, &["--min-revision", "42"]].concat();
+            let min_revision = match key_command(&args) {
+                KeyCommand::Read(a) | KeyCommand::Probe(a) | KeyCommand::History(a) => {
+                    a.read.options().min_revision
+                }
+                KeyCommand::Tombstone(a) => a.read.options().min_revision,
+                KeyCommand::List(a) => a.request().min_revision,
+                KeyCommand::Recall(a) => a.request().min_revision,
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(min_revision, Some(42), "{read:?}");
+        }
     }
 
     #[test]

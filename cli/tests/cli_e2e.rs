@@ -20,9 +20,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_client::api::{
-    AclChanged, ClusterStatus, CompactResponse, CreatedPrincipal, EventKind, HistoryResponse,
-    ListResponse, MembershipResponse, MutationResult, PrincipalList, ProbeResponse, ReadResponse,
-    RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
+    AclChanged, ClusterStatus, CompactResponse, Consistency, CreatedPrincipal, EventKind,
+    HistoryResponse, ListResponse, MembershipResponse, MutationResult, PrincipalList,
+    ProbeResponse, ReadResponse, RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -55,6 +55,7 @@ const CLEARED_ENV: [&str; 14] = [
 const EXIT_INVALID_INPUT: i32 = 2;
 const EXIT_NOT_FOUND: i32 = 3;
 const EXIT_CONFLICT: i32 = 4;
+const EXIT_UNAVAILABLE: i32 = 5;
 const EXIT_DENIED: i32 = 7;
 
 // -- a minimal cluster of real nodes --------------------------------------------------------
@@ -738,8 +739,85 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
         EXIT_INVALID_INPUT,
         "invalid_request",
     );
+    // A given empty actor is refused, never replaced by the default `cli`.
+    let run = cluster.cairn(&["write", "cli/actor", "1", "--actor", ""]);
+    assert_eq!(run.code, EXIT_INVALID_INPUT, "{run:?}");
+    assert!(run.stderr.contains("--actor"), "{run:?}");
+    cluster.fails(&["read", "cli/actor"], EXIT_NOT_FOUND, "not_found");
 
-    // 13. cluster status and compact as JSON, one row per endpoint.
+    // A failed batch names its failing op, in human and --json mode alike (errors go to
+    // stderr in both); nothing of it was applied.
+    let ops = cluster.dir.path().join("ops.json");
+    fs::write(
+        &ops,
+        r#"{"ops":[{"op":"write","key":"cli/batch/1","value":1,"actor":"a"},
+                   {"op":"write","key":"cli/retry","value":2,"actor":"a"}]}"#,
+    )
+    .unwrap();
+    let ops = ops.to_string_lossy();
+    for args in [&["batch", &*ops][..], &["--json", "batch", &*ops]] {
+        let run = cluster.fails(args, EXIT_CONFLICT, "key_forgotten");
+        assert!(
+            run.stderr
+                .starts_with("error: key_forgotten: ops[1]: key \"cli/retry\""),
+            "{run:?}"
+        );
+    }
+    cluster.fails(&["read", "cli/batch/1"], EXIT_NOT_FOUND, "not_found");
+
+    // 13. a staleness bound alone means a bounded read; a named consistency wins.
+    let bounded: ReadResponse = cluster.json(&["read", key, "--max-staleness-ms", "100"]);
+    assert_eq!(bounded.served.consistency, Consistency::Bounded);
+    let named: ReadResponse = cluster.json(&[
+        "read",
+        key,
+        "--max-staleness-ms",
+        "100",
+        "--consistency",
+        "linearizable",
+    ]);
+    assert_eq!(named.served.consistency, Consistency::Linearizable);
+
+    // recall --include: the states of notes to recall.
+    let active: RecallResponse = cluster.json(&["recall", "path:src/db/", "--include", "active"]);
+    let keys: Vec<&str> = active.notes.iter().map(|n| n.key.as_str()).collect();
+    assert_eq!(keys, [key]);
+    let revoked: RecallResponse = cluster.json(&["recall", "path:src/db/", "--include", "revoked"]);
+    assert!(revoked.notes.is_empty(), "{revoked:?}");
+    cluster.fails(
+        &["recall", "path:src/db/", "--include", "forgotten"],
+        EXIT_INVALID_INPUT,
+        "invalid_request",
+    );
+
+    // --min-revision on every read: served once applied, else stale_read after the wait.
+    let applied = bounded.record.revision.to_string();
+    let applied = applied.as_str();
+    for read in [
+        &["read", key][..],
+        &["probe", key],
+        &["history", key],
+        &["tombstone", &tombstone.id],
+        &["list", "cli/"],
+        &["recall", "path:src/db/"],
+    ] {
+        let args = [read, &["--min-revision", applied, "--consistency", "any"]].concat();
+        cluster.ok(&args);
+    }
+    cluster.fails(
+        &[
+            "read",
+            key,
+            "--min-revision",
+            "1000000000",
+            "--retries",
+            "0",
+        ],
+        EXIT_UNAVAILABLE,
+        "stale_read",
+    );
+
+    // 14. cluster status and compact as JSON, one row per endpoint.
     let rows: Vec<Value> = cluster.json(&["cluster", "status"]);
     assert_eq!(rows.len(), 3);
     for row in &rows {

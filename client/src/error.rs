@@ -33,7 +33,8 @@ pub const EXIT_DENIED: u8 = 7;
 /// Longest slice of a non-JSON error body kept in [`ClientError::Http`].
 const HTTP_BODY_EXCERPT_MAX: usize = 512;
 
-/// Every failure of a cairn call. `Display` is `<code>: <message>`.
+/// Every failure of a cairn call. `Display` is `<code>: <message>`; an error of a batch op
+/// names the op first, as the node's own batch refusals do: `<code>: ops[1]: <message>`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ClientError {
     /// 400: the request was malformed or violated a limit.
@@ -43,7 +44,7 @@ pub enum ClientError {
     #[error("not_found: {message}")]
     NotFound { message: String },
     /// 409: `expected_version` did not match.
-    #[error("version_conflict: {message}")]
+    #[error("version_conflict: {}", at_op(.op_index, .message))]
     VersionConflict {
         message: String,
         current_version: Option<u64>,
@@ -51,14 +52,14 @@ pub enum ClientError {
         op_index: Option<usize>,
     },
     /// 409: the key is forgotten; writing needs `clear_tombstone`.
-    #[error("key_forgotten: {message}")]
+    #[error("key_forgotten: {}", at_op(.op_index, .message))]
     KeyForgotten {
         message: String,
         tombstone: Option<Box<Tombstone>>,
         op_index: Option<usize>,
     },
     /// 409: the key is revoked; writing needs `override_revocation`.
-    #[error("key_revoked: {message}")]
+    #[error("key_revoked: {}", at_op(.op_index, .message))]
     KeyRevoked {
         message: String,
         revocation: Option<Box<Revocation>>,
@@ -67,13 +68,13 @@ pub enum ClientError {
         op_index: Option<usize>,
     },
     /// 409: the key changed (forgotten, revoked, re-created) after `based_on_revision`.
-    #[error("stale_write: {message}")]
+    #[error("stale_write: {}", at_op(.op_index, .message))]
     StaleWrite {
         message: String,
         op_index: Option<usize>,
     },
     /// 409: the operation is not allowed in the key's state.
-    #[error("invalid_transition: {message}")]
+    #[error("invalid_transition: {}", at_op(.op_index, .message))]
     InvalidTransition {
         message: String,
         op_index: Option<usize>,
@@ -107,7 +108,7 @@ pub enum ClientError {
     Unauthenticated { message: String },
     /// 403: no grant of the principal covers `permission` on `key` (or on the batch's
     /// operation `op_index`).
-    #[error("permission_denied: {message}")]
+    #[error("permission_denied: {}", at_op(.op_index, .message))]
     PermissionDenied {
         message: String,
         permission: Option<cairn_api::Permission>,
@@ -339,6 +340,15 @@ impl ClientError {
     }
 }
 
+/// `message`, after `ops[I]: ` when the error is that of batch op I (unless the node's
+/// message already names it, as its `invalid_request` refusals do).
+fn at_op(op_index: &Option<usize>, message: &str) -> String {
+    match op_index {
+        Some(index) if !message.starts_with("ops[") => format!("ops[{index}]: {message}"),
+        _ => message.to_string(),
+    }
+}
+
 /// Parses one optional detail field; a missing or mistyped field is `None`, because the
 /// error itself (code and message) is still meaningful without it.
 fn detail<T: DeserializeOwned>(details: &Map<String, Value>, name: &str) -> Option<T> {
@@ -397,7 +407,20 @@ mod tests {
         );
         assert_eq!(err.code(), Some(ErrorCode::VersionConflict));
         assert_eq!(err.exit_code(), EXIT_CONFLICT);
-        assert_eq!(err.to_string(), "version_conflict: expected 2, at 5");
+        assert_eq!(
+            err.to_string(),
+            "version_conflict: ops[1]: expected 2, at 5"
+        );
+        let named = parse(
+            409,
+            r#"{"error":{"code":"stale_write","message":"ops[2]: fenced","op_index":2}}"#,
+        );
+        assert_eq!(named.to_string(), "stale_write: ops[2]: fenced");
+        let single = parse(
+            409,
+            r#"{"error":{"code":"stale_write","message":"fenced"}}"#,
+        );
+        assert_eq!(single.to_string(), "stale_write: fenced");
     }
 
     #[test]

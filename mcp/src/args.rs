@@ -92,8 +92,9 @@ pub struct Args {
     /// Private key (PEM) of --cert.
     #[arg(long, env = "CAIRN_KEY", value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// Actor of mutations on a cluster with auth off (with auth on, the principal is).
-    #[arg(long, env = "CAIRN_ACTOR", default_value = "cairn-mcp")]
+    /// Actor of mutations on a cluster with auth off (with auth on, the principal is);
+    /// 1-128 bytes, an empty one is refused.
+    #[arg(long, env = "CAIRN_ACTOR", default_value = "cairn-mcp", value_parser = parse_actor)]
     pub actor: String,
     /// Deadline of one request attempt to a node, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
@@ -102,6 +103,15 @@ pub struct Args {
     /// default spans a leader failover, so a call outlives one instead of failing in it.
     #[arg(long, default_value_t = cairn_client::client::RETRIES_MAX_DEFAULT)]
     pub retries: u32,
+}
+
+/// `--actor`: an empty one would make every mutation fail later (the node refuses an empty
+/// actor), so it is a configuration error at start (exit code 2).
+fn parse_actor(raw: &str) -> Result<String, String> {
+    match raw.is_empty() {
+        true => Err("must not be empty (1 to 128 bytes)".into()),
+        false => Ok(raw.to_string()),
+    }
 }
 
 #[cfg(test)]
@@ -126,5 +136,13 @@ mod tests {
         );
         let bad = Args::try_parse_from(["cairn-mcp", "--listen", "7390"]).unwrap_err();
         assert!(bad.to_string().contains("HOST:PORT"), "{bad}");
+    }
+
+    #[test]
+    fn an_empty_actor_is_a_configuration_error() {
+        let err = Args::try_parse_from(["cairn-mcp", "--actor", ""]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let args = Args::try_parse_from(["cairn-mcp", "--actor", "bot"]).unwrap();
+        assert_eq!(args.actor, "bot");
     }
 }

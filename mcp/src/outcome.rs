@@ -33,8 +33,9 @@ pub struct MutationOutput {
     /// The request_id the mutation ran under. Calling again with the same arguments and
     /// this request_id applies nothing twice: the answer is the original, `replayed: true`.
     pub request_id: String,
-    /// Revoked notes the written note meets (a shared anchor), ranked as recall ranks
-    /// them: beliefs found wrong before. Do not re-derive them without verification.
+    /// Revoked notes the written note meets: the key's own, when the write overrode its
+    /// revocation, then those sharing an anchor, ranked as recall ranks them. Beliefs
+    /// found wrong before: do not re-derive them without verification.
     pub warnings: Vec<RecallNote>,
 }
 

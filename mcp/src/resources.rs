@@ -73,9 +73,12 @@ pub async fn read(caller: &Caller, uri: &str) -> Result<ReadResourceResult, Erro
 
 fn resource_error(uri: &str, err: ClientError) -> ErrorData {
     match err {
-        ClientError::NotFound { .. } => {
-            ErrorData::resource_not_found(format!("{uri}: the key was never written"), None)
-        }
+        // "Resource not found", with the URI: rmcp sends it as -32602 to 2026-07-28
+        // peers (SEP-2164) and as -32002 to earlier ones.
+        ClientError::NotFound { .. } => ErrorData::resource_not_found(
+            format!("{uri}: the key was never written"),
+            Some(serde_json::json!({ "uri": uri })),
+        ),
         ClientError::InvalidRequest { .. } => ErrorData::invalid_params(err.to_string(), None),
         err => ErrorData::internal_error(err.to_string(), None),
     }

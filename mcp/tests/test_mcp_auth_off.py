@@ -3,6 +3,8 @@ token, and records its ``--actor`` (never an argument) as the actor of their cha
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
 
 import anyio
@@ -10,7 +12,7 @@ import pytest
 from cairn_client import Cairn
 from cairn_client.testing import LocalCluster
 
-from mcp_e2e import ok, refused, stdio_client
+from mcp_e2e import mcp_binary, ok, refused, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -51,3 +53,24 @@ async def test_auth_enabled_later_is_noticed_and_tokenless_calls_refused(prefix:
             assert message.startswith("unauthenticated"), message
         with Cairn(endpoints=local.endpoints, token=admin_token) as admin:
             assert admin.read(key).value == "before auth"
+
+
+@pytest.mark.parametrize(
+    ("flags", "env"),
+    [(["--actor", ""], {}), ([], {"CAIRN_ACTOR": ""})],
+    ids=["flag", "environment"],
+)
+def test_an_empty_actor_is_refused_at_start(flags: list[str], env: dict[str, str]) -> None:
+    """An empty ``--actor`` (or ``CAIRN_ACTOR``) would make every mutation fail later: a
+    configuration error, exit code 2, before anything is served."""
+    started = subprocess.run(
+        [str(mcp_binary()), *flags],
+        check=False,
+        env={"PATH": os.environ.get("PATH", ""), **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert started.returncode == 2, started
+    assert "actor" in started.stderr, started

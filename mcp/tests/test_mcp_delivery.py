@@ -110,6 +110,27 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
             assert message.splitlines()[0] == warning
             assert message.splitlines()[1].startswith("version_conflict:")
 
+            # A write that overrides the revocation is applied, and still delivers the key's
+            # own warning (read before the write: after it the key is active), first.
+            result = await client.call_tool(
+                "write",
+                {
+                    "key": wrong,
+                    "value": "retries are safe with a request id",
+                    "override_revocation": True,
+                    "reason": "the request id makes them safe",
+                },
+            )
+            assert not result.is_error, text(result)
+            assert first_line(result) == warning
+            overridden = result.structured_content
+            assert overridden["state"] == "active"  # type: ignore[index]
+            assert [(w["key"], w["state"], w["rendered"]) for w in overridden["warnings"]] == [  # type: ignore[index]
+                (wrong, "revoked", warning)
+            ]
+            await ok(client, "revoke", {"key": wrong, "reason": "a retry doubled a payment"})
+            warning = (await ok(client, "read", {"key": wrong}))["rendered"]
+
             # probe and history of the revoked key: its warning first, then their own lines;
             # their structured output is the node's answer alone.
             for tool in ("probe", "history"):
@@ -118,7 +139,12 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
                 assert first_line(result) == warning, tool
                 assert "warning" not in result.structured_content, tool  # type: ignore[operator]
             history = await ok(client, "history", {"key": wrong})
-            assert [e["kind"] for e in history["events"]] == ["written", "revoked"]
+            assert [e["kind"] for e in history["events"]] == [
+                "written",
+                "revoked",
+                "written",
+                "revoked",
+            ]
             result = await client.call_tool("probe", {"key": right})
             assert first_line(result).startswith(f"{right}: active"), text(result)
 

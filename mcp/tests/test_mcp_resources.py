@@ -35,10 +35,14 @@ async def test_a_key_reads_as_a_resource(connect: Connect, prefix: str) -> None:
             await ok(client, "revoke", {"key": key, "reason": "it is sqlite"})
             contents = (await client.read_resource(uri)).contents
             escaped = (await client.read_resource(f"cairn://key/{prefix}notes%2Fdb")).contents
-            with pytest.raises(MCPError):
+            with pytest.raises(MCPError) as missing:
                 await client.read_resource(f"cairn://key/{prefix}never")
             with pytest.raises(MCPError):
                 await client.read_resource("cairn://elsewhere/x")
+    # A resource that does not exist: -32602 with its URI on 2026-07-28 sessions (SEP-2164;
+    # earlier ones get -32002, see the legacy test below).
+    assert missing.value.error.code == -32602
+    assert missing.value.error.data == {"uri": f"cairn://key/{prefix}never"}
     assert all(isinstance(c, TextResourceContents) for c in contents)
     rendered, record = contents
     assert rendered.mime_type == "text/plain"
@@ -93,6 +97,13 @@ async def test_legacy_subscribe_notifies_changes(
     )
     with anyio.fail_after(30):
         async with Client(server, mode="legacy", message_handler=on_message) as client:
+            # Before 2026-07-28, a resource that does not exist is -32002, with its URI.
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource(f"cairn://key/{prefix}never")
+            assert (missing.value.error.code, missing.value.error.data) == (
+                -32002,
+                {"uri": f"cairn://key/{prefix}never"},
+            )
             await client.subscribe_resource(uri)
             await ok(client, "write", {"key": f"{prefix}unwatched", "value": 1})
             await ok(client, "write", {"key": watched, "value": 1})

@@ -3,10 +3,14 @@ request ids, and identity that no argument can set."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
+from cairn_client.testing import LocalCluster
+from mcp import Client, StdioServerParameters
 
-from mcp_e2e import AGENT, Connect, first_line, ok, refused, text
+from mcp_e2e import AGENT, Connect, first_line, mcp_binary, ok, refused, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -170,3 +174,34 @@ async def test_actor_is_the_principal_never_an_argument(connect: Connect, prefix
             assert first_line(await client.call_tool("read", {"key": key})).startswith(
                 f"[{key}] [FORGOTTEN]"
             )
+
+
+async def test_expected_refusals_log_no_warning(
+    cluster: LocalCluster, agent_token: str, prefix: str, tmp_path: Path
+) -> None:
+    """A refused write of a key never written (or of the key "") makes the server look for
+    the key's revoked warning and find none: an expected outcome, logged at ``debug``, not
+    as a warning (the server's log is its stderr)."""
+    env = {
+        "CAIRN_ENDPOINTS": ",".join(cluster.endpoints),
+        "CAIRN_TOKEN": agent_token,
+        "RUST_LOG": "cairn_mcp=debug",
+    }
+    log_path = tmp_path / "mcp.log"
+    # The server's stderr into a file of this test's own.
+    server = StdioServerParameters(
+        command="/bin/sh",
+        args=["-c", 'exec "$0" 2>"$1"', str(mcp_binary()), str(log_path)],
+        env=env,
+    )
+    with anyio.fail_after(30):
+        async with Client(server) as client:
+            message = await refused(
+                client, "write", {"key": f"{prefix}never", "value": 1, "expected_version": 3}
+            )
+            assert message.startswith("version_conflict:"), message
+            message = await refused(client, "write", {"key": "", "value": 1})
+            assert message.startswith("invalid_request:"), message
+    log = log_path.read_text()
+    assert "no revoked warning: the read was refused" in log, log
+    assert " WARN " not in log, log

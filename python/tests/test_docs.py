@@ -9,12 +9,14 @@ cluster without auth, with the actor from ``CAIRN_ACTOR`` as the guide says."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 from pathlib import Path
 
 import pytest
 
+from cairn_client import AsyncCairn, Cairn
 from cairn_client.testing import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +80,32 @@ def test_the_guide_examples_leave_the_actor_to_the_token() -> None:
 
 def test_the_guide_says_how_to_name_the_actor_without_auth() -> None:
     assert f"export CAIRN_ACTOR={GUIDE_NO_AUTH_ACTOR}" in GUIDE.read_text()
+
+
+def _documented_calls() -> list[tuple[str, list[str]]]:
+    """The ``method(param, ...)`` calls of the guide's Operations table, each with the
+    parameter names it shows (``*``, ``...`` and defaults left out)."""
+    section = GUIDE.read_text().split("## Operations", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    calls = []
+    for row in rows:
+        for name, params in re.findall(r"`([a-z_]+)\(([^`]*)\)`", row.split(" | ")[0]):
+            shown = [p.split("=")[0].strip() for p in params.split(",")]
+            calls.append((name, [p for p in shown if p.isidentifier()]))
+    return calls
+
+
+def test_the_guide_names_parameters_as_the_methods_do() -> None:
+    """A keyword call written from the guide (``cluster_join(node_id=4, ...)``) must not be
+    a ``TypeError``: every parameter the Operations table shows is the method's."""
+    calls = _documented_calls()
+    assert len(calls) >= 20
+    for name, shown in calls:
+        for client in (Cairn, AsyncCairn):
+            method = getattr(client, name)
+            params = inspect.signature(method).parameters
+            missing = [p for p in shown if p not in params]
+            assert not missing, f"{client.__name__}.{name} has no parameter {missing}"
 
 
 @pytest.mark.usefixtures("as_readme_reader")

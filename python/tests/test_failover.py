@@ -158,6 +158,9 @@ def test_an_isolated_leader_answers_outcome_unknown_and_the_retry_applies_once(
         client.pinned(local.endpoints[leader - 1]).write("isolated/k", "v")
     request_id = unknown.value.request_id
     assert len(request_id) == 32
+    # "<code>: <message>", the code once.
+    assert str(unknown.value) == f"outcome_unknown: {unknown.value.message}"
+    assert not unknown.value.message.startswith("outcome_unknown")
     for follower in followers:
         local.start(follower)
     local.wait_for_leader()

@@ -64,6 +64,15 @@ def test_bounded_and_any_reads_are_served_by_any_node_yet_read_your_writes(
     assert all(read.value == 1 for read in reads)
     bounded = api.read(key, consistency="bounded", max_staleness_ms=5000)
     assert bounded.served.consistency.value == "bounded"
+    # A staleness bound alone means bounded, per read and as the client's default; a
+    # consistency named explicitly wins.
+    alone = api.read(key, max_staleness_ms=5000)
+    assert alone.served.consistency.value == "bounded"
+    by_default = connect(cluster.endpoints, actor="tester", max_staleness_ms=5000)
+    assert by_default.read(key).served.consistency.value == "bounded"
+    assert by_default.list(prefix).served.consistency.value == "bounded"
+    named = by_default.read(key, consistency="linearizable")
+    assert named.served.consistency.value == "linearizable"
 
 
 def test_expected_version_makes_a_write_conditional(api: Cairn, prefix: str) -> None:

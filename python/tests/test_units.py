@@ -28,6 +28,7 @@ from cairn_client import (
     WatchEvent,
     new_request_id,
 )
+from cairn_client._core import Call, Mode, Route, _give_up
 from cairn_client._sse import SSE_LINE_BYTES_MAX, SseParser, WatchPosition, decode_event
 from cairn_client.errors import error_from_response
 
@@ -120,6 +121,22 @@ def test_retry_classification_matches_the_rust_client() -> None:
     )
     conflict = _error(409, '{"error":{"code":"version_conflict","message":"m"}}')
     assert (conflict.is_transient, conflict.may_have_applied) == (False, False)
+
+
+def test_an_unknown_outcome_reads_code_then_message_once() -> None:
+    """``str(err)`` is ``"<code>: <message>"``: the node's own ``outcome_unknown`` is not
+    wrapped in a second one, and a lost connection is named by its own code."""
+    write = Call("POST", Route.LEADER, ("v1", "write"), Mode.MUTATION, 1.0, request_id="r1")
+    from_node = OutcomeUnknown("outcome unknown: not applied within 5000 ms")
+    given_up = _give_up(write, from_node, may_have_applied=True)
+    assert isinstance(given_up, OutcomeUnknown)
+    assert str(given_up) == "outcome_unknown: outcome unknown: not applied within 5000 ms"
+    assert given_up.request_id == "r1"
+    reset = ConnectionFailed("http://h:1", "reset", sent=True)
+    given_up = _give_up(write, reset, may_have_applied=True)
+    assert isinstance(given_up, OutcomeUnknown)
+    assert str(given_up) == "outcome_unknown: transport: http://h:1: reset"
+    assert given_up.request_id == "r1"
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:

@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use cairn_client::api::State;
 
-use super::parse_state;
+use super::{parse_actor, parse_state};
 use crate::help::{FORGET_HELP, READ_HELP, RECALL_HELP, REVOKE_HELP, WATCH_HELP, WRITE_HELP};
 
 /// The commands on keys, run by [`crate::keys`].
@@ -51,9 +51,9 @@ pub enum KeyCommand {
 /// Flags every mutation takes.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Who makes the change [default: with a token, the principal's name (any other name
-    /// is refused); without one, `cli`].
-    #[arg(long, env = "CAIRN_ACTOR")]
+    /// Who makes the change, 1-128 bytes [default: with a token, the principal's name
+    /// (any other name is refused); without one, `cli`]. An empty one is refused.
+    #[arg(long, env = "CAIRN_ACTOR", value_parser = parse_actor)]
     pub actor: Option<String>,
     /// Apply only if the key is at this version (0: only if absent).
     #[arg(long)]
@@ -143,14 +143,27 @@ pub struct BatchArgs {
     pub file: PathBuf,
 }
 
+/// Flags every read takes besides the global `--consistency` and `--max-staleness-ms`.
+#[derive(Debug, Args)]
+pub struct ReadFlags {
+    /// Served only once the node has applied this revision (e.g. a write's `revision`);
+    /// it waits a bounded time for it, else 503 stale_read.
+    #[arg(long, value_name = "REVISION")]
+    pub min_revision: Option<u64>,
+}
+
 #[derive(Debug, Args)]
 pub struct KeyArgs {
     pub key: String,
+    #[command(flatten)]
+    pub read: ReadFlags,
 }
 
 #[derive(Debug, Args)]
 pub struct TombstoneArgs {
     pub id: String,
+    #[command(flatten)]
+    pub read: ReadFlags,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +178,8 @@ pub struct ListArgs {
     /// Continue after this key (the `next_after` of the previous page).
     #[arg(long)]
     pub after: Option<String>,
+    #[command(flatten)]
+    pub read: ReadFlags,
 }
 
 #[derive(Debug, Args)]
@@ -174,8 +189,14 @@ pub struct RecallArgs {
     pub cues: Vec<String>,
     #[arg(long)]
     pub prefix: Option<String>,
+    /// Only notes in this state (active, revoked); repeatable [default: active and
+    /// revoked].
+    #[arg(long = "include", value_name = "STATE", value_parser = parse_state)]
+    pub include: Vec<State>,
     #[arg(long)]
     pub limit: Option<u32>,
+    #[command(flatten)]
+    pub read: ReadFlags,
 }
 
 #[derive(Debug, Args)]

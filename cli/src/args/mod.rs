@@ -62,7 +62,7 @@ pub struct Global {
     /// Read consistency: linearizable (default), bounded or any.
     #[arg(long, global = true, value_parser = parse_consistency)]
     pub consistency: Option<Consistency>,
-    /// Staleness bound of `bounded` reads.
+    /// Staleness bound of `bounded` reads; without --consistency it means bounded.
     #[arg(long, global = true)]
     pub max_staleness_ms: Option<u64>,
     /// Session token file: read before the command, written after it.
@@ -162,6 +162,16 @@ fn parse_consistency(raw: &str) -> Result<Consistency, String> {
         .map_err(|_| "expected linearizable, bounded or any".to_string())
 }
 
+/// `--actor`: given, it is sent as given, never replaced by a default; an empty one is
+/// refused here (the node would refuse it as `invalid_request`, and without a token the
+/// request could not carry it at all).
+fn parse_actor(raw: &str) -> Result<String, String> {
+    match raw.is_empty() {
+        true => Err("must not be empty (1 to 128 bytes); leave --actor out for the default".into()),
+        false => Ok(raw.to_string()),
+    }
+}
+
 fn parse_state(raw: &str) -> Result<State, String> {
     serde_json::from_value(Value::String(raw.to_string()))
         .map_err(|_| "expected absent, active, revoked or forgotten".to_string())
@@ -227,6 +237,15 @@ mod tests {
         assert_eq!(cli.global.consistency, Some(Consistency::Bounded));
         assert_eq!(cli.global.max_staleness_ms, Some(500));
         assert!(parse(&["read", "k", "--consistency", "eventual"]).is_err());
+    }
+
+    #[test]
+    fn an_empty_actor_is_refused_not_defaulted() {
+        let err = parse(&["write", "k", "1", "--actor", ""]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("must not be empty"), "{err}");
+        assert!(parse(&["forget", "k", "--reason", "r", "--actor", ""]).is_err());
+        assert!(parse(&["write", "k", "1", "--actor", "a"]).is_ok());
     }
 
     #[test]

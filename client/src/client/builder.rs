@@ -99,7 +99,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Default `max_staleness_ms` of `bounded` reads that do not name one.
+    /// Default `max_staleness_ms` of `bounded` reads that do not name one. Without a
+    /// default consistency, reads that name none are then `bounded`.
     pub fn max_staleness_ms(mut self, ms: u64) -> Self {
         self.defaults.max_staleness_ms = Some(ms);
         self

@@ -204,10 +204,18 @@ impl Client {
         self.call(&call, read_json).await
     }
 
+    /// The options a read is sent with: its own, else the client's defaults. A staleness
+    /// bound without any consistency named means `bounded` (the node would otherwise serve
+    /// the read linearizable and ignore the bound).
     fn effective(&self, options: ReadOptions) -> ReadOptions {
+        let max_staleness_ms = options.max_staleness_ms.or(self.defaults.max_staleness_ms);
+        let consistency = options
+            .consistency
+            .or(self.defaults.consistency)
+            .or(max_staleness_ms.map(|_| Consistency::Bounded));
         ReadOptions {
-            consistency: options.consistency.or(self.defaults.consistency),
-            max_staleness_ms: options.max_staleness_ms.or(self.defaults.max_staleness_ms),
+            consistency,
+            max_staleness_ms,
             min_revision: options.min_revision,
         }
     }
@@ -247,6 +255,31 @@ mod tests {
         assert_eq!(body(&seen[0])["min_revision"], 9);
         assert_eq!(body(&seen[1])["consistency"], "linearizable");
         assert_eq!(body(&seen[1])["min_revision"], 9);
+    }
+
+    #[tokio::test]
+    async fn a_staleness_bound_alone_means_bounded() {
+        let node = FakeNode::start(|_, _| ok(read_answer(1, 10))).await;
+        let options = ReadOptions {
+            max_staleness_ms: Some(100),
+            ..ReadOptions::default()
+        };
+        pinned(&node).read("k", options).await.unwrap();
+        let explicit = ReadOptions {
+            consistency: Some(Consistency::Any),
+            max_staleness_ms: Some(100),
+            ..ReadOptions::default()
+        };
+        pinned(&node).read("k", explicit).await.unwrap();
+        pinned(&node)
+            .read("k", ReadOptions::default())
+            .await
+            .unwrap();
+        let seen = node.seen();
+        assert_eq!(body(&seen[0])["consistency"], "bounded");
+        assert_eq!(body(&seen[0])["max_staleness_ms"], 100);
+        assert_eq!(body(&seen[1])["consistency"], "any");
+        assert!(body(&seen[2]).get("consistency").is_none());
     }
 
     #[tokio::test]

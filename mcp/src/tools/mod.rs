@@ -15,7 +15,7 @@ pub mod reads;
 
 use std::future::Future;
 
-use cairn_client::api::{MutationResult, ReadOptions, RecallNote, RecallRequest, State};
+use cairn_client::api::{MutationResult, ReadOptions, RecallNote, RecallRequest, Record, State};
 use cairn_client::{new_request_id, Client, ClientError, Mutation};
 
 use crate::gateway::Caller;
@@ -35,6 +35,12 @@ pub trait MutationArgs {
     /// The key a `write` writes: refused, it still meets that key's revoked note.
     fn written_key(&self) -> Option<&str> {
         None
+    }
+    /// Whether the mutation may override the key's revocation (`write` with
+    /// `override_revocation`): applied, it leaves the key active, so the key's revoked
+    /// note is read before it is sent.
+    fn overrides_revocation(&self) -> bool {
+        false
     }
     /// The wire request, done by `actor` under `request_id`.
     fn into_request(self, actor: String, request_id: String) -> Self::Request;
@@ -60,24 +66,51 @@ impl CairnMcp {
             Ok(actor) => actor,
             Err(err) => return outcome::failure(err),
         };
+        // A write that overrides a revocation met the key's revoked note, but once applied
+        // the key is active again: read the note first.
+        let overridden = match (&written_key, args.overrides_revocation()) {
+            (Some(key), true) => revoked_note(caller.client(), key, ReadOptions::default()).await,
+            _ => None,
+        };
         let outcome = caller
             .client()
             .mutate(args.into_request(actor, request_id.clone()))
             .await;
         match outcome {
-            Ok(result) => outcome::success(&MutationOutput {
-                result,
-                request_id,
-                warnings: revoked_met(caller, anchors).await,
-            }),
+            Ok(result) => {
+                let met = revoked_met(caller, anchors).await;
+                // The key's own note first: the belief this write replaced (once, should
+                // an anchor meet it too).
+                let own_key = overridden.as_ref().map(|note| note.key.clone());
+                let warnings = overridden
+                    .into_iter()
+                    .chain(
+                        met.into_iter()
+                            .filter(|note| Some(&note.key) != own_key.as_ref()),
+                    )
+                    .collect();
+                outcome::success(&MutationOutput {
+                    result,
+                    request_id,
+                    warnings,
+                })
+            }
             Err(err) if outcome::unreachable(&err) => outcome::failure(err),
             Err(err) => {
+                // Refused, the key is as it was: its revoked note, read before or now.
+                let own = match (overridden, written_key) {
+                    (Some(note), _) => Some(note),
+                    (None, Some(key)) => {
+                        revoked_note(caller.client(), &key, ReadOptions::default()).await
+                    }
+                    (None, None) => None,
+                };
                 let met = revoked_met(caller, anchors).await;
-                let mut warnings: Vec<String> = met.into_iter().map(|note| note.rendered).collect();
-                if let Some(key) = written_key {
-                    let options = ReadOptions::default();
-                    warnings.extend(revoked_warning(caller.client(), &key, options).await);
-                }
+                let warnings = met
+                    .into_iter()
+                    .chain(own)
+                    .map(|note| note.rendered)
+                    .collect();
                 outcome::failure_with_warnings(err, warnings)
             }
         }
@@ -94,7 +127,8 @@ impl CairnMcp {
 
 /// The revoked notes that share an anchor with a note just written (or refused): the
 /// warnings a `write` delivers where the derivation happens, whether or not it applied.
-/// A failed lookup costs the warnings, never the write's own answer, and is logged.
+/// A failed lookup costs the warnings, never the write's own answer, and is logged (see
+/// [`refused_for_its_input`]).
 async fn revoked_met(caller: &Caller, mut anchors: Vec<String>) -> Vec<RecallNote> {
     // A refused write may carry a malformed anchor, which would refuse the whole lookup:
     // look up the well-formed ones.
@@ -106,6 +140,10 @@ async fn revoked_met(caller: &Caller, mut anchors: Vec<String>) -> Vec<RecallNot
     request.include = Some(vec![State::Revoked]);
     match caller.client().recall(request).await {
         Ok(answer) => answer.notes,
+        Err(err) if refused_for_its_input(&err) => {
+            tracing::debug!(error = %err, "no revoked notes: the look-up was refused");
+            Vec::new()
+        }
         Err(err) => {
             tracing::warn!(error = %err, "looking up revoked notes that meet a write failed");
             Vec::new()
@@ -123,20 +161,60 @@ fn well_formed_anchor(anchor: &str) -> bool {
 
 /// `key`'s rendered warning when it is revoked, read with `options`: what a refused write
 /// of the key met, and what `probe` and `history` of a revoked key deliver first, as `read`
-/// does. A failed read costs the warning, not the tool's own answer, and is logged.
+/// does. A failed read costs the warning, not the tool's own answer.
 pub(crate) async fn revoked_warning(
     client: &Client,
     key: &str,
     options: ReadOptions,
 ) -> Option<String> {
+    revoked_note(client, key, options)
+        .await
+        .map(|note| note.rendered)
+}
+
+/// `key`'s note when it is revoked, as a `write`'s `warnings` carry it (`matched` is empty:
+/// the write met it by its key, not by an anchor). A failed read is logged (see
+/// [`refused_for_its_input`]) and is `None`.
+async fn revoked_note(client: &Client, key: &str, options: ReadOptions) -> Option<RecallNote> {
     match client.read(key, options).await {
-        Ok(read) if read.record.state == State::Revoked => Some(read.record.rendered),
+        Ok(read) if read.record.state == State::Revoked => Some(note_of(read.record)),
         Ok(_) => None,
+        Err(err) if refused_for_its_input(&err) => {
+            tracing::debug!(error = %err, key, "no revoked warning: the read was refused");
+            None
+        }
         Err(err) => {
             tracing::warn!(error = %err, key, "reading a revoked key's warning failed");
             None
         }
     }
+}
+
+fn note_of(record: Record) -> RecallNote {
+    RecallNote {
+        key: record.key,
+        state: record.state,
+        rendered: record.rendered,
+        matched: Vec::new(),
+        version: record.version,
+        generation: record.generation,
+        forget_epoch: record.forget_epoch,
+        revision: record.revision,
+        value: record.value,
+    }
+}
+
+/// Whether a warning look-up was refused for what the call itself carries (a key never
+/// written, a malformed key or anchor, one beyond the caller's grants): an expected
+/// outcome, logged at `debug`. Anything else (the cluster failed) is logged at `warn`.
+fn refused_for_its_input(err: &ClientError) -> bool {
+    matches!(
+        err,
+        ClientError::NotFound { .. }
+            | ClientError::InvalidRequest { .. }
+            | ClientError::TooLarge { .. }
+            | ClientError::PermissionDenied { .. }
+    )
 }
 
 #[cfg(test)]

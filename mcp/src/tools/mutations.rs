@@ -178,6 +178,9 @@ impl MutationArgs for WriteArgs {
     fn written_key(&self) -> Option<&str> {
         Some(&self.key)
     }
+    fn overrides_revocation(&self) -> bool {
+        self.override_revocation
+    }
     fn into_request(self, actor: String, request_id: String) -> WriteRequest {
         WriteRequest {
             key: self.key,

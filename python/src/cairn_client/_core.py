@@ -371,7 +371,13 @@ def _exchange_outcome(outcome: Any) -> Reply:
 
 def _give_up(call: Call, last: CairnError, may_have_applied: bool) -> CairnError:
     """The error a call ends with once it stops retrying."""
+    if isinstance(last, OutcomeUnknown):
+        # Already says so (the node's 504): as it is, not wrapped in a second one.
+        if call.request_id is not None and not last.request_id:
+            last.details["request_id"] = call.request_id
+        return last
     if call.mode is Mode.MUTATION and may_have_applied and call.request_id is not None:
+        # The cause, code included, is the message: "outcome_unknown: unavailable: ...".
         return OutcomeUnknown(str(last), details={"request_id": call.request_id})
     return last
 
@@ -991,13 +997,17 @@ class Core:
         return (yield from self.call(call, decoder(result)))
 
     def _effective(self, request: _Read) -> tuple[Consistency | None, int | None]:
-        """The request's consistency and staleness bound, else the client's defaults."""
+        """The request's consistency and staleness bound, else the client's defaults. A
+        staleness bound without any consistency named means ``bounded`` (the node would
+        otherwise serve the read linearizable and ignore the bound)."""
         consistency = request.consistency
         if consistency is None and self.settings.consistency is not None:
             consistency = Consistency(self.settings.consistency)
         staleness = request.max_staleness_ms
         if staleness is None:
             staleness = self.settings.max_staleness_ms
+        if consistency is None and staleness is not None:
+            consistency = Consistency.BOUNDED
         return consistency, staleness
 
     def _stale_or_raise(self, err: CairnError, absent_key: str | None) -> CairnError:
