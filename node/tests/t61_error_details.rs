@@ -1,7 +1,9 @@
 //! Error details (SPEC §5, "Error details by code") against a real node: every
 //! `invalid_request` names its `field` when there is one (decode errors included), size
 //! rejections also give `limit` and `size`, an oversize body is 413 with `field: "body"`,
-//! and an error inside a batch op names its `op_index`. None of these requests changes
+//! and an error inside a batch op names its `op_index`; a body that is not a JSON object
+//! (`[]` included), a path parameter that does not decode and a bad query parameter are
+//! the same JSON error (an empty query value is absent). None of these requests changes
 //! anything.
 
 mod support;
@@ -39,6 +41,27 @@ async fn post(cluster: &Cluster, path: &str, body: impl Into<reqwest::Body>) -> 
     let answer = serde_json::from_slice(&bytes)
         .unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
     (status, answer)
+}
+
+/// `METHOD path` without a body: the status, the `content-type` and the JSON answer.
+async fn call(cluster: &Cluster, method: reqwest::Method, path: &str) -> (u16, String, Value) {
+    let url = format!("{}{path}", cluster.endpoint(1));
+    let response = http()
+        .request(method, &url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let bytes = response.bytes().await.expect("response body");
+    let answer = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("{url}: not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    (status, content_type, answer)
 }
 
 /// The error object of `answer` without `code` and `message`: just the details.
@@ -374,6 +397,122 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         ],
     )
     .await;
+    // A value that names no state (an array, a number, an object) is named by its path.
+    let mut cases = Vec::new();
+    for bad in [json!(["active"]), json!(1), json!({})] {
+        cases.push((
+            "a state that is not a string",
+            "/v1/list",
+            json!({"prefix": "", "states": [bad.clone()]}),
+            400,
+            invalid,
+            json!({"field": "states[0]"}),
+        ));
+        cases.push((
+            "an included state that is not a string",
+            "/v1/recall",
+            json!({"cues": ["tag:x"], "include": ["active", bad]}),
+            400,
+            invalid,
+            json!({"field": "include[1]"}),
+        ));
+    }
+    check(&cluster, cases).await;
+    let (_, answer) = post(
+        &cluster,
+        "/v1/list",
+        json!({"prefix": "", "states": [["active"]]}).to_string(),
+    )
+    .await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("states[0]") && !message.contains("expected value"),
+        "{answer}"
+    );
+
+    // A body that is not a JSON object is refused, also where no fields are taken: `[]` is
+    // not "no body" (it would rotate a token or compact the node).
+    for (path, body) in [
+        ("/cluster/compact", "[]"),
+        ("/cluster/compact", " [ ] "),
+        ("/cluster/compact", "[1]"),
+        ("/cluster/compact", "7"),
+        ("/v1/auth/principals/someone/rotate", "[]"),
+        ("/v1/read", r#"["e/1"]"#),
+    ] {
+        let (status, answer) = post(&cluster, path, body).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some(invalid)),
+            "{path} {body}: {answer}"
+        );
+    }
+
+    // Path parameters that do not decode are the JSON error naming the parameter.
+    for (method, path, field) in [
+        (reqwest::Method::GET, "/v1/tombstones/%FF", "id"),
+        (reqwest::Method::GET, "/v1/tombstones/ab%FFcd", "id"),
+        (
+            reqwest::Method::POST,
+            "/v1/auth/principals/%FF/rotate",
+            "name",
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/v1/auth/principals/%C3%28",
+            "name",
+        ),
+    ] {
+        let (status, content_type, answer) = call(&cluster, method.clone(), path).await;
+        assert_eq!(
+            (status, answer["error"]["code"].as_str()),
+            (400, Some(invalid)),
+            "{method} {path}: {answer}"
+        );
+        assert!(
+            content_type.starts_with("application/json"),
+            "{path}: {content_type}"
+        );
+        assert_eq!(
+            details(&answer),
+            json!({"field": field}),
+            "{path}: {answer}"
+        );
+    }
+
+    // The tombstone lookup's documented template with empty values: they are absent.
+    let tombstone = "0123456789abcdef0123456789abcdef";
+    let (status, _, answer) = call(
+        &cluster,
+        reqwest::Method::GET,
+        &format!("/v1/tombstones/{tombstone}?consistency=&max_staleness_ms=&min_revision="),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "empty query values are absent: {answer}"
+    );
+    for (query, field) in [
+        ("min_revision=x", "min_revision"),
+        ("consistency=&max_staleness_ms=-1", "max_staleness_ms"),
+        ("consistency=sometimes", "consistency"),
+        ("bogus=", "bogus"),
+    ] {
+        let (status, _, answer) = call(
+            &cluster,
+            reqwest::Method::GET,
+            &format!("/v1/tombstones/{tombstone}?{query}"),
+        )
+        .await;
+        assert_eq!(status, 400, "{query}: {answer}");
+        assert_eq!(
+            details(&answer),
+            json!({"field": field}),
+            "{query}: {answer}"
+        );
+    }
+
     // A body that is not JSON has no field to name.
     let (status, answer) = post(&cluster, "/v1/write", r#"{"key": "e/1", "value": "#).await;
     assert_eq!(status, 400, "{answer}");

@@ -140,8 +140,56 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_refuses_older_star
             "node {id}: {body}"
         );
         assert_eq!(body["error"]["oldest_revision"], first, "node {id}: {body}");
+        assert_eq!(body["error"]["field"], "from_revision", "node {id}: {body}");
         let url = format!("{}/v1/watch?from_revision={first}", cluster.endpoint(id));
         let accepted = http.get(&url).send().await.expect("answer");
         assert_eq!(accepted.status().as_u16(), 200, "node {id}");
+    }
+    // A resume point from Last-Event-ID that is too old names that header.
+    let refused = http
+        .get(format!("{}/v1/watch", cluster.endpoint(1)))
+        .header("Last-Event-ID", (first - 2).to_string())
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(refused.status().as_u16(), 400);
+    let body: serde_json::Value = refused.json().await.expect("JSON error");
+    assert_eq!(body["error"]["field"], "Last-Event-ID", "{body}");
+
+    // The documented template with empty values: both absent, so a live stream of every
+    // key, which sees the next change.
+    let empty = http
+        .get(format!(
+            "{}/v1/watch?prefix=&from_revision=",
+            cluster.endpoint(1)
+        ))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(
+        empty.status().as_u16(),
+        200,
+        "empty query values are absent"
+    );
+    let next = write(&client, "z/1").await;
+    assert_eq!(first_event_id(empty).await, next, "the next change, live");
+    // A non-empty bad value, or an unknown parameter even when empty, is still refused.
+    for (query, field) in [
+        ("from_revision=soon", "from_revision"),
+        ("prefix=&from_revision=-1", "from_revision"),
+        ("bogus=", "bogus"),
+    ] {
+        let refused = http
+            .get(format!("{}/v1/watch?{query}", cluster.endpoint(1)))
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(refused.status().as_u16(), 400, "{query}");
+        let body: serde_json::Value = refused.json().await.expect("JSON error");
+        assert_eq!(
+            (&body["error"]["code"], &body["error"]["field"]),
+            (&json!("invalid_request"), &json!(field)),
+            "{query}: {body}"
+        );
     }
 }

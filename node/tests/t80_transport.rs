@@ -679,6 +679,31 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
     }
     let status = cluster.status(leader).await.expect("status");
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
+
+    // With the secret, a body that does not decode is 400 `invalid_request` in the client
+    // port's JSON error body, naming no secret.
+    let peer_addr = cluster.spec(leader).peer_addr;
+    let undecodable = plain
+        .post(format!("http://{peer_addr}{APPEND_PATH}"))
+        .header("content-type", CONTENT_TYPE)
+        .header(PEER_ID_HEADER, "2")
+        .header(PEER_SECRET_HEADER, hex::encode(secret))
+        .body(vec![0xffu8; 7])
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(undecodable.status().as_u16(), 400);
+    let text = undecodable.text().await.expect("body");
+    let body: Value = serde_json::from_str(&text).expect("a JSON error body");
+    assert_eq!(
+        (&body["error"]["code"], &body["error"]["field"]),
+        (&json!("invalid_request"), &json!("body")),
+        "{body}"
+    );
+    assert!(
+        !text.contains(secret) && !text.contains(&hex::encode(secret)),
+        "the refusal echoes the secret"
+    );
     for id in cluster.ids() {
         let log = cluster.log_text(id);
         assert!(!log.contains(secret), "node {id} logged the secret");

@@ -143,6 +143,36 @@ impl Http {
     }
 }
 
+impl Http {
+    /// `method url` with one `Authorization` header per value of `auths`.
+    async fn send_auths(
+        &self,
+        method: Method,
+        url: &str,
+        auths: &[&str],
+        body: Option<&Value>,
+    ) -> Answer {
+        let mut request = self.http.request(method.clone(), url);
+        for auth in auths {
+            request = request.header(reqwest::header::AUTHORIZATION, *auth);
+        }
+        if let Some(body) = body {
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(serde_json::to_vec(body).expect("json"));
+        }
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.expect("answer body");
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        Answer { status, body, text }
+    }
+}
+
 /// Raw requests to the nodes of a cluster (those it had when this was made), each naming
 /// a node and a token (`None`: no header).
 struct Api {
@@ -1815,4 +1845,292 @@ async fn t85_10_no_token_in_logs_metrics_or_error_bodies() {
             );
         }
     }
+}
+
+/// An open `GET /v1/watch?prefix=PREFIX&from_revision=FROM` on `url`, with `token`.
+async fn open_watch(url: &str, token: &str, prefix: &str, from: u64) -> reqwest::Response {
+    // No overall timeout: the stream is read chunk by chunk, each with its own bound.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("http client");
+    let response = http
+        .get(format!(
+            "{url}/v1/watch?prefix={prefix}&from_revision={from}"
+        ))
+        .header(reqwest::header::AUTHORIZATION, bearer(token))
+        .send()
+        .await
+        .expect("watch");
+    assert_eq!(response.status().as_u16(), 200, "watch");
+    response
+}
+
+/// The SSE text of `response` read until `done(text)` or the stream ends, for at most
+/// `within`: `(text, ended)`.
+async fn read_sse(
+    response: &mut reqwest::Response,
+    within: Duration,
+    done: impl Fn(&str) -> bool,
+) -> (String, bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut text = String::new();
+    loop {
+        match tokio::time::timeout_at(deadline, response.chunk()).await {
+            Ok(Ok(Some(chunk))) => {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+                if done(&text) {
+                    return (text, false);
+                }
+            }
+            Ok(Ok(None)) | Ok(Err(_)) => return (text, true),
+            Err(_) => return (text, false),
+        }
+    }
+}
+
+/// A watch lasts only while the token that opened it authenticates its principal: once
+/// the token is rotated ("the old one stops at once") or the principal deleted, the
+/// stream ends on every node, and no change made after that is sent under the old token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_11_a_watch_ends_once_its_token_is_rotated_or_its_principal_deleted() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let at = Some(at.as_str());
+    let old = create(&admin, "watcher", vec![grant("wr/", &[Read])]).await;
+    let from = wait_all_applied(&cluster, leader).await + 1;
+    let mut watches = Vec::new();
+    for id in cluster.ids() {
+        watches.push((
+            id,
+            open_watch(&cluster.endpoint(id), &old, "wr/", from).await,
+        ));
+    }
+    api.write(leader, at, "wr/before", json!(1)).await.expect(
+        200,
+        None,
+        "write before the rotation",
+    );
+    for (id, watch) in &mut watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |t| t.contains("wr/before")).await;
+        assert!(
+            !ended && text.contains("wr/before"),
+            "node {id}: the watch delivers before the rotation: {text:?}"
+        );
+    }
+
+    let new = admin.rotate_token("watcher").await.expect("rotate").token;
+    api.write(leader, at, "wr/after", json!(2))
+        .await
+        .expect(200, None, "write after the rotation");
+    for (id, watch) in &mut watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |_| false).await;
+        assert!(
+            ended,
+            "node {id}: a watch opened with the rotated token is still open: {text:?}"
+        );
+        assert!(
+            !text.contains("wr/after"),
+            "node {id}: a change made after the rotation was sent under the old token"
+        );
+    }
+
+    // The new token watches; deleting the principal ends that watch as well.
+    let from = wait_all_applied(&cluster, leader).await + 1;
+    let mut watches = Vec::new();
+    for id in cluster.ids() {
+        watches.push((
+            id,
+            open_watch(&cluster.endpoint(id), &new, "wr/", from).await,
+        ));
+    }
+    api.write(leader, at, "wr/again", json!(3)).await.expect(
+        200,
+        None,
+        "write with the new token's watch open",
+    );
+    for (id, watch) in &mut watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |t| t.contains("wr/again")).await;
+        assert!(
+            !ended && text.contains("wr/again"),
+            "node {id}: the new token's watch delivers: {text:?}"
+        );
+    }
+    admin.delete_principal("watcher").await.expect("delete");
+    for (id, watch) in &mut watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |_| false).await;
+        assert!(
+            ended,
+            "node {id}: a watch of a deleted principal is still open: {text:?}"
+        );
+    }
+}
+
+/// A refused write tells a principal without `read` on its key no more than a tombstone
+/// lookup would (404): `key_revoked` and `key_forgotten` keep their status, code and
+/// message, and carry `rendered`, `revocation` and `tombstone` only for a principal that
+/// may read the key; the same in a batch, and through a follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_12_conflict_details_show_a_keys_content_only_to_its_readers() {
+    let (cluster, leader, followers) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let at = Some(at.as_str());
+    let writer = create(&admin, "writer", vec![grant("c/", &[Write])]).await;
+    let reader = create(&admin, "reader", vec![grant("c/", &[Read, Write])]).await;
+    let value = "the revoked secret value";
+    let reason = "the forget's secret reason";
+    api.write(leader, at, "c/rev", json!(value))
+        .await
+        .expect(200, None, "write c/rev");
+    api.post(
+        leader,
+        "/v1/revoke",
+        at,
+        json!({"key": "c/rev", "reason": "wrong belief"}),
+    )
+    .await
+    .expect(200, None, "revoke c/rev");
+    api.write(leader, at, "c/gone", json!("gone"))
+        .await
+        .expect(200, None, "write c/gone");
+    let forgotten = api
+        .post(
+            leader,
+            "/v1/forget",
+            at,
+            json!({"key": "c/gone", "reason": reason}),
+        )
+        .await;
+    forgotten.expect(200, None, "forget c/gone");
+    let tombstone_id = forgotten.body["tombstone"]["id"].as_str().expect("id");
+    wait_all_applied(&cluster, leader).await;
+    api.get(
+        leader,
+        &format!("/v1/tombstones/{tombstone_id}"),
+        Some(&writer),
+    )
+    .await
+    .expect(404, Some("not_found"), "the writer's tombstone lookup");
+
+    for id in [leader, followers[0]] {
+        for (who, token, reads) in [("writer", &writer, false), ("reader", &reader, true)] {
+            let what = |op: &str| format!("node {id}, {who}: {op}");
+            let mut answers = Vec::new();
+            let revoked = api.write(id, Some(token), "c/rev", json!("x")).await;
+            revoked.expect(409, Some("key_revoked"), &what("write of c/rev"));
+            answers.push(("key_revoked", revoked, &["rendered", "revocation"][..]));
+            let gone = api.write(id, Some(token), "c/gone", json!("x")).await;
+            gone.expect(409, Some("key_forgotten"), &what("write of c/gone"));
+            answers.push(("key_forgotten", gone, &["tombstone"][..]));
+            for (key, code, fields) in [
+                ("c/rev", "key_revoked", &["rendered", "revocation"][..]),
+                ("c/gone", "key_forgotten", &["tombstone"][..]),
+            ] {
+                let ops = json!({"ops": [
+                    {"op": "write", "key": format!("c/ok{id}"), "value": 1},
+                    {"op": "write", "key": key, "value": "x"},
+                ]});
+                let batch = api.post(id, "/v1/batch", Some(token), ops).await;
+                batch.expect(409, Some(code), &what(&format!("batch writing {key}")));
+                assert_eq!(batch.body["error"]["op_index"], json!(1), "{}", batch.body);
+                answers.push((code, batch, fields));
+            }
+            for (code, answer, fields) in answers {
+                let error = &answer.body["error"];
+                for field in fields {
+                    assert_eq!(
+                        error.get(*field).is_some(),
+                        reads,
+                        "{}: {code} carries {field} only for a reader: {error}",
+                        what("refusal")
+                    );
+                }
+                if !reads {
+                    assert!(
+                        !answer.text.contains(value) && !answer.text.contains(reason),
+                        "{}: {code} shows the key's content: {error}",
+                        what("refusal")
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The `Bearer` scheme name is matched in any case (RFC 9110 §11.1). Two `Authorization`
+/// headers are 401 `unauthenticated` on every node (which one counts would be a guess),
+/// whatever they hold, and the refusal shows no token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_13_bearer_in_any_case_and_exactly_one_authorization_header() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let token = create(&admin, "h", vec![grant("h/", &[Read, Write])]).await;
+    for id in cluster.ids() {
+        for scheme in ["bearer", "BEARER", "bEaReR", "Bearer"] {
+            let auth = format!("{scheme} {token}");
+            let key = format!("h/{id}/{scheme}");
+            api.post_raw(
+                id,
+                "/v1/write",
+                Some(&auth),
+                json!({"key": key, "value": 1}),
+            )
+            .await
+            .expect(200, None, &format!("node {id}: write with {scheme:?}"));
+            api.post_raw(id, "/v1/read", Some(&auth), json!({"key": key}))
+                .await
+                .expect(200, None, &format!("node {id}: read with {scheme:?}"));
+        }
+    }
+    let before = wait_all_applied(&cluster, leader).await;
+    let first = bearer(&token);
+    for id in cluster.ids() {
+        for second in [
+            bearer(&token),
+            bearer(&at),
+            bearer(&unknown_token()),
+            "x".into(),
+        ] {
+            for (path, body) in [
+                (
+                    "/v1/write",
+                    json!({"key": format!("h/two{id}"), "value": 1}),
+                ),
+                ("/v1/read", json!({"key": format!("h/{id}/Bearer")})),
+            ] {
+                let answer = api
+                    .http
+                    .send_auths(
+                        Method::POST,
+                        &api.url(id, path),
+                        &[&first, &second],
+                        Some(&body),
+                    )
+                    .await;
+                answer.expect(
+                    401,
+                    Some("unauthenticated"),
+                    &format!("node {id}: {path} with two Authorization headers"),
+                );
+                for secret in [&token, &at] {
+                    assert!(
+                        !answer.text.contains(secret.as_str()),
+                        "node {id}: the refusal shows {}",
+                        shown(secret)
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        before,
+        "a refused write reached the log"
+    );
 }

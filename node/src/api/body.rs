@@ -117,7 +117,7 @@ fn body_too_large(content_length: Option<u64>, read: usize, limit: usize) -> Api
 pub struct NoFields;
 
 /// What a body without fields decodes into: an object that admits no member.
-#[derive(serde::Deserialize)]
+#[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
@@ -143,7 +143,16 @@ pub const BODY_NESTING_MAX: usize = 128;
 
 /// Decodes a request body strictly. The fast path is plain `serde_json`; only a body that
 /// fails is decoded again with its path tracked (tracking allocates for every map key).
+///
+/// Every body is a JSON object: an array is refused before decoding (serde would decode a
+/// struct from an array positionally, so `[]` would pass as "no fields" and `["k"]` as a
+/// read of `k`).
 pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
+    if raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return Err(ApiError::invalid(
+            "invalid JSON body: expected a JSON object, found an array",
+        ));
+    }
     serde_json::from_slice(raw).map_err(|e| decode_error::<T>(raw, e))
 }
 
@@ -160,7 +169,11 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
         .with("limit", BODY_NESTING_MAX);
     }
     let error = ApiError::invalid(format!("invalid JSON body: {e}"));
-    if !e.is_data() {
+    // serde_json reports a value that cannot name a variant of an enum (`["active"]`, `1`
+    // or `{}` where a state is expected) as a syntax error ("expected value") although
+    // the body is valid JSON: that is a wrong value, and its path is named like any other.
+    let wrong_variant = !e.is_data();
+    if wrong_variant && serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_err() {
         // Not JSON (or cut short): there is no field to name.
         return error;
     }
@@ -171,6 +184,7 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
     };
     let mut path = json_path(tracked.path().iter());
     let segments: Vec<&Segment> = tracked.path().iter().collect();
+    let mut op_index = None;
     if let [Segment::Map { key }, Segment::Seq { index }, ..] = segments.as_slice() {
         if key == "ops" {
             // Inside a batch op. An op is tagged by `op`, and serde decodes a tagged op
@@ -180,11 +194,23 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
                 Some(inner) => path.extend(inner),
                 None => add_named_field(&mut path, &tracked.inner().to_string()),
             }
-            let error = error.with("op_index", *index);
-            return with_field(error, &path);
+            op_index = Some(*index);
         }
     }
-    add_named_field(&mut path, &tracked.inner().to_string());
+    if op_index.is_none() {
+        add_named_field(&mut path, &tracked.inner().to_string());
+    }
+    let error = match path.first() {
+        Some(PathPart::Member(_)) if wrong_variant => ApiError::invalid(format!(
+            "invalid JSON body: {}: expected a string naming one of its accepted values",
+            render_path(&path)
+        )),
+        _ => error,
+    };
+    let error = match op_index {
+        Some(i) => error.with("op_index", i),
+        None => error,
+    };
     with_field(error, &path)
 }
 
@@ -276,6 +302,10 @@ fn tracked_path<T: DeserializeOwned>(value: Value) -> Option<Vec<PathPart>> {
 }
 
 /// A query string parsed strictly; unknown parameters are a typed 400, like body fields.
+///
+/// A parameter of `T` given with an empty value (`?prefix=&from_revision=`, as the
+/// documented templates read) is absent: it takes its default. A non-empty value that does
+/// not parse, and any unknown parameter (empty or not), is 400 `invalid_request` naming it.
 pub struct StrictQuery<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for StrictQuery<T> {
@@ -283,10 +313,13 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        state: &S,
+        _: &S,
     ) -> Result<Self, ApiError> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
+        let query = without_empty_params(parts.uri.query().unwrap_or(""), struct_fields::<T>());
+        let uri: axum::http::Uri = format!("/?{query}")
+            .parse()
+            .map_err(|_| ApiError::invalid("invalid query string"))?;
+        axum::extract::Query::<T>::try_from_uri(&uri)
             .map(|q| StrictQuery(q.0))
             .map_err(|rejection| {
                 let error =
@@ -294,6 +327,88 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
                 with_field(error, &query_error_path(&rejection))
             })
     }
+}
+
+/// `query` without the parameters named in `fields` whose value is empty (`name=` or a
+/// bare `name`). Names are compared as sent (a percent-encoded name is kept, and decoded
+/// and judged as before).
+fn without_empty_params(query: &str, fields: &[&str]) -> String {
+    query
+        .split('&')
+        .filter(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            !(value.is_empty() && fields.contains(&name))
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// The field names of a struct `T` deserializes from (serde's derive hands them to
+/// `deserialize_struct`); empty for any other type.
+fn struct_fields<T: DeserializeOwned>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+    struct Fields<'a>(&'a std::cell::Cell<&'static [&'static str]>);
+    impl<'de> de::Deserializer<'de> for Fields<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0.set(fields);
+            Err(de::Error::custom("fields read"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let fields = std::cell::Cell::new(&[][..]);
+    let _ = T::deserialize(Fields(&fields));
+    fields.get()
+}
+
+/// Path parameters, whose rejection is the client port's error body (axum's own answers
+/// plain text).
+pub struct StrictPath<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> axum::extract::FromRequestParts<S>
+    for StrictPath<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| StrictPath(p.0))
+            .map_err(path_rejection)
+    }
+}
+
+/// A path parameter that cannot be decoded (not UTF-8, not of its type): 400
+/// `invalid_request` naming the parameter (`field`).
+fn path_rejection(rejection: axum::extract::rejection::PathRejection) -> ApiError {
+    use axum::extract::path::ErrorKind;
+    use axum::extract::rejection::PathRejection;
+    let error = ApiError::invalid(format!("invalid path: {}", rejection.body_text()));
+    let key = match &rejection {
+        PathRejection::FailedToDeserializePathParams(e) => match e.kind() {
+            ErrorKind::InvalidUtf8InPathParam { key }
+            | ErrorKind::ParseErrorAtKey { key, .. }
+            | ErrorKind::DeserializeError { key, .. } => Some(key.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    error.with("field", key.unwrap_or_else(|| "path".to_string()))
 }
 
 /// The parameter a query string error is about. axum decodes queries through
@@ -348,6 +463,18 @@ mod tests {
     }
 
     #[test]
+    fn a_body_without_fields_is_none_or_an_empty_object_never_an_array() {
+        assert!(decode::<Empty>(b"{}").is_ok());
+        assert!(decode::<Empty>(b" { } ").is_ok());
+        for body in ["[]", " [ ] ", "[1]", "7", "null", "\"\""] {
+            let e = decode::<Empty>(body.as_bytes()).expect_err(body);
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{body}");
+        }
+        assert_eq!(details::<Empty>(r#"{"x":1}"#), json!({"field": "x"}));
+        assert_eq!(details::<ReadRequest>(r#"["k"]"#), json!({}));
+    }
+
+    #[test]
     fn a_missing_unknown_or_repeated_field_is_named() {
         assert_eq!(
             details::<ForgetRequest>(r#"{"key":"h/1","actor":"al"}"#),
@@ -388,6 +515,37 @@ mod tests {
     }
 
     #[test]
+    fn a_value_that_names_no_variant_is_named_by_its_path() {
+        for bad in [r#"["active"]"#, "1", "{}", "null", "true"] {
+            let body = format!(r#"{{"prefix":"","states":[{bad}]}}"#);
+            let e = decode::<ListRequest>(body.as_bytes()).expect_err(&body);
+            assert_eq!(
+                Value::Object(e.details.clone()),
+                json!({"field": "states[0]"}),
+                "{body}"
+            );
+            assert!(
+                e.message.starts_with("invalid JSON body: states[0]"),
+                "{e:?}"
+            );
+            assert!(!e.message.contains("expected value"), "{body}: {e:?}");
+        }
+        assert_eq!(
+            details::<ReadRequest>(r#"{"key":"k","consistency":["any"]}"#),
+            json!({"field": "consistency"})
+        );
+        assert_eq!(
+            details::<cairn_api::RecallRequest>(r#"{"cues":["tag:x"],"include":[["active"]]}"#),
+            json!({"field": "include[0]"})
+        );
+        // A body cut short is still no field's fault.
+        assert_eq!(
+            details::<ListRequest>(r#"{"prefix":"","states":["#),
+            json!({})
+        );
+    }
+
+    #[test]
     fn a_body_that_is_not_a_json_object_names_no_field() {
         let trailing = r#"{"key":"k","value":1,"actor":"a"} {}"#;
         for body in [
@@ -395,6 +553,8 @@ mod tests {
             "{\"key\": ",
             "not json",
             "[1,2]",
+            "[]",
+            " [\"k\", 1, \"a\"]",
             "\"k\"",
             "7",
             trailing,
@@ -477,6 +637,43 @@ mod tests {
             query_details("/x?consistency=sometimes").await,
             json!({"field": "consistency"})
         );
+    }
+
+    async fn query(uri: &str) -> Result<cairn_api::ReadOptions, ApiError> {
+        let request = Request::builder().uri(uri).body(()).unwrap();
+        let (mut parts, ()) = request.into_parts();
+        type Query = StrictQuery<cairn_api::ReadOptions>;
+        <Query as axum::extract::FromRequestParts<()>>::from_request_parts(&mut parts, &())
+            .await
+            .map(|q| q.0)
+    }
+
+    #[tokio::test]
+    async fn an_empty_query_parameter_is_absent_but_an_unknown_one_is_refused() {
+        let absent = query("/x?consistency=&max_staleness_ms=&min_revision=")
+            .await
+            .expect("empty values are absent");
+        assert_eq!(absent, cairn_api::ReadOptions::default());
+        let some = query("/x?consistency=any&min_revision&max_staleness_ms=5")
+            .await
+            .expect("a bare name is absent too");
+        assert_eq!(
+            (some.consistency, some.min_revision, some.max_staleness_ms),
+            (Some(cairn_api::Consistency::Any), None, Some(5))
+        );
+        assert_eq!(
+            query_details("/x?min_revision=&bogus=").await,
+            json!({"field": "bogus"})
+        );
+        assert_eq!(
+            query_details("/x?max_staleness_ms=x").await,
+            json!({"field": "max_staleness_ms"})
+        );
+        assert_eq!(
+            struct_fields::<cairn_api::ReadOptions>(),
+            ["consistency", "max_staleness_ms", "min_revision"]
+        );
+        assert!(struct_fields::<u64>().is_empty());
     }
 
     async fn read(body: Body, content_length: Option<u64>, limit: usize) -> Value {

@@ -53,10 +53,22 @@ impl ApiError {
         ApiError::new(ErrorCode::Internal, message.to_string())
     }
 
+    /// 504 `outcome_unknown` with the request's `request_id` (`null` when it had none).
+    /// The message says how to learn the outcome: retry with the same `request_id`, which
+    /// replays the first outcome; a request without one cannot be retried safely (a retry
+    /// may apply it twice), so it says that and to read the state instead (also for the
+    /// requests that take no `request_id`: principal and membership changes).
     pub fn outcome_unknown(message: impl std::fmt::Display, request_id: Option<&str>) -> Self {
+        let advice = match request_id {
+            Some(_) => "retry with the same request_id",
+            None => {
+                "the request carried no request_id, so a retry may apply it twice: read the \
+                 state to learn whether it was applied"
+            }
+        };
         ApiError::new(
             ErrorCode::OutcomeUnknown,
-            format!("outcome unknown: {message}; retry with the same request_id"),
+            format!("outcome unknown: {message}; {advice}"),
         )
         .with(
             "request_id",
@@ -163,4 +175,27 @@ pub async fn method_not_allowed(method: axum::http::Method, uri: Uri) -> Respons
     let mut response = error.into_response();
     *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_unknown_tells_a_retry_with_the_id_only_when_there_is_one() {
+        let with = ApiError::outcome_unknown("timed out", Some("r-1"));
+        assert_eq!(with.details["request_id"], Value::from("r-1"));
+        assert!(
+            with.message.ends_with("retry with the same request_id"),
+            "{with:?}"
+        );
+        let without = ApiError::outcome_unknown("timed out", None);
+        assert_eq!(without.details["request_id"], Value::Null);
+        assert!(
+            without.message.contains("no request_id")
+                && without.message.contains("may apply it twice")
+                && !without.message.contains("retry with the same request_id"),
+            "{without:?}"
+        );
+    }
 }

@@ -13,11 +13,12 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{
-    BatchRequest, BatchResult, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest,
-    SupersedeRequest, WriteRequest,
+    BatchRequest, BatchResult, ErrorCode, FlagStaleRequest, ForgetRequest, Permission,
+    ReinstateRequest, RevokeRequest, SupersedeRequest, WriteRequest,
 };
 use cairn_config::Limits;
 use cairn_memory::{admit, Command, CommandResponse, Mutation, OpError};
+use serde_json::Value;
 
 use super::auth::{self, Caller};
 use super::body::JsonBody;
@@ -81,10 +82,14 @@ pub async fn single<R: SingleOp>(
         .admit(&app.config.limits)
         .map_err(|e| rejected_input(&app, e))?;
     caller.require_op(&mutation.op)?;
+    let keys = [mutation.op.key().to_string()];
     let request_id = req.request_id().map(str::to_string);
     let command = admit::single(mutation, request_id.clone(), &app.config.limits)
         .map_err(|e| rejected_input(&app, e))?;
-    match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref()).await? {
+    match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref())
+        .await
+        .map_err(|e| conceal_unreadable(e, &caller, &keys))?
+    {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied { mut results, .. } => {
             let result = results
@@ -118,6 +123,11 @@ pub async fn batch(
     for (i, m) in command.mutations.iter().enumerate() {
         caller.require_op(&m.op).map_err(|e| e.in_op(i))?;
     }
+    let keys: Vec<String> = command
+        .mutations
+        .iter()
+        .map(|m| m.op.key().to_string())
+        .collect();
     match submit(
         &app,
         &headers,
@@ -126,7 +136,8 @@ pub async fn batch(
         command,
         request_id.as_deref(),
     )
-    .await?
+    .await
+    .map_err(|e| conceal_unreadable(e, &caller, &keys))?
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied {
@@ -170,6 +181,32 @@ async fn gate(
     forward::to_leader(app, headers, path, raw.clone(), Kind::Mutation, request_id)
         .await
         .map(Gate::Relayed)
+}
+
+/// The details of a refusal that show a key's content: the revoked value's warning and
+/// its revocation (`key_revoked`), the tombstone (`key_forgotten`).
+const CONTENT_DETAILS: [&str; 3] = ["rendered", "revocation", "tombstone"];
+
+/// A `key_revoked` or `key_forgotten` refusal as `caller` may see it: its code, status and
+/// message always, the details that show the key's content ([`CONTENT_DETAILS`]) only when
+/// the caller may `read` the key (SPEC §8: reading a value, a revocation or a tombstone
+/// needs `read`; `write` alone does not). `keys` are the request's keys, by op index.
+fn conceal_unreadable(mut e: ApiError, caller: &Caller, keys: &[String]) -> ApiError {
+    if !matches!(e.code, ErrorCode::KeyRevoked | ErrorCode::KeyForgotten) {
+        return e;
+    }
+    let op = e
+        .details
+        .get("op_index")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let key = usize::try_from(op).ok().and_then(|i| keys.get(i));
+    if !key.is_some_and(|key| caller.may(Permission::Read, key)) {
+        for detail in CONTENT_DETAILS {
+            e.details.remove(detail);
+        }
+    }
+    e
 }
 
 fn rejected_input(app: &SharedApp, e: OpError) -> ApiError {

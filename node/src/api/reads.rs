@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,7 +16,7 @@ use cairn_api::{
 use cairn_memory::{admit, anchors, render, Slot};
 
 use super::auth::{self, Caller, Presented};
-use super::body::{JsonBody, StrictQuery};
+use super::body::{JsonBody, StrictPath, StrictQuery};
 use super::error::ApiError;
 use super::forward::{self, Kind};
 use super::{App, SharedApp};
@@ -269,9 +269,13 @@ pub fn invalid_tombstone_id() -> ApiError {
 pub async fn tombstone(
     State(app): State<SharedApp>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    id: std::result::Result<StrictPath<String>, ApiError>,
     StrictQuery(opts): StrictQuery<ReadOptions>,
 ) -> Result<Response> {
+    // An id that is not even UTF-8 is as invalid as any other non-hex id.
+    let Ok(StrictPath(id)) = id else {
+        return Err(invalid_tombstone_id());
+    };
     if id.is_empty() || id.len() > 128 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(invalid_tombstone_id());
     }

@@ -4,7 +4,9 @@
 //! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The
 //! stream serves this node's applied state (like a `consistency=any` read) and ends when
 //! the node shuts down. With auth on, only changes
-//! of keys the watching principal may read are sent, by its grants at each page.
+//! of keys the watching principal may read are sent, by its grants at each page, and the
+//! stream ends once the token that opened it no longer authenticates that principal
+//! (rotated, or the principal deleted).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -13,12 +15,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
-use cairn_api::{ErrorCode, Permission};
+use cairn_api::Permission;
 use futures::stream::{self, Stream};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::auth::{self, Caller};
+use super::auth::{self, Caller, Session};
 use super::body::StrictQuery;
 use super::error::ApiError;
 use super::{App, SharedApp};
@@ -48,15 +50,17 @@ pub async fn watch(
     StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
     // A stream is not relayed: a token this node does not know yet is refused here.
-    let reader = auth::caller(&app, &headers)?.name().map(str::to_string);
+    let reader = auth::session(&app, &headers)?;
     let resume_after = last_event_id(&headers)?;
-    let from = match q
-        .from_revision
-        .or(resume_after.map(|id| id.saturating_add(1)))
-    {
+    let asked = match (q.from_revision, resume_after) {
+        (Some(from), _) => Some((from, "from_revision")),
+        (None, Some(id)) => Some((id.saturating_add(1), "Last-Event-ID")),
+        (None, None) => None,
+    };
+    let from = match asked {
         None => app.reads.applied_index() + 1,
-        Some(0) => 0,
-        Some(from) => check_retained(&app, from)?,
+        Some((0, _)) => 0,
+        Some((from, field)) => check_retained(&app, from, field)?,
     };
     Ok(Sse::new(events(app, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
@@ -83,11 +87,12 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
 }
 
 /// `from` unless it is older than the oldest retained event (SPEC extension: 400
-/// `invalid_request` with `oldest_revision`). The feed keeps the newest
+/// `invalid_request` with `oldest_revision`, and `field`: `from_revision`, or
+/// `Last-Event-ID` when the resume point came from that header). The feed keeps the newest
 /// `FEED_WINDOW_REVISIONS` revisions; a resume from before its first event could skip
 /// changes without knowing, so the client is told where the feed starts (or asks with
 /// `from_revision=0`, "from the oldest retained event").
-fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
+fn check_retained(app: &App, from: u64, field: &str) -> Result<u64, ApiError> {
     let window_floor = app
         .reads
         .applied_index()
@@ -100,6 +105,7 @@ fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
         return Err(ApiError::invalid(format!(
             "from_revision {from} is older than the feed's oldest revision {oldest}"
         ))
+        .with("field", field)
         .with("oldest_revision", oldest));
     }
     Ok(from)
@@ -107,9 +113,10 @@ fn check_retained(app: &App, from: u64) -> Result<u64, ApiError> {
 
 struct Cursor {
     app: SharedApp,
-    /// The principal watching (`None` while auth is off): each page is filtered by its
-    /// grants as they are when the page is read, and the stream ends once it is deleted.
-    reader: Option<String>,
+    /// The principal watching and its token (`None` while auth was off): each page is
+    /// filtered by its grants as they are when the page is read, and the stream ends once
+    /// the token no longer authenticates it (rotated, or the principal deleted).
+    reader: Option<Session>,
     prefix: String,
     position: (u64, u64),
     pending: std::collections::VecDeque<Event>,
@@ -117,7 +124,7 @@ struct Cursor {
 
 fn events(
     app: SharedApp,
-    reader: Option<String>,
+    reader: Option<Session>,
     prefix: String,
     from: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
@@ -146,29 +153,31 @@ fn events(
 
 impl Cursor {
     /// The watcher as a caller by the grants applied now; an error (ending the stream)
-    /// once its principal was deleted.
+    /// once its token was rotated or its principal deleted.
     fn caller(&self) -> Result<Caller, ApiError> {
-        let Some(name) = &self.reader else {
+        let Some(session) = &self.reader else {
             return Ok(Caller::Open);
         };
         let access = self.app.view.access();
-        if access.principal(name).is_none() {
-            return Err(ApiError::new(
-                ErrorCode::Unauthenticated,
-                "principal deleted",
-            ));
-        }
+        session.check(&access)?;
         Ok(Caller::Principal {
-            name: name.clone(),
+            name: session.name().to_string(),
             access,
         })
     }
 
     /// Reads the next page into `pending`; `Ok(false)` when caught up; an error ends the
-    /// stream (also when the watching principal no longer exists).
+    /// stream (also when the watcher's token no longer authenticates it).
+    ///
+    /// The page stops at the applied index read before the access state: the state machine
+    /// stores its access state before it publishes the applied index, so the grants and
+    /// token checked are never older than the events they filter (an event applied after
+    /// a rotation is never sent under the rotated token).
     fn fill(&mut self) -> Result<bool, ApiError> {
+        let applied = self.app.reads.applied_index();
         let caller = self.caller()?;
-        let page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
+        let mut page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
+        page.retain(|((rev, _), _)| *rev <= applied);
         let Some(((rev, seq), _)) = page.last() else {
             return Ok(false);
         };

@@ -4,25 +4,29 @@
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
+use cairn_api::ErrorCode;
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::proof::{self, PeerGate, ServerProof};
 use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig};
 use crate::store::codec;
 
 /// Largest peer request body: an append payload (at most `raft.max_payload_bytes`, itself
 /// at most 64 MiB, or one larger entry of up to `batching.bytes_max`) or one snapshot chunk
 /// (at most 64 MiB) fits well within it. Enforced while the body streams in (axum's
-/// `Bytes` extractor reads through a length-limited body and answers 413 past it), so a
-/// larger body is never buffered whole, whatever its `content-length` says.
+/// `Bytes` extractor reads through a length-limited body and stops past it; the answer is
+/// 413 `too_large`), so a larger body is never buffered whole, whatever its
+/// `content-length` says.
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
 /// A ReadIndex round must finish within this, or the follower's token request fails.
 const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
@@ -44,15 +48,37 @@ pub fn router(raft: Raft, proof: ServerProof) -> Router {
         .with_state(raft)
 }
 
-// The error is the 400 answer itself, returned at once by the handler: boxing it would
-// only add an allocation to a path that ends the request anyway.
+/// The request body, or the refusal in the client port's error body (SPEC §5): 413
+/// `too_large` with `field: "body"` and `limit` past [`PEER_BODY_BYTES_MAX`], 400
+/// `invalid_request` for a body that cannot be read. The message names no header, so
+/// never the peer secret.
+// The error is the answer itself, returned at once by the handler: boxing it would only
+// add an allocation to a path that ends the request anyway.
 #[allow(clippy::result_large_err)]
-fn decode_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, Response> {
-    codec::decode(body).map_err(|e| {
-        (
-            StatusCode::BAD_REQUEST,
-            format!("undecodable peer request: {e}"),
-        )
+fn peer_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Response> {
+    body.map_err(|rejection| {
+        let error = if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                ErrorCode::TooLarge,
+                format!("peer request body over {PEER_BODY_BYTES_MAX} bytes"),
+            )
+            .with("field", "body")
+            .with("limit", PEER_BODY_BYTES_MAX)
+        } else {
+            ApiError::invalid("unreadable peer request body").with("field", "body")
+        };
+        error.into_response()
+    })
+}
+
+/// The decoded request, or 400 `invalid_request` (`field: "body"`) in the client port's
+/// error body.
+#[allow(clippy::result_large_err)]
+fn decode_body<T: DeserializeOwned>(body: Result<Bytes, BytesRejection>) -> Result<T, Response> {
+    let body = peer_body(body)?;
+    codec::decode(&body).map_err(|e| {
+        ApiError::invalid(format!("undecodable peer request: {e}"))
+            .with("field", "body")
             .into_response()
     })
 }
@@ -61,22 +87,22 @@ fn reply<T: Serialize>(value: &T) -> Response {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], codec::encode(value)).into_response()
 }
 
-async fn append(State(raft): State<Raft>, body: Bytes) -> Response {
-    match decode_body::<AppendEntriesRequest<TypeConfig>>(&body) {
+async fn append(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+    match decode_body::<AppendEntriesRequest<TypeConfig>>(body) {
         Ok(req) => reply(&raft.append_entries(req).await),
         Err(r) => r,
     }
 }
 
-async fn vote(State(raft): State<Raft>, body: Bytes) -> Response {
-    match decode_body::<VoteRequest<NodeId>>(&body) {
+async fn vote(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+    match decode_body::<VoteRequest<NodeId>>(body) {
         Ok(req) => reply(&raft.vote(req).await),
         Err(r) => r,
     }
 }
 
-async fn snapshot(State(raft): State<Raft>, body: Bytes) -> Response {
-    match decode_body::<InstallSnapshotRequest<TypeConfig>>(&body) {
+async fn snapshot(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+    match decode_body::<InstallSnapshotRequest<TypeConfig>>(body) {
         Ok(req) => reply(&raft.install_snapshot(req).await),
         Err(r) => r,
     }
@@ -92,4 +118,61 @@ async fn read_index(State(raft): State<Raft>) -> Response {
             Err(_) => Err("read index timed out".to_string()),
         };
     reply(&answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// The answer of a route that reads its body like the peer routes, behind `limit`
+    /// (served on loopback: the body limit is enforced by the server's body stream).
+    async fn answer(limit: usize, body: &'static [u8]) -> (u16, Value) {
+        let router = Router::new()
+            .route(
+                "/",
+                post(|body: Result<Bytes, BytesRejection>| async move {
+                    match decode_body::<u64>(body) {
+                        Ok(n) => n.to_string().into_response(),
+                        Err(refusal) => refusal,
+                    }
+                }),
+            )
+            .layer(axum::extract::DefaultBodyLimit::max(limit));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move { axum::serve(listener, router).await });
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .post(format!("http://{addr}/"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.unwrap();
+        server.abort();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    #[tokio::test]
+    async fn refusals_are_the_json_error_body() {
+        let (status, body) = answer(4, &[0; 5]).await;
+        assert_eq!(status, 413);
+        assert_eq!(body["error"]["code"], "too_large", "{body}");
+        assert_eq!(
+            (&body["error"]["field"], &body["error"]["limit"]),
+            (&json!("body"), &json!(PEER_BODY_BYTES_MAX)),
+            "{body}"
+        );
+        let (status, body) = answer(64, &[]).await;
+        assert_eq!(status, 400);
+        assert_eq!(body["error"]["code"], "invalid_request", "{body}");
+        assert_eq!(body["error"]["field"], "body", "{body}");
+    }
 }

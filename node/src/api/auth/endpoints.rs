@@ -5,7 +5,7 @@
 //! and the token itself is in exactly one answer.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Method};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,7 +16,7 @@ use cairn_api::{
 };
 
 use super::{caller, presented, reader, refuse_malformed, Caller};
-use crate::api::body::{JsonBody, NoFields};
+use crate::api::body::{JsonBody, NoFields, StrictPath};
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
 use crate::api::{App, SharedApp};
@@ -150,7 +150,7 @@ pub async fn create(
 pub async fn rotate(
     State(app): State<SharedApp>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    StrictPath(name): StrictPath<String>,
     _: NoFields,
 ) -> Result<Response> {
     validate::name("name", &name)?;
@@ -176,7 +176,7 @@ pub async fn rotate(
 pub async fn delete(
     State(app): State<SharedApp>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    StrictPath(name): StrictPath<String>,
     _: NoFields,
 ) -> Result<Response> {
     validate::name("name", &name)?;
@@ -197,7 +197,7 @@ pub async fn delete(
 pub async fn set_grants(
     State(app): State<SharedApp>,
     headers: HeaderMap,
-    Path(name): Path<String>,
+    StrictPath(name): StrictPath<String>,
     body: JsonBody<SetGrantsRequest>,
 ) -> Result<Response> {
     validate::name("name", &name)?;

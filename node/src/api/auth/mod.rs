@@ -65,11 +65,20 @@ fn unauthenticated(message: &str) -> ApiError {
     ApiError::new(ErrorCode::Unauthenticated, message)
 }
 
-/// The request's bearer token, if the header holds one. Never logged, never echoed.
+/// The request's bearer token, if its one `Authorization` header holds one. The scheme
+/// name is matched in any case (RFC 9110 §11.1). Two or more `Authorization` headers are
+/// refused as malformed: which one a proxy, this node or the leader would read is not
+/// defined. Never logged, never echoed.
 fn bearer(headers: &HeaderMap) -> Result<Token, ApiError> {
-    let value = headers
-        .get(header::AUTHORIZATION)
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values
+        .next()
         .ok_or_else(|| unauthenticated("auth is on: send Authorization: Bearer <token>"))?;
+    if values.next().is_some() {
+        return Err(unauthenticated(
+            "malformed Authorization: more than one Authorization header; send one",
+        ));
+    }
     value
         .to_str()
         .ok()
@@ -106,6 +115,47 @@ fn caller_with(
             "unknown, rotated or deleted token",
         ))),
     }
+}
+
+/// A principal and the token it proved itself with, for a request that lasts (a watch):
+/// [`Session::check`] asks again whether that token still names the principal.
+pub struct Session {
+    name: String,
+    token: Token,
+}
+
+impl Session {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `Ok` while the token still authenticates the principal in `access`; 401
+    /// `unauthenticated` once it was rotated away or the principal deleted.
+    pub fn check(&self, access: &AccessState) -> Result<(), ApiError> {
+        match access.authenticate(&self.token) {
+            Some((name, _)) if name == self.name => Ok(()),
+            _ if access.principal(&self.name).is_none() => {
+                Err(unauthenticated("the principal was deleted"))
+            }
+            _ => Err(unauthenticated("the token was rotated")),
+        }
+    }
+}
+
+/// The session of a request against this node's applied access state: `None` while auth
+/// is off; 401 for a missing, malformed or unknown token.
+pub fn session(app: &App, headers: &HeaderMap) -> Result<Option<Session>, ApiError> {
+    let Presented(token) = presented(app, headers)?;
+    let caller = caller_with(app, Presented(token.clone()), headers)?;
+    let Caller::Principal { name, .. } = caller else {
+        return Ok(None);
+    };
+    // Auth may have been turned on between the two looks: then the token is parsed here.
+    let token = match token {
+        Some(token) => token,
+        None => bearer(headers)?,
+    };
+    Ok(Some(Session { name, token }))
 }
 
 /// The bearer token of a request whose shape was checked ([`presented`]): `None` while
