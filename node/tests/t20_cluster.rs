@@ -217,6 +217,31 @@ async fn followers_relay_writes_and_linearizable_reads_to_the_leader() {
     );
 }
 
+/// Writes `key` through `endpoint` with `request_id` (raw HTTP: no client retry or
+/// failover), expects 504 `outcome_unknown` naming that id, and returns how long the
+/// answer took.
+async fn write_outcome_unknown(endpoint: &str, key: &str, request_id: &str) -> Duration {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("http client");
+    let body = json!({"key": key, "value": 1, "actor": "t20", "request_id": request_id});
+    let started = std::time::Instant::now();
+    let answer = http
+        .post(format!("{endpoint}/v1/write"))
+        .json(&body)
+        .send()
+        .await
+        .expect("an answer before the client gives up");
+    let waited = started.elapsed();
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.expect("JSON error body");
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
+    assert_eq!(body["error"]["request_id"], request_id, "{body}");
+    waited
+}
+
 /// SPEC §2: a mutation whose outcome is unknown is answered 504 `outcome_unknown` with its
 /// `request_id`. A leader whose followers are gone cannot commit; without a bound on the
 /// wait, a client with no timeout of its own (curl) never got an answer at all.
@@ -234,24 +259,7 @@ async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
     for id in cluster.ids().into_iter().filter(|id| *id != leader) {
         cluster.kill9(id);
     }
-    let http = reqwest::Client::builder()
-        .timeout(COMMIT_TIMEOUT * 10)
-        .build()
-        .expect("http client");
-    let started = std::time::Instant::now();
-    let answer = http
-        .post(format!("{}/v1/write", cluster.endpoint(leader)))
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(r#"{"key":"cut/1","value":1,"actor":"t20","request_id":"t20-cut-1"}"#)
-        .send()
-        .await
-        .expect("the leader answers before the client gives up");
-    let waited = started.elapsed();
-    let status = answer.status().as_u16();
-    let body: serde_json::Value = answer.json().await.expect("JSON error body");
-    assert_eq!(status, 504, "{body}");
-    assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
-    assert_eq!(body["error"]["request_id"], "t20-cut-1", "{body}");
+    let waited = write_outcome_unknown(&cluster.endpoint(leader), "cut/1", "t20-cut-1").await;
     assert!(
         waited >= COMMIT_TIMEOUT && waited < COMMIT_TIMEOUT * 4,
         "answered after {waited:?}, commit timeout {COMMIT_TIMEOUT:?}"
@@ -264,8 +272,8 @@ async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
     const COMMIT_TIMEOUT: Duration = Duration::from_millis(2000);
-    // Slow elections (the commit timeout must exceed their upper end) keep the followers pointing at the paused leader while the write is
-    // relayed to it.
+    // Slow elections keep the followers pointing at the paused leader while the write is
+    // relayed to it (the commit timeout must exceed their upper end).
     let mut cluster = Cluster::builder(3)
         .config(&format!(
             "[batching]\ncommit_timeout_ms = {}\n[raft]\nelection_timeout_min_ms = 1400\n\
@@ -280,26 +288,10 @@ async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
         .into_iter()
         .find(|id| *id != leader)
         .expect("a follower");
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("http client");
     cluster.sigstop(leader);
-    let started = std::time::Instant::now();
-    let answer = http
-        .post(format!("{}/v1/write", cluster.endpoint(follower)))
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(r#"{"key":"paused/1","value":1,"actor":"t20","request_id":"t20-paused-1"}"#)
-        .send()
-        .await
-        .expect("the follower answers");
-    let waited = started.elapsed();
-    let status = answer.status().as_u16();
-    let body: serde_json::Value = answer.json().await.expect("JSON error body");
+    let waited =
+        write_outcome_unknown(&cluster.endpoint(follower), "paused/1", "t20-paused-1").await;
     cluster.sigcont(leader);
-    assert_eq!(status, 504, "{body}");
-    assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
-    assert_eq!(body["error"]["request_id"], "t20-paused-1", "{body}");
     assert!(
         waited < COMMIT_TIMEOUT * 4,
         "answered after {waited:?}, commit timeout {COMMIT_TIMEOUT:?}"

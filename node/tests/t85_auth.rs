@@ -122,28 +122,10 @@ impl Http {
         body: Option<&Value>,
         timeout: Duration,
     ) -> Answer {
-        let mut request = self.http.request(method.clone(), url).timeout(timeout);
-        if let Some(auth) = auth {
-            request = request.header(reqwest::header::AUTHORIZATION, auth);
-        }
-        if let Some(body) = body {
-            request = request
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .body(serde_json::to_vec(body).expect("json"));
-        }
-        let response = request
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.expect("answer body");
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Answer { status, body, text }
+        let auths: Vec<&str> = auth.into_iter().collect();
+        self.send_auths(method, url, &auths, body, timeout).await
     }
-}
 
-impl Http {
     /// `method url` with one `Authorization` header per value of `auths`.
     async fn send_auths(
         &self,
@@ -151,8 +133,9 @@ impl Http {
         url: &str,
         auths: &[&str],
         body: Option<&Value>,
+        timeout: Duration,
     ) -> Answer {
-        let mut request = self.http.request(method.clone(), url);
+        let mut request = self.http.request(method.clone(), url).timeout(timeout);
         for auth in auths {
             request = request.header(reqwest::header::AUTHORIZATION, *auth);
         }
@@ -1900,37 +1883,20 @@ async fn t85_11_a_watch_ends_once_its_token_is_rotated_or_its_principal_deleted(
     let at = cluster.admin_token();
     let at = Some(at.as_str());
     let old = create(&admin, "watcher", vec![grant("wr/", &[Read])]).await;
-    let from = wait_all_applied(&cluster, leader).await + 1;
-    let mut watches = Vec::new();
-    for id in cluster.ids() {
-        watches.push((
-            id,
-            open_watch(&cluster.endpoint(id), &old, "wr/", from).await,
-        ));
-    }
+    let mut watches = watch_everywhere(&cluster, leader, &old).await;
     api.write(leader, at, "wr/before", json!(1)).await.expect(
         200,
         None,
         "write before the rotation",
     );
-    for (id, watch) in &mut watches {
-        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |t| t.contains("wr/before")).await;
-        assert!(
-            !ended && text.contains("wr/before"),
-            "node {id}: the watch delivers before the rotation: {text:?}"
-        );
-    }
+    assert_every_watch_delivers(&mut watches, "wr/before").await;
 
     let new = admin.rotate_token("watcher").await.expect("rotate").token;
     api.write(leader, at, "wr/after", json!(2))
         .await
         .expect(200, None, "write after the rotation");
-    for (id, watch) in &mut watches {
-        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |_| false).await;
-        assert!(
-            ended,
-            "node {id}: a watch opened with the rotated token is still open: {text:?}"
-        );
+    let texts = assert_every_watch_ends(&mut watches, "opened with the rotated token").await;
+    for (id, text) in texts {
         assert!(
             !text.contains("wr/after"),
             "node {id}: a change made after the rotation was sent under the old token"
@@ -1938,34 +1904,54 @@ async fn t85_11_a_watch_ends_once_its_token_is_rotated_or_its_principal_deleted(
     }
 
     // The new token watches; deleting the principal ends that watch as well.
-    let from = wait_all_applied(&cluster, leader).await + 1;
-    let mut watches = Vec::new();
-    for id in cluster.ids() {
-        watches.push((
-            id,
-            open_watch(&cluster.endpoint(id), &new, "wr/", from).await,
-        ));
-    }
+    let mut watches = watch_everywhere(&cluster, leader, &new).await;
     api.write(leader, at, "wr/again", json!(3)).await.expect(
         200,
         None,
         "write with the new token's watch open",
     );
-    for (id, watch) in &mut watches {
-        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |t| t.contains("wr/again")).await;
-        assert!(
-            !ended && text.contains("wr/again"),
-            "node {id}: the new token's watch delivers: {text:?}"
-        );
-    }
+    assert_every_watch_delivers(&mut watches, "wr/again").await;
     admin.delete_principal("watcher").await.expect("delete");
-    for (id, watch) in &mut watches {
-        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |_| false).await;
+    assert_every_watch_ends(&mut watches, "of a deleted principal").await;
+}
+
+/// A watch of `wr/` with `token` on every node, from the next revision on.
+async fn watch_everywhere(
+    cluster: &Cluster,
+    leader: u64,
+    token: &str,
+) -> Vec<(u64, reqwest::Response)> {
+    let from = wait_all_applied(cluster, leader).await + 1;
+    let mut watches = Vec::new();
+    for id in cluster.ids() {
+        let watch = open_watch(&cluster.endpoint(id), token, "wr/", from).await;
+        watches.push((id, watch));
+    }
+    watches
+}
+
+async fn assert_every_watch_delivers(watches: &mut [(u64, reqwest::Response)], key: &str) {
+    for (id, watch) in watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |t| t.contains(key)).await;
         assert!(
-            ended,
-            "node {id}: a watch of a deleted principal is still open: {text:?}"
+            !ended && text.contains(key),
+            "node {id}: the watch delivers {key}: {text:?}"
         );
     }
+}
+
+/// Each watch's text until it ended (it must, within the event timeout).
+async fn assert_every_watch_ends(
+    watches: &mut [(u64, reqwest::Response)],
+    what: &str,
+) -> Vec<(u64, String)> {
+    let mut texts = Vec::new();
+    for (id, watch) in watches {
+        let (text, ended) = read_sse(watch, EVENT_TIMEOUT, |_| false).await;
+        assert!(ended, "node {id}: a watch {what} is still open: {text:?}");
+        texts.push((*id, text));
+    }
+    texts
 }
 
 /// A refused write tells a principal without `read` on its key no more than a tombstone
@@ -2111,6 +2097,7 @@ async fn t85_13_bearer_in_any_case_and_exactly_one_authorization_header() {
                         &api.url(id, path),
                         &[&first, &second],
                         Some(&body),
+                        HTTP_TIMEOUT,
                     )
                     .await;
                 answer.expect(

@@ -87,6 +87,21 @@ mod tests {
         }
     }
 
+    /// A write of `value` by actor `a`, with no anchors, tags, reason or flags.
+    fn plain_write<'a>(value: &'a str, value_hash: &'a str) -> write::Write<'a> {
+        write::Write {
+            value,
+            value_hash,
+            actor: "a",
+            source: None,
+            anchors: &[],
+            tags: &[],
+            clear_tombstone: false,
+            override_revocation: false,
+            reason: None,
+        }
+    }
+
     fn commit(state: &StateEngine, change: Change) -> Slot {
         let mut txn = state.txn();
         let key = change.slot.key.clone();
@@ -114,17 +129,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
         let (hash_1, hash_2) = (value_hash("1"), value_hash("2"));
-        let w = |value, value_hash| write::Write {
-            value,
-            value_hash,
-            actor: "a",
-            source: None,
-            anchors: &[],
-            tags: &[],
-            clear_tombstone: false,
-            override_revocation: false,
-            reason: None,
-        };
+        let w = plain_write;
         // write 52, revoke 53, reinstate 54, write 55: the fence is the revoke's.
         let s = commit(
             &state,
@@ -172,15 +177,8 @@ mod tests {
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
         let hash = value_hash("1");
         let w = write::Write {
-            value: "1",
-            value_hash: &hash,
-            actor: "a",
-            source: None,
-            anchors: &[],
-            tags: &[],
-            clear_tombstone: false,
-            override_revocation: false,
             reason: Some("first"),
+            ..plain_write("1", &hash)
         };
         let s = commit(&state, write::apply(None, "h", &w, &ctx(70)).unwrap());
         let superseding = supersede::apply(Some(&s), "h", "h2", "a", None, &ctx(71)).unwrap();
@@ -226,17 +224,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let state = StateEngine::new(Engine::open(dir.path(), &EngineOptions::default()).unwrap());
         let hash = value_hash("1");
-        let w = write::Write {
-            value: "1",
-            value_hash: &hash,
-            actor: "a",
-            source: None,
-            anchors: &[],
-            tags: &[],
-            clear_tombstone: false,
-            override_revocation: false,
-            reason: None,
-        };
+        let w = plain_write("1", &hash);
         let mut slot = None;
         for revision in 80..85 {
             slot = Some(commit(
