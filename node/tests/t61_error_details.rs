@@ -142,6 +142,16 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 json!({"field": "nodes[0].peer_addr"}),
             ),
             (
+                "init listing more nodes than any cluster has",
+                "/cluster/init",
+                json!({"nodes": (1..=65)
+                    .map(|id| json!({"id": id, "client_addr": format!("127.0.0.1:{}", 20_000 + id), "peer_addr": format!("127.0.0.1:{}", 30_000 + id)}))
+                    .collect::<Vec<_>>()}),
+                413,
+                "too_large",
+                json!({"field": "nodes", "limit": 64, "size": 65}),
+            ),
+            (
                 "init with two nodes at one peer address",
                 "/cluster/init",
                 json!({"nodes": [this, {"id": 9, "client_addr": "127.0.0.1:1", "peer_addr": me.peer_addr}]}),

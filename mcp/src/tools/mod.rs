@@ -79,20 +79,10 @@ impl CairnMcp {
         match outcome {
             Ok(result) => {
                 let met = revoked_met(caller, anchors).await;
-                // The key's own note first: the belief this write replaced (once, should
-                // an anchor meet it too).
-                let own_key = overridden.as_ref().map(|note| note.key.clone());
-                let warnings = overridden
-                    .into_iter()
-                    .chain(
-                        met.into_iter()
-                            .filter(|note| Some(&note.key) != own_key.as_ref()),
-                    )
-                    .collect();
                 outcome::success(&MutationOutput {
                     result,
                     request_id,
-                    warnings,
+                    warnings: own_note_first(overridden, met),
                 })
             }
             Err(err) if outcome::unreachable(&err) => outcome::failure(err),
@@ -106,9 +96,8 @@ impl CairnMcp {
                     (None, None) => None,
                 };
                 let met = revoked_met(caller, anchors).await;
-                let warnings = met
+                let warnings = own_note_first(own, met)
                     .into_iter()
-                    .chain(own)
                     .map(|note| note.rendered)
                     .collect();
                 outcome::failure_with_warnings(err, warnings)
@@ -123,6 +112,18 @@ impl CairnMcp {
             Err(err) => outcome::failure(err),
         }
     }
+}
+
+/// The written key's own revoked note first (the belief the write met by its key), then
+/// those its anchors meet, each note once.
+fn own_note_first(own: Option<RecallNote>, met: Vec<RecallNote>) -> Vec<RecallNote> {
+    let own_key = own.as_ref().map(|note| note.key.clone());
+    own.into_iter()
+        .chain(
+            met.into_iter()
+                .filter(|note| Some(&note.key) != own_key.as_ref()),
+        )
+        .collect()
 }
 
 /// The revoked notes that share an anchor with a note just written (or refused): the

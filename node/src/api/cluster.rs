@@ -114,17 +114,34 @@ fn address_of<'a>(node: &'a NodeInfo, field: &str) -> &'a str {
     }
 }
 
-/// An init's members as written: ids listed once, this node among them.
-fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<BTreeMap<NodeId, NodeInfo>> {
-    let mut members = BTreeMap::new();
+/// Nodes an init may list: far more than any Raft cluster has voters, and few enough
+/// that checking every pair of them for a shared address costs nothing.
+const INIT_NODES_MAX: usize = 64;
+
+/// An init's members as written, in the body's order: at most [`INIT_NODES_MAX`], ids
+/// listed once, this node among them.
+fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>> {
+    if nodes.len() > INIT_NODES_MAX {
+        return Err(ApiError::new(
+            ErrorCode::TooLarge,
+            format!("{} nodes, more than {INIT_NODES_MAX}", nodes.len()),
+        )
+        .with("field", "nodes")
+        .with("limit", INIT_NODES_MAX)
+        .with("size", nodes.len()));
+    }
+    let mut ids = BTreeSet::new();
+    let mut members = Vec::with_capacity(nodes.len());
     for (i, spec) in nodes.iter().enumerate() {
         let at = format!("nodes[{i}].");
-        if members.insert(spec.id, node_info(spec, &at)?).is_some() {
+        let info = node_info(spec, &at)?;
+        if !ids.insert(spec.id) {
             return Err(ApiError::invalid(format!("node {} listed twice", spec.id))
                 .with("field", format!("{at}id")));
         }
+        members.push((spec.id, info));
     }
-    if !members.contains_key(&app.node_id) {
+    if !ids.contains(&app.node_id) {
         return Err(
             ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
                 .with("field", "nodes"),
@@ -138,28 +155,24 @@ fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<BTreeMap<NodeId, NodeIn
 /// listens on (a membership that gave it others would have peers and clients look for it
 /// elsewhere). Checked only on a node that can still be initialized: an initialized one
 /// answers 409 whatever the body names.
-fn check_init_addresses(app: &App, nodes: &[NodeSpec]) -> Result<()> {
-    let mut seen: Vec<(NodeId, NodeInfo)> = Vec::new();
-    for (i, spec) in nodes.iter().enumerate() {
+fn check_init_addresses(app: &App, members: &[(NodeId, NodeInfo)]) -> Result<()> {
+    for (i, (id, info)) in members.iter().enumerate() {
         let at = format!("nodes[{i}].");
-        let info = node_info(spec, &at)?;
-        check_usable(app, spec.id, &info, &at)?;
-        if let Some((other, field)) = seen
+        check_usable(app, *id, info, &at)?;
+        if let Some((other, field)) = members[..i]
             .iter()
-            .find_map(|(other, known)| Some((*other, shared_address(&info, known)?)))
+            .find_map(|(other, known)| Some((*other, shared_address(info, known)?)))
         {
             return Err(ApiError::invalid(format!(
-                "node {}: {field} {} is an address of node {other} too: every node has \
+                "node {id}: {field} {} is an address of node {other} too: every node has \
                  its own addresses",
-                spec.id,
-                address_of(&info, field)
+                address_of(info, field)
             ))
             .with("field", format!("{at}{field}")));
         }
-        if spec.id == app.node_id {
-            check_own_addresses(app, &info, &at)?;
+        if *id == app.node_id {
+            check_own_addresses(app, info, &at)?;
         }
-        seen.push((spec.id, info));
     }
     Ok(())
 }
@@ -212,8 +225,12 @@ pub async fn init(
     if initialized(&app) {
         return Err(already_initialized());
     }
-    check_init_addresses(&app, &body.value.nodes)?;
-    match app.raft.initialize(members).await {
+    check_init_addresses(&app, &members)?;
+    match app
+        .raft
+        .initialize(members.into_iter().collect::<BTreeMap<_, _>>())
+        .await
+    {
         Ok(()) => {}
         Err(RaftError::APIError(InitializeError::NotAllowed(e))) => {
             // A race with an init through another node: the details are Raft's log ids.

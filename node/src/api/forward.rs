@@ -105,10 +105,8 @@ pub async fn to_leader_as(
         app.config.client_scheme(),
         leader.client_addr
     );
-    let mut request = app
-        .forwarder
-        .request(method, url)
-        .timeout(kind.relay_timeout(&app.config));
+    let timeout = kind.relay_timeout(&app.config);
+    let mut request = app.forwarder.request(method, url).timeout(timeout);
     if let Some(token) = headers.get(header::AUTHORIZATION) {
         let mut token = token.clone();
         token.set_sensitive(true);
@@ -124,7 +122,7 @@ pub async fn to_leader_as(
         let why = if e.is_timeout() {
             format!(
                 "{doing} leader {leader_id}: no answer within {} ms",
-                kind.relay_timeout(&app.config).as_millis()
+                timeout.as_millis()
             )
         } else {
             format!("{doing} leader {leader_id}: {e}")
