@@ -10,6 +10,14 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
+/// The paths of one node's certificate (valid for server and client authentication), its
+/// key, and the cluster CA.
+pub struct NodeFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+}
+
 /// A generated CA and node certificates in one directory.
 pub struct ClusterCerts {
     dir: PathBuf,
@@ -62,12 +70,19 @@ impl ClusterCerts {
         &self.ca_pem
     }
 
+    /// Node `id`'s certificate and key, and the CA that signed it (files in the directory).
+    pub fn node_files(&self, id: u64) -> NodeFiles {
+        NodeFiles {
+            cert: self.dir.join(format!("node-{id}.pem")),
+            key: self.dir.join(format!("node-{id}.key")),
+            ca: self.dir.join("ca.pem"),
+        }
+    }
+
     /// The flags of node `id`: HTTPS on its client port, the CA for its relays, and
     /// mutual TLS on its peer port, all with the node's one certificate.
     pub fn node_args(&self, id: u64) -> Vec<OsString> {
-        let cert = self.dir.join(format!("node-{id}.pem"));
-        let key = self.dir.join(format!("node-{id}.key"));
-        let ca = self.dir.join("ca.pem");
+        let NodeFiles { cert, key, ca } = self.node_files(id);
         [
             ("--tls-cert", &cert),
             ("--tls-key", &key),

@@ -2,7 +2,8 @@
 //! cluster and a 3-member etcd cluster on loopback (a few seconds per point), then checks
 //! what it wrote: a row per (system, workload, clients) with throughput and latency, the
 //! disk's fdatasync rate, the report and the plots. It proves the harness runs end to end;
-//! the numbers themselves come from the full run (`scripts/bench`), not from here.
+//! the numbers themselves come from the full run (`scripts/bench`), not from here. A
+//! second, shorter run measures both systems with auth and TLS on beside their plain twins.
 //!
 //! Needs etcd (`etcd` in PATH, or `$ETCD_BIN`; Debian `etcd-server`, installed by
 //! `scripts/test`), checked by [`prereq`]: under CI (`CI=true`) the test fails without it,
@@ -10,6 +11,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
 
 use cairn_jepsen::chaos::planted;
 use cairn_jepsen::prereq::{self, Prereq};
@@ -18,38 +20,28 @@ use serde_json::Value;
 const SYSTEMS: [&str; 2] = ["cairn", "etcd"];
 const WORKLOADS: [&str; 4] = ["write", "read-linearizable", "read-bounded", "mixed"];
 const CLIENTS: [u64; 4] = [1, 16, 64, 256];
-/// The whole quick run must end within this (it takes 2-3 minutes on 2 cores).
+/// A whole run must end within this (the quick one takes 2-3 minutes on 2 cores).
 const TIME_LIMIT_SECS: u64 = 420;
 /// Failed operations tolerated per point (timeouts on a machine stall), as a fraction.
 const ERRORS_MAX_FRACTION: f64 = 0.01;
+
+/// The benchmark's clusters listen on fixed ports: one run at a time.
+static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A finished `cairn-jepsen bench` run: its results JSON and its markdown report.
+struct Run {
+    latest: Value,
+    report: String,
+    out: tempfile::TempDir,
+}
 
 #[test]
 fn quick_bench_measures_both_systems() {
     if !prereq::require("quick_bench_measures_both_systems", &[Prereq::Etcd]) {
         return;
     }
-    let node_bin = planted::build::normal().expect("building cairn-node");
-    let out = tempfile::tempdir().unwrap();
-    let report = out.path().join("REPORT.md");
-    let status = Command::new(env!("CARGO_BIN_EXE_cairn-jepsen"))
-        .arg("bench")
-        .arg("--quick")
-        .arg("--node-bin")
-        .arg(&node_bin)
-        .arg("--out")
-        .arg(out.path())
-        .arg("--report")
-        .arg(&report)
-        .arg("--work-dir")
-        .arg(out.path())
-        .arg("--time-limit-secs")
-        .arg(TIME_LIMIT_SECS.to_string())
-        .status()
-        .expect("running cairn-jepsen bench");
-    assert!(status.success(), "bench --quick failed: {status}");
-
-    let latest: Value =
-        serde_json::from_slice(&std::fs::read(out.path().join("latest.json")).unwrap()).unwrap();
+    let run = bench(&["--quick"]);
+    let latest = &run.latest;
     assert_eq!(latest["mode"], "quick");
     let fsync_rate = latest["fdatasync_start"]["ops_per_s"]
         .as_f64()
@@ -69,11 +61,85 @@ fn quick_bench_measures_both_systems() {
         // The smoke's one large-value point.
         check_row(rows, system, "write", 16, 65536);
     }
-    let report_text = std::fs::read_to_string(&report).unwrap();
     for row in ["| write | 64 | 256 B |", "| write | 16 | 64 KiB |"] {
-        assert!(report_text.contains(row), "no {row} in {report_text}");
+        assert!(run.report.contains(row), "no {row} in {}", run.report);
     }
-    assert_plots(out.path());
+    assert_plots(run.out.path());
+}
+
+/// Both systems with auth and TLS on beside their plain twins (#16's budget compares
+/// them): every secure cluster starts, serves writes and linearizable reads, and the
+/// report sets each beside its twin.
+#[test]
+fn secure_twins_are_measured_beside_the_plain_systems() {
+    if !prereq::require(
+        "secure_twins_are_measured_beside_the_plain_systems",
+        &[Prereq::Etcd],
+    ) {
+        return;
+    }
+    let run = bench(&[
+        "--systems",
+        "cairn,cairn-secure,etcd,etcd-secure",
+        "--clients",
+        "16",
+        "--workloads",
+        "write,read-linearizable",
+        "--point-secs",
+        "1",
+        "--warmup-secs",
+        "0.3",
+        "--keys",
+        "2000",
+    ]);
+    let rows = run.latest["rows"].as_array().expect("rows");
+    for system in ["cairn", "cairn-secure", "etcd", "etcd-secure"] {
+        for workload in ["write", "read-linearizable"] {
+            check_row(rows, system, workload, 16, 256);
+        }
+    }
+    for heading in [
+        "### The cost of auth + TLS (cairn-secure ÷ cairn)",
+        "### The cost of auth + TLS (etcd-secure ÷ etcd)",
+    ] {
+        assert!(
+            run.report.contains(heading),
+            "no {heading} in {}",
+            run.report
+        );
+    }
+}
+
+/// Runs `cairn-jepsen bench` with `args` on a normal node build, in a fresh directory.
+fn bench(args: &[&str]) -> Run {
+    let _one = ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let node_bin = planted::build::normal().expect("building cairn-node");
+    let out = tempfile::tempdir().unwrap();
+    let report = out.path().join("REPORT.md");
+    let status = Command::new(env!("CARGO_BIN_EXE_cairn-jepsen"))
+        .arg("bench")
+        .args(args)
+        .arg("--node-bin")
+        .arg(&node_bin)
+        .arg("--out")
+        .arg(out.path())
+        .arg("--report")
+        .arg(&report)
+        .arg("--work-dir")
+        .arg(out.path())
+        .arg("--time-limit-secs")
+        .arg(TIME_LIMIT_SECS.to_string())
+        .status()
+        .expect("running cairn-jepsen bench");
+    assert!(status.success(), "bench {args:?} failed: {status}");
+    Run {
+        latest: serde_json::from_slice(&std::fs::read(out.path().join("latest.json")).unwrap())
+            .unwrap(),
+        report: std::fs::read_to_string(&report).unwrap(),
+        out,
+    }
 }
 
 fn check_row(rows: &[Value], system: &str, workload: &str, clients: u64, value_bytes: u64) {

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 
 use super::report::{utc, Results, Row};
 use super::tables::{
-    bytes_label, efficiency_table, goals_table, mixed_by_kind_table, secure_cost_table,
+    bytes_label, efficiency_table, goals_table, mixed_by_kind_table, secure_cost_tables,
     summary_table,
 };
 
@@ -146,6 +146,12 @@ fn setup_systems(s: &mut String, res: &Results) {
             "- **cairn-secure:** the same binary and settings as cairn on ports 7631-7633 / 7731-7733, with auth and TLS on (SPEC §8): certificates from `cairn-node certs`, HTTPS client ports (`--tls-cert/--tls-key`), mutual TLS between peers (`--peer-tls-*`), init with `auth: {{admin: \"bench\"}}`; the load generator presents the admin token on every request over keep-alive TLS connections (rustls, the handshake once per connection). Not in the plots."
         );
     }
+    if res.rows.iter().any(|r| r.system == "etcd-secure") {
+        let _ = writeln!(
+            s,
+            "- **etcd-secure:** the same etcd and settings as etcd on ports 7641-7643 / 7741-7743, with its own auth and TLS on: the certificates cairn-secure uses, HTTPS client URLs (`--cert-file/--key-file`, no client certificates), mutual TLS between members (`--peer-cert-file/--peer-key-file/--peer-trusted-ca-file --peer-client-cert-auth`), metrics over plain HTTP on 7751-7753, a root user and `auth enable` (simple tokens, `--auth-token-ttl` of a week so none expires during the run); the load generator connects as root, so every request carries its token. Not in the plots."
+        );
+    }
     let _ = writeln!(
         s,
         "- **etcd:** {} × 3 members (Debian `etcd-server`, default durability: WAL fdatasync per commit; default settings except `--quota-backend-bytes` 8 GiB instead of 2 GiB, which the 64 KiB write points would otherwise exhaust, as etcd does not compact its MVCC history by default), loopback; native gRPC API via `etcd-client`, up to {} connections per member; writes and linearizable reads at the leader.",
@@ -220,11 +226,10 @@ fn results(s: &mut String, res: &Results) {
         let _ = writeln!(s, "Latency of the mixed points' operations by kind (those served that started in the window): a read waits for a ReadIndex round (etcd: its linearizable get), a mutation for its log entry's commit and apply.\n");
         s.push_str(&by_kind);
     }
-    let secure = secure_cost_table(res);
-    if !secure.is_empty() {
-        let _ = writeln!(s, "\n### The cost of auth + TLS (cairn-secure ÷ cairn)\n");
-        let _ = writeln!(s, "`cairn-secure`: the same binary with SPEC §8 on (bearer token on every request, HTTPS client ports with the raw driver's keep-alive TLS connections, mutual TLS between peers), measured in the same run. Below 1× throughput, above 1× CPU per op, is what auth + TLS cost.\n");
-        s.push_str(&secure);
+    for (plain, secure, table) in secure_cost_tables(&res.rows) {
+        let _ = writeln!(s, "\n### The cost of auth + TLS ({secure} ÷ {plain})\n");
+        let _ = writeln!(s, "`{secure}`: {plain} with auth and TLS on ({}), measured in the same run. Below 1× throughput, above 1× CPU per op, is what auth + TLS cost.\n", secure_setup(secure));
+        s.push_str(&table);
     }
     let _ = writeln!(s, "\n### Where the CPU went\n");
     let _ = writeln!(s, "`server cores`: CPU of the system's 3 processes during the point; `other load`: CPU used by anything else on the machine (other jobs sharing it) — high values mean a noisy point.\n");
@@ -232,6 +237,14 @@ fn results(s: &mut String, res: &Results) {
 }
 
 /// Preload, memory and disk, error samples: each only when there is something to show.
+/// What a secure system turns on, in a few words for its table's caption.
+fn secure_setup(secure: &str) -> &'static str {
+    match secure {
+        "cairn-secure" => "SPEC §8: a bearer token on every request, HTTPS client ports with the raw driver's keep-alive TLS connections, mutual TLS between peers",
+        _ => "its root user's token on every request, HTTPS client URLs over the gRPC connections, mutual TLS between members",
+    }
+}
+
 fn other_tables(s: &mut String, res: &Results) {
     if !res.preload.is_empty() {
         let _ = writeln!(s, "\n### Preload (bulk load of the key space)\n");

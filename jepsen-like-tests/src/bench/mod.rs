@@ -52,6 +52,7 @@ const CAIRN_PORTS: (u16, u16) = (7600, 7700);
 const ETCD_PORTS: (u16, u16) = (7610, 7710);
 const SCALE_PORTS: (u16, u16) = (7620, 7720);
 const CAIRN_SECURE_PORTS: (u16, u16) = (7630, 7730);
+const ETCD_SECURE_PORTS: (u16, u16) = (7640, 7740);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Quiet gap between points (lets connections of the previous point close).
 const POINT_GAP: Duration = Duration::from_millis(300);
@@ -97,7 +98,8 @@ pub struct BenchArgs {
     /// Subset of: write, read-linearizable, read-bounded, mixed.
     #[arg(long, value_delimiter = ',')]
     workloads: Option<Vec<String>>,
-    /// Subset of: cairn, cairn-secure (auth + HTTPS + peer mTLS, SPEC §8), etcd.
+    /// Subset of: cairn, cairn-secure (auth + HTTPS + peer mTLS, SPEC §8), etcd, and
+    /// etcd-secure (etcd's own auth + HTTPS + peer mTLS, the same certificates).
     #[arg(long, value_delimiter = ',', default_value = "cairn,etcd")]
     systems: Vec<String>,
     /// Measured seconds per point (default 2 with --quick, else 12).
@@ -173,6 +175,8 @@ enum System {
     /// cairn with auth, HTTPS client ports and mutual TLS between peers (SPEC §8).
     CairnSecure,
     Etcd,
+    /// etcd with auth, HTTPS client URLs and mutual TLS between members.
+    EtcdSecure,
 }
 
 impl System {
@@ -181,6 +185,7 @@ impl System {
             System::Cairn => "cairn",
             System::CairnSecure => "cairn-secure",
             System::Etcd => "etcd",
+            System::EtcdSecure => "etcd-secure",
         }
     }
 }

@@ -110,9 +110,8 @@ pub(super) fn write_outputs(args: &BenchArgs, results: &Results, write_json: boo
         mode_dir.display()
     );
     println!("{}", tables::summary_table(results));
-    let secure = tables::secure_cost_table(results);
-    if !secure.is_empty() {
-        println!("auth + TLS cost (cairn-secure ÷ cairn):\n{secure}");
+    for (plain, secure, table) in tables::secure_cost_tables(&results.rows) {
+        println!("auth + TLS cost ({secure} ÷ {plain}):\n{table}");
     }
     Ok(())
 }

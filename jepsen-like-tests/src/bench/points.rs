@@ -56,9 +56,7 @@ pub(super) async fn run_all(
     };
     let ctx = Ctx {
         procs,
-        cairn: clusters.cairn.as_ref(),
-        cairn_secure: clusters.cairn_secure.as_ref(),
-        etcd: clusters.etcd.as_ref(),
+        clusters,
         driver,
     };
     let schedule = schedule(args, plan);
@@ -127,16 +125,15 @@ fn print_row(row: &Row, done: usize, total: usize) {
 
 struct Ctx<'a> {
     procs: &'a Arc<Procs>,
-    cairn: Option<&'a cairn::Cluster>,
-    cairn_secure: Option<&'a cairn::Cluster>,
-    etcd: Option<&'a etcd::Cluster>,
+    clusters: &'a Clusters,
     driver: cairn::DriverKind,
 }
 
 enum LeaderRef {
     /// The leader of the cairn cluster of this system (plain or secure).
     Cairn(System, cairn::Node),
-    Etcd(usize),
+    /// The leading member of the etcd cluster of this system (plain or secure).
+    Etcd(System, usize),
 }
 
 impl Ctx<'_> {
@@ -153,7 +150,7 @@ impl Ctx<'_> {
         let metrics_after = self.leader_metrics(&leader).await;
         let counters = match leader {
             LeaderRef::Cairn(..) => CAIRN_COUNTERS,
-            LeaderRef::Etcd(_) => ETCD_COUNTERS,
+            LeaderRef::Etcd(..) => ETCD_COUNTERS,
         };
         Ok(Row::new(
             system.name(),
@@ -183,24 +180,37 @@ impl Ctx<'_> {
                     .collect::<Result<Vec<_>>>()?;
                 Ok((workers, LeaderRef::Cairn(system, leader)))
             }
-            System::Etcd => {
-                let e = self.etcd.context("etcd not started")?;
+            System::Etcd | System::EtcdSecure => {
+                let e = self.etcd_of(system)?;
                 let leader = e.leader().await?;
                 let workers = (0..spec.clients)
                     .map(|i| {
                         workload::Worker::Etcd(e.worker(spec.workload, i, spec.clients, leader))
                     })
                     .collect();
-                Ok((workers, LeaderRef::Etcd(leader)))
+                Ok((workers, LeaderRef::Etcd(system, leader)))
             }
         }
     }
 
     fn cairn_of(&self, system: System) -> Result<&cairn::Cluster> {
-        match system {
-            System::CairnSecure => self.cairn_secure.context("cairn-secure not started"),
-            _ => self.cairn.context("cairn not started"),
-        }
+        let cluster = match system {
+            System::CairnSecure => &self.clusters.cairn_secure,
+            _ => &self.clusters.cairn,
+        };
+        cluster
+            .as_ref()
+            .with_context(|| format!("{} not started", system.name()))
+    }
+
+    fn etcd_of(&self, system: System) -> Result<&etcd::Cluster> {
+        let cluster = match system {
+            System::EtcdSecure => &self.clusters.etcd_secure,
+            _ => &self.clusters.etcd,
+        };
+        cluster
+            .as_ref()
+            .with_context(|| format!("{} not started", system.name()))
     }
 
     /// The leader's Prometheus metrics; empty when they cannot be read.
@@ -210,12 +220,10 @@ impl Ctx<'_> {
                 Ok(c) => c.metrics(node).await.unwrap_or_default(),
                 Err(_) => Default::default(),
             },
-            LeaderRef::Etcd(i) => self
-                .etcd
-                .expect("etcd")
-                .metrics(*i)
-                .await
-                .unwrap_or_default(),
+            LeaderRef::Etcd(system, i) => match self.etcd_of(*system) {
+                Ok(e) => e.metrics(*i).await.unwrap_or_default(),
+                Err(_) => Default::default(),
+            },
         }
     }
 }
@@ -223,7 +231,7 @@ impl Ctx<'_> {
 /// What a row's numbers mean where the two systems differ.
 fn note(system: System, workload: Workload) -> &'static str {
     match (system, workload) {
-        (System::Etcd, Workload::ReadBounded) => {
+        (System::Etcd | System::EtcdSecure, Workload::ReadBounded) => {
             "etcd serializable reads on all members: NO staleness bound"
         }
         (System::Cairn | System::CairnSecure, Workload::ReadBounded) => {
@@ -232,7 +240,9 @@ fn note(system: System, workload: Workload) -> &'static str {
         (System::Cairn | System::CairnSecure, Workload::Mixed) => {
             "70% linearizable read, 20% write, 5% forget, 5% revoke"
         }
-        (System::Etcd, Workload::Mixed) => "70% linearizable get, 20% put, 10% delete",
+        (System::Etcd | System::EtcdSecure, Workload::Mixed) => {
+            "70% linearizable get, 20% put, 10% delete"
+        }
         _ => "",
     }
 }

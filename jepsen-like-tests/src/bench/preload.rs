@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::Result;
 
 use super::report::PreloadRow;
-use super::{cairn, etcd, BenchArgs};
+use super::run::Clusters;
+use super::BenchArgs;
 
 /// Most ops per cairn batch / per etcd txn (etcd's default --max-txn-ops), in flight.
 const CAIRN_BATCH_OPS: u64 = 500;
@@ -21,17 +22,11 @@ const PRELOAD_REQUEST_BYTES: u64 = 512 << 10;
 const PRELOAD_OP_OVERHEAD_BYTES: u64 = 128;
 
 /// Loads keys `0..args.keys` into each started system, cairn first; one row per system.
-pub(super) async fn run(
-    args: &BenchArgs,
-    cairn: Option<&cairn::Cluster>,
-    cairn_secure: Option<&cairn::Cluster>,
-    etcd: Option<&etcd::Cluster>,
-) -> Result<Vec<PreloadRow>> {
+pub(super) async fn run(args: &BenchArgs, clusters: &Clusters) -> Result<Vec<PreloadRow>> {
     let mut preload = Vec::new();
     let cairn_ops = preload_ops(CAIRN_BATCH_OPS, args.value_bytes);
     let etcd_ops = preload_ops(ETCD_TXN_OPS, args.value_bytes);
-    for (name, c) in [("cairn", cairn), ("cairn-secure", cairn_secure)] {
-        let Some(c) = c else { continue };
+    for (name, c) in clusters.cairns() {
         let t = Instant::now();
         let rate = c
             .load(
@@ -43,7 +38,7 @@ pub(super) async fn run(
             .await?;
         preload.push(row(name, args.keys, cairn_ops, t, rate));
     }
-    if let Some(e) = etcd {
+    for (name, e) in clusters.etcds() {
         let t = Instant::now();
         let rate = e
             .load(
@@ -53,7 +48,7 @@ pub(super) async fn run(
                 PRELOAD_CONCURRENCY,
             )
             .await?;
-        preload.push(row("etcd", args.keys, etcd_ops, t, rate));
+        preload.push(row(name, args.keys, etcd_ops, t, rate));
     }
     Ok(preload)
 }

@@ -271,18 +271,18 @@ impl Results {
     ) -> Option<&Row> {
         find_row(&self.rows, system, workload, clients, value_bytes)
     }
+}
 
-    /// (workload, clients, value_bytes) in run order, without repeats.
-    pub fn points(&self) -> Vec<(String, usize, usize)> {
-        let mut out: Vec<(String, usize, usize)> = Vec::new();
-        for r in &self.rows {
-            let p = (r.workload.clone(), r.clients, r.value_bytes);
-            if !out.contains(&p) {
-                out.push(p);
-            }
+/// The points of `rows`, (workload, clients, value_bytes), in run order without repeats.
+pub fn points(rows: &[Row]) -> Vec<(String, usize, usize)> {
+    let mut out: Vec<(String, usize, usize)> = Vec::new();
+    for r in rows {
+        let p = (r.workload.clone(), r.clients, r.value_bytes);
+        if !out.contains(&p) {
+            out.push(p);
         }
-        out
     }
+    out
 }
 
 /// "2026-11-30 06:07 UTC" for a unix time (civil-from-days, proleptic Gregorian).

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use cairn_jepsen::certs::ClusterCerts;
 
 use super::output::{self, binary_info, unix_now, Measured};
 use super::probes::{probe_end, probe_start};
@@ -16,7 +17,8 @@ use super::scale::{self, ScaleResults};
 use super::workload::Workload;
 use super::{cairn, etcd, points, preload, usage};
 use super::{
-    BenchArgs, System, CAIRN_PORTS, CAIRN_SECURE_PORTS, ETCD_PORTS, OP_TIMEOUT, SCALE_PORTS,
+    BenchArgs, System, CAIRN_PORTS, CAIRN_SECURE_PORTS, ETCD_PORTS, ETCD_SECURE_PORTS, OP_TIMEOUT,
+    SCALE_PORTS,
 };
 
 pub(super) struct Plan {
@@ -42,6 +44,7 @@ fn plan(args: &BenchArgs) -> Result<Plan> {
             "cairn" => Ok(System::Cairn),
             "cairn-secure" => Ok(System::CairnSecure),
             "etcd" => Ok(System::Etcd),
+            "etcd-secure" => Ok(System::EtcdSecure),
             other => bail!("unknown system {other}"),
         })
         .collect::<Result<Vec<_>>>()?;
@@ -116,20 +119,9 @@ async fn measure(
     let inputs = copy_inputs(args, work)?;
     let start = probe_start(args, work).await?;
     let clusters = start_clusters(args, plan, procs, &inputs, work).await?;
-    let preload = preload::run(
-        args,
-        clusters.cairn.as_ref(),
-        clusters.cairn_secure.as_ref(),
-        clusters.etcd.as_ref(),
-    )
-    .await?;
+    let preload = preload::run(args, &clusters).await?;
     let rows = points::run_all(args, plan, procs, &clusters).await?;
-    let resources = usage::resources(
-        procs,
-        clusters.cairn.as_ref(),
-        clusters.cairn_secure.as_ref(),
-        clusters.etcd.as_ref(),
-    );
+    let resources = usage::resources(procs, &clusters);
     let etcd_version = clusters.etcd_version();
     stop_clusters(procs).await?;
     let scale = run_scale(args, procs, &inputs, work).await?;
@@ -206,13 +198,35 @@ pub(super) struct Clusters {
     /// `cairn-secure`: the same node binary with auth + HTTPS + peer mTLS.
     pub cairn_secure: Option<cairn::Cluster>,
     pub etcd: Option<etcd::Cluster>,
+    /// `etcd-secure`: etcd with its own auth + HTTPS + peer mTLS.
+    pub etcd_secure: Option<etcd::Cluster>,
 }
 
 impl Clusters {
+    /// The started cairn clusters by system name, plain first.
+    pub fn cairns(&self) -> impl Iterator<Item = (&'static str, &cairn::Cluster)> {
+        [
+            (System::Cairn, &self.cairn),
+            (System::CairnSecure, &self.cairn_secure),
+        ]
+        .into_iter()
+        .filter_map(|(system, c)| Some((system.name(), c.as_ref()?)))
+    }
+
+    /// The started etcd clusters by system name, plain first.
+    pub fn etcds(&self) -> impl Iterator<Item = (&'static str, &etcd::Cluster)> {
+        [
+            (System::Etcd, &self.etcd),
+            (System::EtcdSecure, &self.etcd_secure),
+        ]
+        .into_iter()
+        .filter_map(|(system, e)| Some((system.name(), e.as_ref()?)))
+    }
+
     fn etcd_version(&self) -> String {
-        self.etcd
-            .as_ref()
-            .map(|e| e.version.clone())
+        self.etcds()
+            .map(|(_, e)| e.version.clone())
+            .next()
             .unwrap_or_default()
     }
 }
@@ -272,10 +286,38 @@ async fn start_clusters(
                 procs.clone(),
                 &inputs.etcd_bin,
                 work,
+                "etcd",
                 3,
                 ETCD_PORTS,
                 args.etcd_conns,
                 OP_TIMEOUT,
+                None,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    let etcd_secure = if has(System::EtcdSecure) {
+        println!(
+            "bench: starting 3 etcd-secure members (auth, HTTPS 127.0.0.1:7641-7643, peer mTLS 7741-7743, metrics 7751-7753)"
+        );
+        let dir = work.join("etcd-secure-certs");
+        std::fs::create_dir_all(&dir)?;
+        let security = etcd::Security {
+            certs: ClusterCerts::generate(&inputs.node_bin, &dir, 1..=3, |_| None)?,
+        };
+        Some(
+            etcd::Cluster::start(
+                procs.clone(),
+                &inputs.etcd_bin,
+                work,
+                "etcd-secure",
+                3,
+                ETCD_SECURE_PORTS,
+                args.etcd_conns,
+                OP_TIMEOUT,
+                Some(&security),
             )
             .await?,
         )
@@ -286,6 +328,7 @@ async fn start_clusters(
         cairn,
         cairn_secure,
         etcd,
+        etcd_secure,
     })
 }
 

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::report::{find_row, ByKind, Results, Row};
+use super::report::{find_row, points, ByKind, Results, Row};
 use super::scale::{Join, Level, Restart, ScaleResults};
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {
@@ -267,7 +267,7 @@ fn cpu(r: Option<&Row>) -> Option<f64> {
 
 /// `system_a` beside `system_b`, one row per point of the run, in `columns` after the
 /// point's workload, clients and value size.
-fn two_system_table(res: &Results, system_a: &str, system_b: &str, columns: &[Column]) -> String {
+fn two_system_table(rows: &[Row], system_a: &str, system_b: &str, columns: &[Column]) -> String {
     let mut s = String::from("| workload | clients | value |");
     for c in columns {
         let _ = write!(s, " {} |", c.header);
@@ -277,10 +277,10 @@ fn two_system_table(res: &Results, system_a: &str, system_b: &str, columns: &[Co
         let _ = write!(s, "{}|", c.align);
     }
     s.push('\n');
-    for (w, clients, vb) in res.points() {
+    for (w, clients, vb) in points(rows) {
         let (a, b) = (
-            res.find(system_a, &w, clients, vb),
-            res.find(system_b, &w, clients, vb),
+            find_row(rows, system_a, &w, clients, vb),
+            find_row(rows, system_b, &w, clients, vb),
         );
         let _ = write!(s, "| {w} | {clients} | {} |", bytes_label(vb));
         for c in columns {
@@ -311,19 +311,19 @@ const SUMMARY_COLUMNS: [Column; 11] = [
 
 /// The side-by-side comparison table (also printed at the end of a run).
 pub fn summary_table(res: &Results) -> String {
-    two_system_table(res, "cairn", "etcd", &SUMMARY_COLUMNS)
+    two_system_table(&res.rows, "cairn", "etcd", &SUMMARY_COLUMNS)
 }
 
-/// cairn (plain) beside cairn-secure: ratios are secure ÷ plain.
+/// A system (plain) beside its secure twin: ratios are secure ÷ plain.
 const SECURE_COLUMNS: [Column; 11] = [
-    column("cairn ops/s", |a, _| num(ops(a), 0)),
-    column("cairn-secure ops/s", |_, b| num(ops(b), 0)),
+    column("plain ops/s", |a, _| num(ops(a), 0)),
+    column("secure ops/s", |_, b| num(ops(b), 0)),
     column("ops/s secure÷plain", |a, b| ratio(ops(b), ops(a))),
-    column("cairn p50 ms", |a, _| num(p50(a), 2)),
+    column("plain p50 ms", |a, _| num(p50(a), 2)),
     column("secure p50 ms", |_, b| num(p50(b), 2)),
-    column("cairn p99 ms", |a, _| num(p99(a), 2)),
+    column("plain p99 ms", |a, _| num(p99(a), 2)),
     column("secure p99 ms", |_, b| num(p99(b), 2)),
-    column("cairn server CPU µs/op", |a, _| num(cpu(a), 0)),
+    column("plain server CPU µs/op", |a, _| num(cpu(a), 0)),
     column("secure server CPU µs/op", |_, b| num(cpu(b), 0)),
     column("CPU/op secure÷plain", |a, b| ratio(cpu(b), cpu(a))),
     Column {
@@ -333,15 +333,22 @@ const SECURE_COLUMNS: [Column; 11] = [
     },
 ];
 
-/// The cost of auth + TLS (SPEC §8): `cairn-secure` beside `cairn` per point, measured in
-/// the same run; empty unless both ran. Ratios are secure ÷ plain (throughput below 1× and
-/// CPU per op above 1× are the cost).
-pub fn secure_cost_table(res: &Results) -> String {
-    let ran = |system: &str| res.rows.iter().any(|r| r.system == system);
-    if !ran("cairn") || !ran("cairn-secure") {
-        return String::new();
-    }
-    two_system_table(res, "cairn", "cairn-secure", &SECURE_COLUMNS)
+/// The systems the benchmark runs both plain and with auth + TLS on: (plain, secure).
+const SECURE_TWINS: [(&str, &str); 2] = [("cairn", "cairn-secure"), ("etcd", "etcd-secure")];
+
+/// The cost of auth + TLS: each secure system beside its plain twin per point, measured
+/// in the same run, as `(plain, secure, table)` for every pair that ran. Ratios are
+/// secure ÷ plain (throughput below 1× and CPU per op above 1× are the cost).
+pub fn secure_cost_tables(rows: &[Row]) -> Vec<(&'static str, &'static str, String)> {
+    let ran = |system: &str| rows.iter().any(|r| r.system == system);
+    SECURE_TWINS
+        .into_iter()
+        .filter(|(plain, secure)| ran(plain) && ran(secure))
+        .map(|(plain, secure)| {
+            let table = two_system_table(rows, plain, secure, &SECURE_COLUMNS);
+            (plain, secure, table)
+        })
+        .collect()
 }
 
 /// `b ÷ a` throughput of each round, paired in run order (the two systems ran each round
@@ -505,6 +512,26 @@ mod tests {
         );
         assert_eq!(table.lines().count(), 3, "{table}");
         assert_eq!(mixed_by_kind_table(&[write]), "");
+    }
+
+    #[test]
+    fn each_secure_system_is_set_beside_its_plain_twin_when_both_ran() {
+        let rows = vec![
+            Row::sample("cairn", "write", 64, 256, 8_000.0, 7.0, 20.0),
+            Row::sample("etcd", "write", 64, 256, 6_000.0, 9.0, 24.0),
+            Row::sample("etcd-secure", "write", 64, 256, 4_500.0, 12.0, 30.0),
+        ];
+        let tables = secure_cost_tables(&rows);
+        let pairs: Vec<_> = tables.iter().map(|(p, s, _)| (*p, *s)).collect();
+        assert_eq!(pairs, [("etcd", "etcd-secure")], "cairn-secure did not run");
+        let row = tables[0].2.lines().nth(2).expect("a row per point");
+        assert!(
+            row.starts_with(
+                "| write | 64 | 256 B | 6000 | 4500 | 0.75× | 9.00 | 12.00 | 24.00 | 30.00 |"
+            ),
+            "{row}"
+        );
+        assert!(secure_cost_tables(&rows[..2]).is_empty());
     }
 
     #[test]

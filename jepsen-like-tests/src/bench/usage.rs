@@ -9,7 +9,8 @@ use std::time::Instant;
 
 use super::procs::Procs;
 use super::report::{CpuUsage, ResourceRow};
-use super::{cairn, etcd, sysinfo};
+use super::run::Clusters;
+use super::sysinfo;
 
 /// CPU seconds used so far: the machine, this process, every child by name.
 pub(super) struct CpuSnap {
@@ -109,15 +110,9 @@ pub(super) fn deltas(
 }
 
 /// RSS and data dir size of every node and member, cairn first.
-pub(super) fn resources(
-    procs: &Arc<Procs>,
-    cairn: Option<&cairn::Cluster>,
-    cairn_secure: Option<&cairn::Cluster>,
-    etcd: Option<&etcd::Cluster>,
-) -> Vec<ResourceRow> {
+pub(super) fn resources(procs: &Arc<Procs>, clusters: &Clusters) -> Vec<ResourceRow> {
     let mut resources = Vec::new();
-    for (system, c) in [("cairn", cairn), ("cairn-secure", cairn_secure)] {
-        let Some(c) = c else { continue };
+    for (system, c) in clusters.cairns() {
         for n in &c.nodes {
             resources.push(resource_row(
                 system,
@@ -127,10 +122,10 @@ pub(super) fn resources(
             ));
         }
     }
-    if let Some(e) = etcd {
+    for (system, e) in clusters.etcds() {
         for m in &e.members {
             resources.push(resource_row(
-                "etcd",
+                system,
                 &m.name,
                 procs.pid(&m.name),
                 &m.data_dir,
