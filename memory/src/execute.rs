@@ -178,6 +178,8 @@ fn apply_all<S: SlotSource>(
     ctx: &Ctx,
 ) -> Result<Outcome, S::Error> {
     let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
+    // The first op of this command that changed each key (idempotent repeats change nothing).
+    let mut first_change: BTreeMap<&str, usize> = BTreeMap::new();
     let mut changes: Vec<Change> = Vec::with_capacity(mutations.len());
     for (i, m) in mutations.iter().enumerate() {
         let key = m.op.key();
@@ -191,13 +193,52 @@ fn apply_all<S: SlotSource>(
         };
         match apply(current, m, ctx) {
             Ok(change) => {
+                if change.event.is_some() {
+                    first_change.entry(key).or_insert(i);
+                }
                 latest.insert(key, changes.len());
                 changes.push(change);
             }
-            Err(e) => return Ok(Err((i, e))),
+            Err(e) => {
+                let e = match first_change.get(key) {
+                    Some(&earlier) => after_earlier_op(e, earlier),
+                    None => e,
+                };
+                return Ok(Err((i, e)));
+            }
         }
     }
     Ok(Ok(changes))
+}
+
+/// The details of a rejection that describe the key's state (SPEC §2, "error details").
+const STATE_DETAILS: [&str; 5] = [
+    "current_version",
+    "fence_revision",
+    "tombstone",
+    "revocation",
+    "rendered",
+];
+
+/// A batch op refused on the state an earlier op (`earlier`) of the same batch would have
+/// made. The batch applies nothing, so that state never exists: the rejection names the
+/// op instead of describing the state (no tombstone id that no lookup would find, no
+/// version or fence revision at which nothing happened to the key).
+fn after_earlier_op(e: OpError, earlier: usize) -> OpError {
+    let mut details: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&e.details_json).unwrap_or_default();
+    for name in STATE_DETAILS {
+        details.remove(name);
+    }
+    details.insert("after_op_index".into(), earlier.into());
+    OpError::new(
+        e.code,
+        format!(
+            "{} (the state op {earlier} of this batch would have left; nothing was applied)",
+            e.message
+        ),
+        serde_json::Value::Object(details),
+    )
 }
 
 /// Applies one mutation to the current `slot` of its key: conditions first, then the
@@ -589,6 +630,43 @@ mod tests {
             error.details_json.contains(r#""replayed":true"#),
             "{error:?}"
         );
+    }
+
+    /// The details of a batch op refused on what an earlier op of the batch would have
+    /// done: no tombstone, version or fence that was never stored, but the earlier op.
+    #[test]
+    fn a_batch_op_refused_on_an_earlier_ops_state_names_that_op_not_the_state() {
+        let details = |resp: &CommandResponse| match resp {
+            CommandResponse::Rejected { error, .. } => {
+                serde_json::from_str::<serde_json::Value>(&error.details_json).unwrap()
+            }
+            CommandResponse::Applied { .. } => panic!("applied: {resp:?}"),
+        };
+        let mut map = Map::default();
+        map.run(&cmd(vec![write_m("k", "v", &[])], None), 1);
+        let forget_then_revoke = cmd(vec![forget_m("k"), revoke_m("k")], None);
+        let (resp, effects) = map.run(&forget_then_revoke, 2);
+        assert_eq!(rejected(&resp), (ErrorCode::KeyForgotten, Some(1)));
+        assert_eq!(details(&resp), serde_json::json!({ "after_op_index": 0 }));
+        assert!(effects.is_empty(), "{effects:?}");
+        assert_eq!(map.slots["k"].state, State::Active, "nothing applied");
+
+        let mut fenced = write_m("k", "w", &[]);
+        fenced.cond.based_on_revision = Some(1);
+        let (resp, _) = map.run(&cmd(vec![revoke_m("k"), fenced], None), 3);
+        assert_eq!(rejected(&resp), (ErrorCode::StaleWrite, Some(1)));
+        assert_eq!(
+            details(&resp),
+            serde_json::json!({ "after_op_index": 0, "based_on_revision": 1 })
+        );
+
+        // An idempotent repeat changes nothing: the state met is the stored one, in full.
+        map.run(&cmd(vec![forget_m("k")], None), 4);
+        let (resp, _) = map.run(&cmd(vec![forget_m("k"), revoke_m("k")], None), 5);
+        assert_eq!(rejected(&resp), (ErrorCode::KeyForgotten, Some(1)));
+        let stored = details(&resp);
+        assert_eq!(stored["tombstone"]["revision"], 4, "{stored}");
+        assert!(stored.get("after_op_index").is_none(), "{stored}");
     }
 
     #[test]

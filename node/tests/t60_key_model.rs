@@ -1203,14 +1203,13 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
         Err(ClientError::VersionConflict {
             op_index,
             current_version,
-            ..
+            message,
         }) => {
             assert_eq!(op_index, Some(2));
-            // Evaluated against the state before the batch or after op 0; never beyond.
-            assert!(
-                matches!(current_version, Some(1) | Some(2)),
-                "{current_version:?}"
-            );
+            // Evaluated after op 0, which changed the key first: the batch applied
+            // nothing, so no version it would have made is reported, only op 0.
+            assert_eq!(current_version, None, "{message}");
+            assert!(message.contains("op 0 of this batch"), "{message}");
         }
         other => panic!("a batch with a conflicting op 2: {other:?}"),
     }
