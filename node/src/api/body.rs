@@ -15,7 +15,10 @@ use cairn_api::{
 };
 use cairn_config::Limits;
 use http_body_util::BodyExt;
+use std::collections::BTreeMap;
+
 use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use serde_path_to_error::Segment;
 
@@ -271,31 +274,46 @@ fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
     }
 }
 
-/// The path inside op `index` of a batch body that fails to decode.
+/// The path inside op `index` of a batch body that fails to decode. The op is decoded
+/// again from its own text, so a member named twice inside its value is still there to be
+/// found (a parsed copy would keep only the last one).
 fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
-    let body: Value = serde_json::from_slice(raw).ok()?;
-    let mut op = body.get("ops")?.get(index)?.as_object()?.clone();
-    let name = match op.remove("op") {
-        Some(Value::String(name)) => name,
+    #[derive(serde::Deserialize)]
+    struct Ops<'a> {
+        #[serde(borrow)]
+        ops: Vec<&'a RawValue>,
+    }
+    let body: Ops = serde_json::from_slice(raw).ok()?;
+    let mut members: BTreeMap<String, &RawValue> =
+        serde_json::from_str(body.ops.get(index)?.get()).ok()?;
+    let name = members
+        .remove("op")
+        .and_then(|tag| serde_json::from_str::<String>(tag.get()).ok());
+    let Some(name) = name else {
         // Missing, or not a string: the tag itself is the problem.
-        _ => return Some(vec![PathPart::Member("op".into())]),
+        return Some(vec![PathPart::Member("op".into())]);
     };
-    let op = Value::Object(op);
+    let rest: Vec<String> = members
+        .iter()
+        .map(|(member, value)| format!("{}:{}", Value::from(member.as_str()), value.get()))
+        .collect();
+    let op = format!("{{{}}}", rest.join(","));
     let inner = match name.as_str() {
-        "write" => tracked_path::<WriteRequest>(op),
-        "forget" => tracked_path::<ForgetRequest>(op),
-        "revoke" => tracked_path::<RevokeRequest>(op),
-        "reinstate" => tracked_path::<ReinstateRequest>(op),
-        "flag_stale" => tracked_path::<FlagStaleRequest>(op),
-        "supersede" => tracked_path::<SupersedeRequest>(op),
+        "write" => tracked_path::<WriteRequest>(&op),
+        "forget" => tracked_path::<ForgetRequest>(&op),
+        "revoke" => tracked_path::<RevokeRequest>(&op),
+        "reinstate" => tracked_path::<ReinstateRequest>(&op),
+        "flag_stale" => tracked_path::<FlagStaleRequest>(&op),
+        "supersede" => tracked_path::<SupersedeRequest>(&op),
         _ => return Some(vec![PathPart::Member("op".into())]),
     };
     Some(inner.unwrap_or_default())
 }
 
-/// The path of the error `value` meets when decoded as `T`, if it fails.
-fn tracked_path<T: DeserializeOwned>(value: Value) -> Option<Vec<PathPart>> {
-    let e = serde_path_to_error::deserialize::<_, T>(value).err()?;
+/// The path of the error the JSON `text` meets when decoded as `T`, if it fails.
+fn tracked_path<T: DeserializeOwned>(text: &str) -> Option<Vec<PathPart>> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let e = serde_path_to_error::deserialize::<_, T>(&mut de).err()?;
     let mut path = json_path(e.path().iter());
     add_named_field(&mut path, &e.inner().to_string());
     Some(path)
@@ -593,6 +611,14 @@ mod tests {
             (r#"{"op":"reinstate","key":"k","actor":[]}"#, "ops[1].actor"),
             (r#"{"op":"revoke","key":"k","actor":"a"}"#, "ops[1].reason"),
             ("3", "ops[1]"),
+            (
+                r#"{"op":"write","key":"k","value":{"a":1,"a":2},"actor":"a"}"#,
+                "ops[1].value.a",
+            ),
+            (
+                r#"{"actor":"a","value":[1,{"b":{"c":1,"c":1}}],"key":"k","op":"write"}"#,
+                "ops[1].value[1].b.c",
+            ),
         ];
         for (bad, field) in cases {
             let body = format!(r#"{{"ops":[{op},{bad}]}}"#);
