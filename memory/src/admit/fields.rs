@@ -38,10 +38,27 @@ pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
     single_line("actor", actor, l.actor_bytes_max)
 }
 
+/// A required `reason` (forget, revoke).
 pub(super) fn reason(reason: &str, l: &Limits) -> Result<(), OpError> {
     if reason.trim().is_empty() {
         return Err(invalid("reason", "is required and must not be blank"));
     }
+    reason_text(reason, l)
+}
+
+/// An optional `reason` (write, reinstate, ...): absent is fine, blank is not.
+pub(super) fn optional_reason(r: Option<&str>, l: &Limits) -> Result<(), OpError> {
+    match r {
+        None => Ok(()),
+        Some(r) if r.trim().is_empty() => Err(invalid(
+            "reason",
+            "must not be blank when given (leave it out for none)",
+        )),
+        Some(r) => reason_text(r, l),
+    }
+}
+
+fn reason_text(reason: &str, l: &Limits) -> Result<(), OpError> {
     bounded("reason", reason, l.reason_bytes_max)?;
     match reason
         .chars()
@@ -53,10 +70,6 @@ pub(super) fn reason(reason: &str, l: &Limits) -> Result<(), OpError> {
         )),
         None => Ok(()),
     }
-}
-
-pub(super) fn optional_reason(r: Option<&str>, l: &Limits) -> Result<(), OpError> {
-    r.map_or(Ok(()), |r| reason(r, l))
 }
 
 pub(super) fn anchor(field: &str, text: &str, l: &Limits) -> Result<(), OpError> {

@@ -250,6 +250,9 @@ mod tests {
         assert_invalid(w(json!({"tags": ["ok", ""]})), "tags[1]");
         assert_invalid(w(json!({"tags": vec!["t"; 65]})), "tags");
         assert_invalid(w(json!({"reason": "  "})), "reason");
+        // A write's reason is optional: a blank one is refused as blank, not as missing.
+        let blank = w(json!({"reason": ""})).unwrap_err();
+        assert!(blank.message.contains("when given"), "{blank:?}");
     }
 
     #[test]
