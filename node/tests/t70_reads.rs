@@ -334,6 +334,16 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
     let revision = write_n(&cluster.client(), "od/1", 1).await.expect("write");
     wait_all_applied(&cluster, revision).await;
+    // No bounded or `any` read has arrived anywhere yet: no follower refreshes a token
+    // (tokens are refreshed only while such reads arrive), so none has one.
+    tokio::time::sleep(Duration::from_millis(3 * TOKEN_REFRESH_MS)).await;
+    for id in cluster.ids().into_iter().filter(|&id| id != leader) {
+        let status = cluster.status(id).await.expect("status");
+        assert_eq!(
+            status.ms_since_leader_contact, None,
+            "node {id}: {status:?}"
+        );
+    }
     let tight = ReadOptions {
         consistency: Some(Consistency::Bounded),
         max_staleness_ms: Some(TIGHT_MS),

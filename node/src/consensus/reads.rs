@@ -29,6 +29,9 @@ use crate::raft_rpc::network::PeerClient;
 
 /// Bounded reads stop refreshing tokens after this long without demand.
 const DEMAND_WINDOW: Duration = Duration::from_secs(2);
+/// `last_demand_ms` of a node no `bounded` or `any` read has reached yet: it refreshes
+/// nothing until one does.
+const NEVER_DEMANDED: u64 = u64::MAX;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadError {
@@ -86,7 +89,7 @@ impl ReadGate {
             token_changed: Notify::new(),
             refresh_now: Notify::new(),
             started: Instant::now(),
-            last_demand_ms: AtomicU64::new(0),
+            last_demand_ms: AtomicU64::new(NEVER_DEMANDED),
             rounds: AtomicU64::new(0),
         })
     }
@@ -317,8 +320,9 @@ impl ReadGate {
         let period = Duration::from_millis(self.cfg.token_refresh_ms);
         loop {
             let now_ms = self.started.elapsed().as_millis() as u64;
-            let demanded = now_ms.saturating_sub(self.last_demand_ms.load(Ordering::Relaxed))
-                <= DEMAND_WINDOW.as_millis() as u64;
+            let last_demand_ms = self.last_demand_ms.load(Ordering::Relaxed);
+            let demanded = last_demand_ms != NEVER_DEMANDED
+                && now_ms.saturating_sub(last_demand_ms) <= DEMAND_WINDOW.as_millis() as u64;
             if demanded {
                 self.refresh_token().await;
             }
