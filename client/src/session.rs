@@ -140,8 +140,14 @@ impl Session {
         self.keys.is_empty() && self.revision == 0
     }
 
-    /// Records everything a mutation result or read answer reports.
+    /// Records everything a mutation result or read answer reports. A read's
+    /// `served.applied_index` counts as seen too: a list or recall shows the state at that
+    /// index, keys it leaves out included (a forgotten key is not recalled), so a later read
+    /// must not come from a node that applied less.
     pub fn observe(&mut self, answer: &impl Observable) {
+        if let Some(applied) = answer.applied_index() {
+            self.revision = self.revision.max(applied);
+        }
         for (key, mark) in answer.marks() {
             self.observe_key(key, mark);
         }
@@ -545,6 +551,28 @@ mod tests {
         let mut fresh = read;
         fresh.served.applied_index = 50;
         assert!(s.check(&fresh).is_ok());
+    }
+
+    /// A list that leaves a key out (forgotten at 799) is a state seen at its applied
+    /// index: the session must not accept a later answer from a node behind it.
+    #[test]
+    fn the_applied_index_of_a_read_counts_as_seen_even_with_no_key_in_it() {
+        let mut s = Session::new();
+        let empty: ListResponse = serde_json::from_value(serde_json::json!({
+            "items": [], "next_after": null,
+            "served": {"node_id": 1, "role": "leader", "consistency": "linearizable",
+                       "applied_index": 799, "leader_commit_index": 799,
+                       "ms_since_leader_contact": 0}
+        }))
+        .unwrap();
+        s.observe(&empty);
+        assert_eq!(s.revision(), 799);
+        let mut behind = empty;
+        behind.served.applied_index = 798;
+        assert!(matches!(
+            s.check(&behind),
+            Err(ClientError::SessionRegression { key: None, .. })
+        ));
     }
 
     #[test]

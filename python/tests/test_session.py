@@ -17,6 +17,7 @@ from cairn_client import (
     Cairn,
     InvalidInput,
     KeyMark,
+    ListResponse,
     MutationResult,
     NoLeader,
     NotFound,
@@ -54,6 +55,26 @@ def test_the_token_is_base64url_json_of_the_revision_and_newest_keys_first() -> 
     assert "=" not in token
     assert _token_json(token) == {"r": 9, "k": [["b", 1, 2, 3, 9], ["a", 1, 0, 1, 5]]}
     assert Session.import_token(token) == session
+
+
+def test_the_applied_index_of_a_read_counts_as_seen_even_with_no_key_in_it() -> None:
+    """A list that leaves a key out (forgotten at 799) is a state seen at its applied
+    index: the session must not accept a later answer from a node behind it."""
+    served = {
+        "node_id": 1,
+        "role": "leader",
+        "consistency": "linearizable",
+        "applied_index": 799,
+        "leader_commit_index": 799,
+        "ms_since_leader_contact": 0,
+    }
+    empty = ListResponse.model_validate({"items": [], "next_after": None, "served": served})
+    session = Session()
+    session.observe(empty)
+    assert session.revision == 799
+    behind = ListResponse.model_validate({"items": [], "served": {**served, "applied_index": 798}})
+    with pytest.raises(SessionRegression):
+        session.check(behind)
 
 
 def test_an_exported_token_keeps_the_newest_keys_within_its_bounds() -> None:

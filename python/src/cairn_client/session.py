@@ -145,7 +145,14 @@ class Session:
         return len(self._keys)
 
     def observe(self, answer: Observable) -> None:
-        """Records everything a mutation result or read answer reports."""
+        """Records everything a mutation result or read answer reports. A read's
+        ``served.applied_index`` counts as seen too: a list or recall shows the state at
+        that index, keys it leaves out included (a forgotten key is not recalled), so a
+        later read must not come from a node that applied less."""
+        applied = applied_index_of(answer)
+        if applied is not None:
+            with self._lock:
+                self._revision = max(self._revision, applied)
         for key, mark in marks_of(answer):
             self.observe_key(key, mark)
 
