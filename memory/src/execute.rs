@@ -225,20 +225,19 @@ const STATE_DETAILS: [&str; 5] = [
 /// op instead of describing the state (no tombstone id that no lookup would find, no
 /// version or fence revision at which nothing happened to the key).
 fn after_earlier_op(e: OpError, earlier: usize) -> OpError {
-    let mut details: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(&e.details_json).unwrap_or_default();
-    for name in STATE_DETAILS {
-        details.remove(name);
-    }
-    details.insert("after_op_index".into(), earlier.into());
-    OpError::new(
-        e.code,
-        format!(
+    let e = e.with_details(|details| {
+        for name in STATE_DETAILS {
+            details.remove(name);
+        }
+        details.insert("after_op_index".into(), earlier.into());
+    });
+    OpError {
+        message: format!(
             "{} (the state op {earlier} of this batch would have left; nothing was applied)",
             e.message
         ),
-        serde_json::Value::Object(details),
-    )
+        ..e
+    }
 }
 
 /// Applies one mutation to the current `slot` of its key: conditions first, then the

@@ -194,9 +194,19 @@ impl OpError {
     /// The same rejection answered again from the dedup record: its details gain
     /// `"replayed": true`, so the caller can tell the 409 is the request's original answer.
     pub fn replayed(self) -> Self {
+        self.with_details(|details| {
+            details.insert("replayed".into(), serde_json::Value::Bool(true));
+        })
+    }
+
+    /// The same rejection with its details changed by `change`.
+    pub fn with_details(
+        self,
+        change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>),
+    ) -> Self {
         let mut details: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(&self.details_json).unwrap_or_default();
-        details.insert("replayed".into(), serde_json::Value::Bool(true));
+        change(&mut details);
         OpError {
             details_json: serde_json::Value::Object(details).to_string(),
             ..self
