@@ -96,7 +96,9 @@ impl Segments {
             if from >= wanted {
                 continue;
             }
-            let mut to = segment.end_within(from, wanted, max_bytes - taken);
+            // The first record may alone exceed the budget (it is always taken): none is
+            // left for the next segment then.
+            let mut to = segment.end_within(from, wanted, max_bytes.saturating_sub(taken));
             if out.is_empty() && to == from {
                 to = from + 1;
             }
@@ -734,6 +736,12 @@ mod tests {
             (start..start + 50).collect::<Vec<_>>()
         );
         assert_eq!(found(start, u64::MAX).len(), 61);
+        // A first record over the budget that ends its segment: nothing more, from either
+        // segment (this overflowed the remaining budget and panicked).
+        for start in start - 100..start + 50 {
+            assert_eq!(found(start, 1), [start]);
+            assert_eq!(found(start, record + 1), [start]);
+        }
     }
 
     #[test]
