@@ -178,8 +178,6 @@ fn apply_all<S: SlotSource>(
     ctx: &Ctx,
 ) -> Result<Outcome, S::Error> {
     let mut latest: BTreeMap<&str, usize> = BTreeMap::new();
-    // The first op of this command that changed each key (idempotent repeats change nothing).
-    let mut first_change: BTreeMap<&str, usize> = BTreeMap::new();
     let mut changes: Vec<Change> = Vec::with_capacity(mutations.len());
     for (i, m) in mutations.iter().enumerate() {
         let key = m.op.key();
@@ -193,15 +191,17 @@ fn apply_all<S: SlotSource>(
         };
         match apply(current, m, ctx) {
             Ok(change) => {
-                if change.event.is_some() {
-                    first_change.entry(key).or_insert(i);
-                }
                 latest.insert(key, changes.len());
                 changes.push(change);
             }
             Err(e) => {
-                let e = match first_change.get(key) {
-                    Some(&earlier) => after_earlier_op(e, earlier),
+                // Looked for only on this rare path: the first earlier op that changed the
+                // key (changes[j] is op j's; an idempotent repeat has no event).
+                let earlier = changes
+                    .iter()
+                    .position(|c| c.slot.key == key && c.event.is_some());
+                let e = match earlier {
+                    Some(earlier) => after_earlier_op(e, earlier),
                     None => e,
                 };
                 return Ok(Err((i, e)));
