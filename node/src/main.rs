@@ -134,7 +134,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&config.log_level);
+    if let Err(e) = init_logging(&config.log_level) {
+        eprintln!("cairn-node: config: {e}");
+        return ExitCode::from(2);
+    }
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if config.worker_threads > 0 {
         builder.worker_threads(config.worker_threads as usize);
@@ -216,13 +219,24 @@ fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
     }
 }
 
-fn init_logging(default_level: &str) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("{default_level},openraft=warn")));
+/// Logs to stderr at the config's `log_level` (RUST_LOG, when set and valid, wins).
+/// A `log_level` that is not a tracing filter is a config error: a node that silently
+/// logged at some other level than asked would hide what the operator wanted to see.
+fn init_logging(log_level: &str) -> Result<(), String> {
+    let configured = EnvFilter::builder()
+        .parse(format!("{log_level},openraft=warn"))
+        .map_err(|e| {
+            format!(
+                "log_level: must be a tracing filter like \"info\" or \"info,openraft=warn\" \
+                 (got {log_level:?}: {e})"
+            )
+        })?;
+    let filter = EnvFilter::try_from_default_env().unwrap_or(configured);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
         .init();
+    Ok(())
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -598,6 +598,12 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             expected: "raft.election_timeout_min_ms",
         },
         BadConfig {
+            name: "log_level not a filter",
+            args: with_file("1"),
+            toml: Some("log_level = \"info,cairn=loud\"\n"),
+            expected: "log_level: must be a tracing filter",
+        },
+        BadConfig {
             name: "unknown field",
             args: with_file("1"),
             toml: Some("[raft]\nelection_timeout = 5\n"),
