@@ -87,6 +87,14 @@ pub enum AccessError {
     /// Bad input, naming the request field it is in (`name`, `grants[1].prefix`).
     #[error("{message}")]
     Invalid { field: String, message: String },
+    /// A size past its bound in the request field `field`: `size` against `limit`.
+    #[error("{message}")]
+    OutOfBounds {
+        field: String,
+        message: String,
+        size: usize,
+        limit: usize,
+    },
 }
 
 impl AccessError {
@@ -98,9 +106,9 @@ impl AccessError {
             | AccessError::LastAdmin => ErrorCode::InvalidTransition,
             AccessError::NotAdmin(_) => ErrorCode::PermissionDenied,
             AccessError::NoSuchPrincipal(_) => ErrorCode::NotFound,
-            AccessError::TooManyPrincipals | AccessError::Invalid { .. } => {
-                ErrorCode::InvalidRequest
-            }
+            AccessError::TooManyPrincipals
+            | AccessError::Invalid { .. }
+            | AccessError::OutOfBounds { .. } => ErrorCode::InvalidRequest,
         }
     }
 
@@ -112,6 +120,12 @@ impl AccessError {
                 json!({"name": name})
             }
             AccessError::Invalid { field, .. } => json!({"field": field}),
+            AccessError::OutOfBounds {
+                field, size, limit, ..
+            } => json!({"field": field, "size": size, "limit": limit}),
+            AccessError::TooManyPrincipals => {
+                json!({"field": "name", "size": PRINCIPALS_MAX + 1, "limit": PRINCIPALS_MAX})
+            }
             _ => json!({}),
         }
     }

@@ -22,18 +22,37 @@ fn invalid(field: impl Into<String>, message: String) -> AccessError {
     }
 }
 
+/// A size past its bound in `field`.
+fn out_of_bounds(
+    field: impl Into<String>,
+    message: String,
+    size: usize,
+    limit: usize,
+) -> AccessError {
+    AccessError::OutOfBounds {
+        field: field.into(),
+        message,
+        size,
+        limit,
+    }
+}
+
 /// A principal name: 1-128 bytes of ASCII letters, digits and `_ - . @ :`, so it is safe
 /// in a URL path segment, a log line and a header. `field` names where the request
 /// carries it (`name`, `admin`).
 pub fn name(field: &str, name: &str) -> Result<(), AccessError> {
     let ok_char = |c: char| c.is_ascii_alphanumeric() || "_-.@:".contains(c);
-    if name.is_empty() || name.len() > NAME_BYTES_MAX || !name.chars().all(ok_char) {
-        return Err(invalid(
+    let rule = format!("1-{NAME_BYTES_MAX} bytes of letters, digits and _ - . @ :");
+    if name.is_empty() || name.len() > NAME_BYTES_MAX {
+        return Err(out_of_bounds(
             field,
-            format!(
-                "principal name {name:?}: 1-{NAME_BYTES_MAX} bytes of letters, digits and _ - . @ :"
-            ),
+            format!("principal name of {} bytes: {rule}", name.len()),
+            name.len(),
+            NAME_BYTES_MAX,
         ));
+    }
+    if !name.chars().all(ok_char) {
+        return Err(invalid(field, format!("principal name {name:?}: {rule}")));
     }
     Ok(())
 }
@@ -43,9 +62,11 @@ pub fn name(field: &str, name: &str) -> Result<(), AccessError> {
 /// prefix; at most 64.
 pub fn grants(grants: &[Grant]) -> Result<Vec<GrantRecord>, AccessError> {
     if grants.len() > GRANTS_MAX {
-        return Err(invalid(
+        return Err(out_of_bounds(
             "grants",
             format!("{} grants; at most {GRANTS_MAX}", grants.len()),
+            grants.len(),
+            GRANTS_MAX,
         ));
     }
     grants
@@ -66,7 +87,15 @@ fn grant(i: usize, g: &Grant) -> Result<GrantRecord, AccessError> {
         return Err(refuse("permissions", "no permissions"));
     }
     if g.prefix.len() > PREFIX_BYTES_MAX {
-        return Err(refuse("prefix", "prefix longer than 512 bytes"));
+        return Err(out_of_bounds(
+            format!("grants[{i}].prefix"),
+            format!(
+                "grant prefix of {} bytes; at most {PREFIX_BYTES_MAX}",
+                g.prefix.len()
+            ),
+            g.prefix.len(),
+            PREFIX_BYTES_MAX,
+        ));
     }
     if g.prefix.chars().any(char::is_control) {
         return Err(refuse("prefix", "control character in the prefix"));
@@ -94,7 +123,11 @@ mod tests {
         }
         for bad in ["", "a b", "a/b", "ä", "x\n", &"n".repeat(129)] {
             assert!(
-                matches!(name("admin", bad), Err(AccessError::Invalid { field, .. }) if field == "admin"),
+                matches!(
+                    name("admin", bad),
+                    Err(AccessError::Invalid { field, .. } | AccessError::OutOfBounds { field, .. })
+                        if field == "admin"
+                ),
                 "{bad:?}"
             );
         }
@@ -112,13 +145,23 @@ mod tests {
         ] {
             let list = [Grant::new("ok/", [Permission::Read]), bad.clone()];
             let field = match grants(&list) {
-                Err(AccessError::Invalid { field, .. }) => field,
+                Err(
+                    AccessError::Invalid { field, .. } | AccessError::OutOfBounds { field, .. },
+                ) => field,
                 other => panic!("{bad:?}: {other:?}"),
             };
             assert_eq!(field, format!("grants[1].{part}"), "{bad:?}");
         }
         let many = vec![Grant::new("x", [Permission::Read]); GRANTS_MAX + 1];
-        assert!(grants(&many).is_err());
+        assert_eq!(
+            grants(&many).unwrap_err().details(),
+            serde_json::json!({"field": "grants", "size": GRANTS_MAX + 1, "limit": GRANTS_MAX})
+        );
+        let long = [Grant::new("p".repeat(513), [Permission::Read])];
+        assert_eq!(
+            grants(&long).unwrap_err().details(),
+            serde_json::json!({"field": "grants[0].prefix", "size": 513, "limit": PREFIX_BYTES_MAX})
+        );
         assert!(grants(&[Grant::new("", [Permission::Admin])]).is_ok());
     }
 }

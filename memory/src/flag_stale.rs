@@ -7,17 +7,26 @@
 //! | forgotten | 409 `key_forgotten` |
 //!
 //! A new flag replaces an earlier flag on the same anchor (the latest observation is the
-//! one that matters), which also bounds the list. The flags are cleared by the next write,
+//! one that matters). A key holds at most [`STALE_FLAGS_MAX`] flags: a flag on one more
+//! anchor is 413 `too_large` (`field: "stale"`, `limit`, `size`), since every read, list
+//! and recall of the key carries the whole list. The flags are cleared by the next write,
 //! so the event's `anchor` and `observed_hash` keep them for the history. The request takes
 //! no reason, so the event has none.
 
-use crate::records::{EventKind, StaleFlag};
+use serde_json::json;
+
+use crate::records::{ErrorCode, EventKind, StaleFlag};
 use crate::step;
 use crate::types::{Change, Ctx, OpError, Slot};
 
+/// The most stale flags a key holds. A constant, not a node setting: the refusal happens
+/// at apply, and every replica must refuse the same flags. 64 flags of the longest anchor
+/// and hash keep a record under 100 KiB.
+pub const STALE_FLAGS_MAX: usize = 64;
+
 /// Applies a stale flag on `key` (currently `slot`) per the table above.
 ///
-/// - At most one flag per anchor.
+/// - At most one flag per anchor, at most [`STALE_FLAGS_MAX`] flags.
 /// - The value and state are unchanged.
 pub fn apply(
     slot: Option<&Slot>,
@@ -30,6 +39,16 @@ pub fn apply(
     let s = step::live(slot, key)?;
     let mut next = step::begin(Some(s), key, ctx);
     next.stale.retain(|f| f.anchor != anchor);
+    if next.stale.len() >= STALE_FLAGS_MAX {
+        return Err(OpError::new(
+            ErrorCode::TooLarge,
+            format!(
+                "key {key:?} already holds {STALE_FLAGS_MAX} stale flags on other anchors, \
+                 the most a key keeps; a write clears them"
+            ),
+            json!({"field": "stale", "limit": STALE_FLAGS_MAX, "size": next.stale.len() + 1}),
+        ));
+    }
     next.stale.push(StaleFlag {
         anchor: anchor.to_string(),
         observed_hash: observed_hash.to_string(),
@@ -47,8 +66,27 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{ErrorCode, State};
+    use crate::records::State;
     use crate::step::fixtures::*;
+
+    #[test]
+    fn a_flag_past_the_most_a_key_keeps_is_too_large_and_a_repeat_is_not() {
+        let mut s = active();
+        for i in 0..STALE_FLAGS_MAX {
+            let change = apply(Some(&s), KEY, "a", &format!("path:f{i}"), "h", &ctx(20)).unwrap();
+            s = change.slot;
+        }
+        let e = apply(Some(&s), KEY, "a", "path:one-more", "h", &ctx(20)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::TooLarge);
+        let details: serde_json::Value = serde_json::from_str(&e.details_json).unwrap();
+        assert_eq!(
+            details,
+            json!({"field": "stale", "limit": STALE_FLAGS_MAX, "size": STALE_FLAGS_MAX + 1})
+        );
+        // An anchor already flagged is replaced, not added.
+        let change = apply(Some(&s), KEY, "b", "path:f0", "h2", &ctx(21)).unwrap();
+        assert_eq!(change.slot.stale.len(), STALE_FLAGS_MAX);
+    }
 
     #[test]
     fn absent_is_not_found() {

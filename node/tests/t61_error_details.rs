@@ -381,6 +381,30 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 size("limit", 1001, 1000),
             ),
             (
+                "list prefix longer than a key",
+                "/v1/list",
+                json!({"prefix": "p".repeat(513)}),
+                400,
+                invalid,
+                size("prefix", 513, 512),
+            ),
+            (
+                "list prefix with a control character",
+                "/v1/list",
+                json!({"prefix": "a\u{0}b"}),
+                400,
+                invalid,
+                json!({"field": "prefix"}),
+            ),
+            (
+                "recall prefix longer than a key",
+                "/v1/recall",
+                json!({"cues": ["tag:x"], "prefix": "p".repeat(513)}),
+                400,
+                invalid,
+                size("prefix", 513, 512),
+            ),
+            (
                 "recall limit 1001",
                 "/v1/recall",
                 json!({"cues": ["tag:x"], "limit": 1001}),
@@ -508,6 +532,7 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         ("consistency=&max_staleness_ms=-1", "max_staleness_ms"),
         ("consistency=sometimes", "consistency"),
         ("bogus=", "bogus"),
+        ("consistency=%FF", "consistency"),
     ] {
         let (status, _, answer) = call(
             &cluster,
@@ -521,6 +546,23 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
             json!({"field": field}),
             "{query}: {answer}"
         );
+    }
+
+    // A watch prefix is checked like a list's: not UTF-8, too long, or a control character.
+    let long_prefix = "p".repeat(513);
+    for (query, expected) in [
+        ("prefix=%FF".to_string(), json!({"field": "prefix"})),
+        (format!("prefix={long_prefix}"), size("prefix", 513, 512)),
+        ("prefix=a%00b".to_string(), json!({"field": "prefix"})),
+    ] {
+        let (status, _, answer) = call(
+            &cluster,
+            reqwest::Method::GET,
+            &format!("/v1/watch?{query}"),
+        )
+        .await;
+        assert_eq!(status, 400, "{query}: {answer}");
+        assert_eq!(details(&answer), expected, "{query}: {answer}");
     }
 
     // A body that is not JSON has no field to name.

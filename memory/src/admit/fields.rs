@@ -16,6 +16,16 @@ pub fn key(field: &str, key: &str, l: &Limits) -> Result<(), OpError> {
     single_line(field, key, l.key_bytes_max)
 }
 
+/// Validates a key prefix (list, recall, watch): empty (every key) or a start of a key
+/// that may exist, so at most `key_bytes_max` bytes without control characters (a prefix
+/// no key can have is a mistake worth naming, not an empty answer).
+pub fn prefix(field: &str, prefix: &str, l: &Limits) -> Result<(), OpError> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    single_line(field, prefix, l.key_bytes_max)
+}
+
 /// Validates the cues of a recall: 1..=`cues_max`, each a valid anchor.
 pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
     if cues.is_empty() || cues.len() > l.cues_max {
@@ -160,6 +170,18 @@ pub(super) fn conditions(
 mod tests {
     use super::*;
     use crate::admit::test_support::*;
+
+    #[test]
+    fn a_prefix_is_empty_or_the_start_of_a_possible_key() {
+        assert!(prefix("prefix", "", &l()).is_ok());
+        assert!(prefix("prefix", "facts/", &l()).is_ok());
+        let e = prefix("prefix", &"k".repeat(l().key_bytes_max + 1), &l()).unwrap_err();
+        assert_eq!(details(&e)["field"], "prefix");
+        assert_eq!(details(&e)["limit"], l().key_bytes_max);
+        assert_eq!(details(&e)["size"], l().key_bytes_max + 1);
+        let e = prefix("prefix", "facts/\0", &l()).unwrap_err();
+        assert!(e.message.contains("control character"), "{}", e.message);
+    }
 
     #[test]
     fn cues_are_validated() {

@@ -38,6 +38,6 @@ mod rejection;
 mod test_support;
 
 pub use command::{batch, single};
-pub use fields::{actor, cues, key, OBSERVED_HASH_BYTES_MAX};
+pub use fields::{actor, cues, key, prefix, OBSERVED_HASH_BYTES_MAX};
 pub use ops::{flag_stale, forget, mutation, reinstate, revoke, supersede, write};
 pub use rejection::in_op_path;

@@ -163,10 +163,11 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
     if e.to_string().starts_with("recursion limit exceeded") {
         return ApiError::invalid(format!(
             "invalid JSON body: nested deeper than {BODY_NESTING_MAX} levels (line {}, \
-             column {}); a write's value may nest at most {} levels",
+             column {}); a write's value may nest at most {} levels, a batch op's value {}",
             e.line(),
             e.column(),
-            BODY_NESTING_MAX - 2
+            BODY_NESTING_MAX - 2,
+            BODY_NESTING_MAX - 4
         ))
         .with("field", "body")
         .with("limit", BODY_NESTING_MAX);
@@ -175,8 +176,11 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
     // serde_json reports a value that cannot name a variant of an enum (`["active"]`, `1`
     // or `{}` where a state is expected) as a syntax error ("expected value") although
     // the body is valid JSON: that is a wrong value, and its path is named like any other.
-    let wrong_variant = !e.is_data();
-    if wrong_variant && serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_err() {
+    // Other syntax errors inside valid-looking JSON (a number out of range, a lone
+    // surrogate escape) keep serde_json's own message.
+    let syntax = !e.is_data();
+    let wrong_variant = syntax && e.to_string().starts_with("expected value");
+    if syntax && serde_json::from_slice::<serde::de::IgnoredAny>(raw).is_err() {
         // Not JSON (or cut short): there is no field to name.
         return error;
     }
@@ -333,7 +337,14 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
         parts: &mut axum::http::request::Parts,
         _: &S,
     ) -> Result<Self, ApiError> {
-        let query = without_empty_params(parts.uri.query().unwrap_or(""), struct_fields::<T>());
+        let raw = parts.uri.query().unwrap_or("");
+        if let Some(name) = param_not_utf8(raw) {
+            return Err(ApiError::invalid(format!(
+                "invalid query string: {name} is not UTF-8 once percent-decoded"
+            ))
+            .with("field", name));
+        }
+        let query = without_empty_params(raw, struct_fields::<T>());
         let uri: axum::http::Uri = format!("/?{query}")
             .parse()
             .map_err(|_| ApiError::invalid("invalid query string"))?;
@@ -345,6 +356,47 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
                 with_field(error, &query_error_path(&rejection))
             })
     }
+}
+
+/// The name of the first query parameter whose name or value is not UTF-8 once
+/// percent-decoded (`?prefix=%FF`). The form decoder would read it as U+FFFD, so a
+/// prefix the client never sent would be served.
+fn param_not_utf8(query: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name_text = String::from_utf8(percent_decoded(name));
+        let value_ok = std::str::from_utf8(&percent_decoded(value)).is_ok();
+        match name_text {
+            Ok(_) if value_ok => None,
+            Ok(name) => Some(name),
+            Err(e) => Some(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        }
+    })
+}
+
+/// `text` with `%XX` escapes decoded and `+` read as a space, as a form decoder reads it;
+/// a `%` not followed by two hex digits stays as it is.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes
+            .get(i + 1..i + 3)
+            .filter(|_| bytes[i] == b'%')
+            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// `query` without the parameters named in `fields` whose value is empty (`name=` or a
@@ -564,6 +616,19 @@ mod tests {
     }
 
     #[test]
+    fn a_number_out_of_range_or_a_lone_surrogate_keeps_its_own_message() {
+        for (value, said) in [
+            ("1e400", "number out of range"),
+            (r#""\ud800""#, "hex escape"),
+        ] {
+            let body = format!(r#"{{"key":"k","actor":"a","value":{value}}}"#);
+            let e = decode::<WriteRequest>(body.as_bytes()).expect_err(&body);
+            assert!(e.message.contains(said), "{body}: {e:?}");
+            assert!(!e.message.contains("accepted values"), "{body}: {e:?}");
+        }
+    }
+
+    #[test]
     fn a_body_that_is_not_a_json_object_names_no_field() {
         let trailing = r#"{"key":"k","value":1,"actor":"a"} {}"#;
         for body in [
@@ -647,6 +712,20 @@ mod tests {
         };
         assert!(e.message.starts_with("invalid query string: "), "{e:?}");
         Value::Object(e.details)
+    }
+
+    #[tokio::test]
+    async fn a_query_value_that_is_not_utf8_is_refused_naming_it() {
+        assert_eq!(
+            query_details("/x?consistency=any&min_revision=%FF").await,
+            json!({"field": "min_revision"})
+        );
+        assert_eq!(
+            query_details("/x?consistency=%E2%82").await,
+            json!({"field": "consistency"})
+        );
+        assert_eq!(percent_decoded("a%2Fb+c%zz%4"), b"a/b c%zz%4".to_vec());
+        assert_eq!(param_not_utf8("prefix=%C3%A9&x=%41"), None);
     }
 
     #[tokio::test]
