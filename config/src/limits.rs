@@ -22,6 +22,21 @@ pub struct Limits {
     /// Largest `limit` a list or recall may ask for.
     pub page_items_max: u32,
     pub cues_max: usize,
+    /// A list or recall answer stops taking items once the values it holds reach this
+    /// many bytes (the first item is always taken): 1000 values of 1 MiB would otherwise
+    /// be one 2 GB answer (each value is sent as `value` and inside `rendered`), built in
+    /// the node's memory at once.
+    pub page_value_bytes_max: usize,
+    /// Open `GET /v1/watch` streams per node; one more is 503 `overloaded`. Every stream
+    /// reads the change feed after each applied entry.
+    pub watchers_max: usize,
+    /// Open client-port connections per node; past it the node accepts no more until one
+    /// closes (the kernel queues them), so idle connections cannot take every file
+    /// descriptor. The peer port has its own fixed bound.
+    pub connections_max: usize,
+    /// A connection that has not sent a whole request head this long after it opened, or
+    /// after its previous answer (an idle kept-alive connection), is closed.
+    pub request_head_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +55,10 @@ impl Default for Limits {
             batch_ops_max: 1000,
             page_items_max: 1000,
             cues_max: 64,
+            page_value_bytes_max: 4 * 1024 * 1024,
+            watchers_max: 1024,
+            connections_max: 4096,
+            request_head_timeout_ms: 30_000,
         }
     }
 }

@@ -12,14 +12,22 @@ pub const VALUE_BYTES_MAX_LIMIT: u64 = 64 * 1024 * 1024;
 pub const BATCH_OPS_MAX_LIMIT: u64 = 100_000;
 /// One page of a list or recall is built in memory.
 pub const PAGE_ITEMS_MAX_LIMIT: u64 = 100_000;
+/// Likewise, in bytes: 1 GiB.
+pub const PAGE_VALUE_BYTES_MAX_LIMIT: u64 = 1 << 30;
+/// A node's open file descriptors must cover its connections and RocksDB's files.
+pub const CONNECTIONS_MAX_LIMIT: u64 = 1_000_000;
+/// An hour: a longer wait for a request head is a typo.
+pub const REQUEST_HEAD_TIMEOUT_MS_LIMIT: u64 = 3_600_000;
 
 impl Limits {
     /// Checks:
     /// - every bound > 0 (a zero bound would reject all input of that kind);
     /// - `key_bytes_max <= 4096`, `value_bytes_max <= 64 MiB`, `batch_ops_max <= 100_000`,
-    ///   `page_items_max <= 100_000`.
+    ///   `page_items_max <= 100_000`, `page_value_bytes_max <= 1 GiB`,
+    ///   `connections_max <= 1_000_000`, `request_head_timeout_ms <= 1 h`;
+    /// - `watchers_max <= connections_max` (each stream holds a connection).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let all: [(&'static str, usize); 12] = [
+        let all: [(&'static str, usize); 16] = [
             ("limits.key_bytes_max", self.key_bytes_max),
             ("limits.value_bytes_max", self.value_bytes_max),
             ("limits.actor_bytes_max", self.actor_bytes_max),
@@ -32,6 +40,13 @@ impl Limits {
             ("limits.request_id_bytes_max", self.request_id_bytes_max),
             ("limits.batch_ops_max", self.batch_ops_max),
             ("limits.cues_max", self.cues_max),
+            ("limits.page_value_bytes_max", self.page_value_bytes_max),
+            ("limits.watchers_max", self.watchers_max),
+            ("limits.connections_max", self.connections_max),
+            (
+                "limits.request_head_timeout_ms",
+                self.request_head_timeout_ms as usize,
+            ),
         ];
         for (field, value) in all {
             check_positive(field, value as u64)?;
@@ -56,6 +71,26 @@ impl Limits {
             "limits.page_items_max",
             u64::from(self.page_items_max),
             PAGE_ITEMS_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.page_value_bytes_max",
+            self.page_value_bytes_max as u64,
+            PAGE_VALUE_BYTES_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.watchers_max",
+            self.watchers_max as u64,
+            self.connections_max as u64,
+        )?;
+        check_at_most(
+            "limits.connections_max",
+            self.connections_max as u64,
+            CONNECTIONS_MAX_LIMIT,
+        )?;
+        check_at_most(
+            "limits.request_head_timeout_ms",
+            self.request_head_timeout_ms,
+            REQUEST_HEAD_TIMEOUT_MS_LIMIT,
         )
     }
 }

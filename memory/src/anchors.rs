@@ -123,11 +123,25 @@ pub fn matched_cues(anchors: &[String], cues: &[String]) -> Vec<String> {
     matched
 }
 
-/// A recall candidate: a slot and the cues it matched.
+/// A recall candidate: what ranks it, and the cues it matched. It holds no value, so a
+/// recall can weigh thousands of candidates and read the values of the few it answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
-    pub slot: Slot,
+    pub key: String,
+    pub state: State,
+    pub revision: u64,
     pub matched: Vec<String>,
+}
+
+impl Hit {
+    pub fn of(slot: &Slot, matched: Vec<String>) -> Hit {
+        Hit {
+            key: slot.key.clone(),
+            state: slot.state,
+            revision: slot.revision,
+            matched,
+        }
+    }
 }
 
 /// Orders recall hits best first (SPEC §4):
@@ -138,7 +152,7 @@ pub struct Hit {
 /// - then by key, so the order is total and identical on every replica.
 pub fn rank(hits: &mut [Hit]) {
     hits.sort_by_cached_key(|h| {
-        let state_rank = match h.slot.state {
+        let state_rank = match h.state {
             State::Revoked => 0,
             State::Active => 1,
             State::Forgotten | State::Absent => 2,
@@ -146,8 +160,8 @@ pub fn rank(hits: &mut [Hit]) {
         (
             Reverse(h.matched.len()),
             state_rank,
-            Reverse(h.slot.revision),
-            h.slot.key.clone(),
+            Reverse(h.revision),
+            h.key.clone(),
         )
     });
 }
@@ -267,12 +281,12 @@ mod tests {
 
     #[test]
     fn rank_by_matches_then_revoked_then_recency() {
-        let hit = |key: &str, slot: Slot, n: usize| Hit {
-            slot: Slot {
+        let hit = |key: &str, slot: Slot, n: usize| {
+            let slot = Slot {
                 key: key.into(),
                 ..slot
-            },
-            matched: vec!["tag:x".into(); n],
+            };
+            Hit::of(&slot, vec!["tag:x".into(); n])
         };
         let mut old_active = active();
         old_active.revision = 1;
@@ -283,7 +297,7 @@ mod tests {
             hit("two-matches", active(), 2),
         ];
         rank(&mut hits);
-        let order: Vec<&str> = hits.iter().map(|h| h.slot.key.as_str()).collect();
+        let order: Vec<&str> = hits.iter().map(|h| h.key.as_str()).collect();
         assert_eq!(
             order,
             vec!["two-matches", "revoked", "recent-active", "old-active"]

@@ -12,7 +12,9 @@
 //! - [`raft_rpc`]: Raft RPCs between peers over HTTP with bincode bodies.
 //! - [`store`]: RocksDB (log, state machine, snapshots, codec). No RocksDB type leaves it;
 //!   it knows nothing of openraft.
-//! - [`tls`]: TLS configurations, serving over TLS, certificate generation (SPEC §8).
+//! - [`serve`]: the accept loop of both ports: a bound on open connections, a deadline for
+//!   request heads, TLS when configured, graceful shutdown.
+//! - [`tls`]: TLS configurations, presented certificates, certificate generation (SPEC §8).
 //! - [`datadir`]: the exclusive lock and node-id check on the data directory.
 //! - [`metrics`]: counters for `GET /metrics`.
 //! - [`native_heap`]: gives glibc's free pages (RocksDB's heap) back to the kernel.
@@ -27,5 +29,6 @@ pub mod native_heap;
 pub mod node;
 pub mod planted;
 pub mod raft_rpc;
+pub mod serve;
 pub mod store;
 pub mod tls;

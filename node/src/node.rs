@@ -25,12 +25,19 @@ use crate::native_heap;
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
 use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
+use crate::serve::{serve, ConnectionBound, ServeOptions};
 use crate::store::{blob_gc, Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
 use crate::tls::configs::{self as tls_configs, PeerTls};
-use crate::tls::serve::serve_tls;
 
 /// How often the node checks whether Raft stopped on a fatal error (then it exits).
 const FATAL_POLL: Duration = Duration::from_millis(100);
+/// Open connections on the peer port: a cluster has at most 64 members (SPEC §6), each
+/// with a few connections to this node (appends, votes, ReadIndex, snapshots).
+const PEER_CONNECTIONS_MAX: usize = 1024;
+/// A relay connection idle this long is closed by this node, before the leader's client
+/// port would close it (`limits.request_head_timeout_ms`, 30 s by default): a request sent
+/// on a connection the other side is closing at that moment would fail.
+const RELAY_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long servers get to finish in-flight requests at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -79,15 +86,26 @@ async fn run_with(
         shutdown_rx.clone(),
     ));
 
+    let head_timeout = Duration::from_millis(config.limits.request_head_timeout_ms);
     let client_server = serve(
         client_listener,
-        transport.client_port.clone(),
+        ServeOptions {
+            port: "client",
+            tls: transport.client_port.clone(),
+            connections: node.app.connections.clone(),
+            head_timeout,
+        },
         api::router(node.app.clone()),
         shutdown_rx.clone(),
     );
     let peer_server = serve(
         peer_listener,
-        transport.peer_tls.as_ref().map(|t| t.server.clone()),
+        ServeOptions {
+            port: "peer",
+            tls: transport.peer_tls.as_ref().map(|t| t.server.clone()),
+            connections: ConnectionBound::new(PEER_CONNECTIONS_MAX),
+            head_timeout,
+        },
         peer_server::router(node.raft.clone(), transport.server_proof.clone()),
         shutdown_rx,
     );
@@ -320,6 +338,8 @@ async fn start(
         metrics: Arc::new(Metrics::default()),
         snapshot_trigger,
         compacting: tokio::sync::Mutex::new(()),
+        connections: ConnectionBound::new(config.limits.connections_max),
+        watchers: Arc::new(tokio::sync::Semaphore::new(config.limits.watchers_max)),
         shutdown,
     });
     Ok(Running {
@@ -338,7 +358,10 @@ fn relay_client(
     peer_ip: std::net::IpAddr,
     tls: Option<rustls::ClientConfig>,
 ) -> anyhow::Result<reqwest::Client> {
-    let mut builder = reqwest::Client::builder().local_address(peer_ip).no_proxy();
+    let mut builder = reqwest::Client::builder()
+        .local_address(peer_ip)
+        .no_proxy()
+        .pool_idle_timeout(RELAY_IDLE_TIMEOUT);
     if let Some(tls) = tls {
         builder = builder.use_preconfigured_tls(tls);
     }
@@ -395,29 +418,6 @@ async fn bind(addr: &str, what: &str) -> anyhow::Result<TcpListener> {
     TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the {what} address {addr}"))
-}
-
-/// Serves `router` on `listener`, over TLS when `tls` is given, until `shutdown`.
-fn serve(
-    listener: TcpListener,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    router: axum::Router,
-    mut shutdown: watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
-    if let Some(tls) = tls {
-        return serve_tls(listener, tls, router, shutdown);
-    }
-    tokio::spawn(async move {
-        let graceful = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        };
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(graceful)
-            .await
-        {
-            tracing::error!(error = %e, "server failed");
-        }
-    })
 }
 
 async fn drain(server: tokio::task::JoinHandle<()>, what: &str) {

@@ -1,132 +1,210 @@
-//! Serving an axum router over TLS: accept, handshake, HTTP/1.1 per connection, with the
-//! same graceful shutdown as the plain `axum::serve` path in `node.rs` (stop accepting,
-//! let each connection finish its request, close idle ones).
+//! The accept loop of both ports: accept, TLS handshake when configured, HTTP/1.1 per
+//! connection, graceful shutdown (stop accepting, let each connection finish its request,
+//! close idle ones).
+//!
+//! A limit on everything a client can hold open:
+//! - at most [`ServeOptions::connections`] open connections: past it nothing more is
+//!   accepted until one closes (the kernel's backlog queues the rest), so idle
+//!   connections cannot take every file descriptor the node has;
+//! - a request head must arrive within [`ServeOptions::head_timeout`] of the connection
+//!   opening or of its previous answer (hyper's header-read timer runs while a kept-alive
+//!   connection waits for its next request), so a half-sent or idle request is dropped;
+//! - a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`].
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
+use hyper::rt::{Read, Write};
 use hyper::service::Service as _;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
-use rustls_pki_types::CertificateDer;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
+
+use crate::tls::PeerCertificate;
 
 /// A client that connected but has not finished its handshake by then is dropped, so
 /// half-open connections cannot pile up.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pause after a failed `accept` (out of file descriptors): retrying at once would spin.
 const ACCEPT_RETRY: Duration = Duration::from_millis(50);
+/// The largest request head (request line and headers) read; a longer one is answered
+/// 431 by hyper. Keys and prefixes travel in bodies; the longest legitimate head is a
+/// `GET /v1/watch` with a 512-byte prefix, percent-encoded.
+pub const HEAD_BYTES_MAX: usize = 64 * 1024;
 
-/// The end-entity certificate the client presented in the TLS handshake (already verified
-/// against the configured CA), as a request extension. Absent on plain-HTTP connections
-/// and on TLS connections without a client certificate: those requests carry no extension
-/// at all, since inserting one builds a map per request (about 0.2 µs of a linearizable
-/// read's CPU in the profile of `docs/security.md`). Shared by every request of the
-/// connection: each request gets a reference count, not a copy of the DER bytes.
-#[derive(Debug, Clone)]
-pub struct PeerCertificate(pub Arc<PresentedCertificate>);
-
-/// A connection's client certificate, and what its first requests proved with it.
+/// How many connections a port holds open at most, and how many it holds now.
 #[derive(Debug)]
-pub struct PresentedCertificate {
-    pub der: CertificateDer<'static>,
-    /// The node id this certificate was found valid for, set only after that check passed
-    /// (`raft_rpc::proof`): the certificate cannot change within a connection, so later
-    /// requests claiming the same id are not parsed again. A peer sends a request per
-    /// heartbeat, append and ReadIndex round; parsing its certificate each time cost
-    /// about 2% of a node's CPU under linearizable reads.
-    pub valid_for_node: OnceLock<u64>,
+pub struct ConnectionBound {
+    permits: Arc<Semaphore>,
+    max: usize,
+    /// Set while the port is full, so the warning is logged once per episode.
+    full: AtomicBool,
 }
 
-/// Serves `router` on `listener` over TLS until `shutdown` turns true, then drains the
-/// open connections (the caller bounds how long it waits for the returned task).
-pub fn serve_tls(
+impl ConnectionBound {
+    pub fn new(max: usize) -> Arc<Self> {
+        assert!(max > 0, "a port that accepts no connection serves nothing");
+        Arc::new(ConnectionBound {
+            permits: Arc::new(Semaphore::new(max)),
+            max,
+            full: AtomicBool::new(false),
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.max - self.permits.available_permits()
+    }
+
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// A slot for the next connection; waits while `max` are open.
+    async fn slot(&self, port: &str) -> OwnedSemaphorePermit {
+        if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+            self.full.store(false, Ordering::Relaxed);
+            return permit;
+        }
+        if !self.full.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                port,
+                connections_max = self.max,
+                "every connection slot is taken; accepting no more until one closes"
+            );
+        }
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed")
+    }
+}
+
+/// How one port serves.
+#[derive(Clone)]
+pub struct ServeOptions {
+    /// `"client"` or `"peer"`, for logs.
+    pub port: &'static str,
+    /// HTTPS when given.
+    pub tls: Option<Arc<ServerConfig>>,
+    pub connections: Arc<ConnectionBound>,
+    pub head_timeout: Duration,
+}
+
+/// Serves `router` on `listener` until `shutdown` turns true, then drains the open
+/// connections (the caller bounds how long it waits for the returned task).
+pub fn serve(
     listener: TcpListener,
-    tls: Arc<ServerConfig>,
+    options: ServeOptions,
     router: Router,
     shutdown: watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let acceptor = TlsAcceptor::from(tls);
     tokio::spawn(async move {
+        let acceptor = options.tls.clone().map(TlsAcceptor::from);
         let mut conns = tokio::task::JoinSet::new();
         let stopping = stopped(shutdown.clone());
         tokio::pin!(stopping);
         loop {
+            let permit = tokio::select! {
+                () = &mut stopping => break,
+                permit = options.connections.slot(options.port) => permit,
+            };
             tokio::select! {
                 () = &mut stopping => break,
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, _)) => {
-                        let conn = connection(acceptor.clone(), tcp, router.clone(), shutdown.clone());
-                        conns.spawn(conn);
+                        let conn = Connection {
+                            options: options.clone(),
+                            router: router.clone(),
+                            shutdown: shutdown.clone(),
+                            _permit: permit,
+                        };
+                        conns.spawn(conn.run(tcp, acceptor.clone()));
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "accepting a TLS connection");
+                        tracing::warn!(port = options.port, error = %e, "accepting a connection");
                         tokio::time::sleep(ACCEPT_RETRY).await;
                     }
                 },
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
             }
+            // Reap finished connections so the set does not grow with every one ever served.
+            while conns.try_join_next().is_some() {}
         }
         drop(listener);
         while conns.join_next().await.is_some() {}
     })
 }
 
-/// One connection: handshake, then HTTP/1.1 until the client closes or shutdown.
-async fn connection(
-    acceptor: TlsAcceptor,
-    tcp: TcpStream,
+/// One accepted connection; its slot is given back when it is dropped.
+struct Connection {
+    options: ServeOptions,
     router: Router,
     shutdown: watch::Receiver<bool>,
-) {
-    let _ = tcp.set_nodelay(true);
-    let from = tcp.peer_addr().ok();
-    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            tracing::debug!(?from, error = %e, "TLS handshake refused");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(?from, "TLS handshake timed out");
-            return;
-        }
-    };
-    let cert = tls
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|chain| chain.first())
-        .map(|c| {
-            PeerCertificate(Arc::new(PresentedCertificate {
-                der: c.clone().into_owned(),
-                valid_for_node: OnceLock::new(),
-            }))
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    /// Handshake (with TLS), then HTTP/1.1 until the client closes or shutdown.
+    async fn run(self, tcp: TcpStream, acceptor: Option<TlsAcceptor>) {
+        let _ = tcp.set_nodelay(true);
+        let from = tcp.peer_addr().ok();
+        let Some(acceptor) = acceptor else {
+            return self.http(TokioIo::new(tcp), None).await;
+        };
+        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::debug!(?from, error = %e, "TLS handshake refused");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(?from, "TLS handshake timed out");
+                return;
+            }
+        };
+        let cert = tls
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .map(|c| PeerCertificate::new(c.clone().into_owned()));
+        self.http(TokioIo::new(tls), cert).await
+    }
+
+    async fn http<I>(self, io: I, cert: Option<PeerCertificate>)
+    where
+        I: Read + Write + Unpin + Send + 'static,
+    {
+        let service = TowerToHyperService::new(self.router);
+        let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
+            if let Some(cert) = &cert {
+                req.extensions_mut().insert(cert.clone());
+            }
+            service.call(req)
         });
-    let service = TowerToHyperService::new(router);
-    let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
-        if let Some(cert) = &cert {
-            req.extensions_mut().insert(cert.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.options.head_timeout)
+            .max_header_size(HEAD_BYTES_MAX)
+            .serve_connection(io, service);
+        tokio::pin!(conn);
+        let served = tokio::select! {
+            served = conn.as_mut() => served,
+            () = stopped(self.shutdown) => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = served {
+            tracing::debug!(port = self.options.port, error = %e, "connection ended with an error");
         }
-        service.call(req)
-    });
-    let conn =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service);
-    tokio::pin!(conn);
-    let served = tokio::select! {
-        served = conn.as_mut() => served,
-        () = stopped(shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = served {
-        tracing::debug!(?from, error = %e, "TLS connection ended with an error");
     }
 }
 

@@ -13,6 +13,8 @@
 //! 9. `based_on_revision` fences for ever: a lifted revoke still refuses older data.
 //! 10. History events carry the given reason verbatim; what an operation acted on has its
 //!     own fields.
+//! 11. Answers and records are bounded: a list or recall page stops at its value bytes, a
+//!     key holds at most 64 stale flags.
 
 mod support;
 
@@ -1772,5 +1774,84 @@ async fn history_reasons_are_verbatim_and_the_details_have_their_own_fields() {
             typed[3].observed_hash.as_deref()
         ),
         (Some("path:src/a.rs"), Some("abc"))
+    );
+}
+
+/// 11. A page stops once its values hold `limits.page_value_bytes_max` bytes (the item that
+/// reaches it included), and a list page cut short carries `next_after`; a key takes at
+/// most 64 stale flags, and a repeat on a flagged anchor still replaces its flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pages_stop_at_their_value_bytes_and_stale_flags_are_bounded() {
+    let cluster = Cluster::builder(1)
+        .config("[limits]\npage_value_bytes_max = 1000\n")
+        .start()
+        .await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let value = "v".repeat(398); // 400 bytes as JSON
+    for i in 0..5 {
+        let body = json!({"key": format!("big/{i}"), "value": value, "actor": "t60",
+                          "anchors": ["tag:big"]});
+        let (status, answer) = post_raw(&cluster, 1, "/v1/write", &body.to_string()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    let keys = |answer: &Value, list: &str| -> Vec<String> {
+        answer[list]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer}"))
+            .iter()
+            .map(|item| item["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // 400 + 400 + 400 reaches 1000: three items, and the page says where to go on.
+    let (status, first) = post_raw(&cluster, 1, "/v1/list", r#"{"prefix":"big/"}"#).await;
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(keys(&first, "items"), ["big/0", "big/1", "big/2"]);
+    assert_eq!(first["next_after"], "big/2");
+    let rest = json!({"prefix": "big/", "after": "big/2"}).to_string();
+    let (_, second) = post_raw(&cluster, 1, "/v1/list", &rest).await;
+    assert_eq!(keys(&second, "items"), ["big/3", "big/4"]);
+    assert_eq!(second["next_after"], Value::Null, "{second}");
+
+    // Recall: the best three notes (the most recent first, all else being equal).
+    let (status, recalled) = post_raw(&cluster, 1, "/v1/recall", r#"{"cues":["tag:big"]}"#).await;
+    assert_eq!(status, 200, "{recalled}");
+    assert_eq!(keys(&recalled, "notes"), ["big/4", "big/3", "big/2"]);
+
+    // Stale flags: 64 anchors take, the 65th is refused and changes nothing.
+    let flag = |anchor: String| {
+        json!({"key": "big/0", "actor": "t60", "anchor": anchor, "observed_hash": "h"}).to_string()
+    };
+    for i in 0..64 {
+        let (status, answer) =
+            post_raw(&cluster, 1, "/v1/flag-stale", &flag(format!("path:f{i}"))).await;
+        assert_eq!(status, 200, "flag {i}: {answer}");
+    }
+    let (_, before) = post_raw(&cluster, 1, "/v1/read", r#"{"key":"big/0"}"#).await;
+    let (status, refused) =
+        post_raw(&cluster, 1, "/v1/flag-stale", &flag("path:one-more".into())).await;
+    assert_eq!(status, 413, "{refused}");
+    assert_eq!(error_code(&refused), "too_large");
+    assert_eq!(
+        (
+            &refused["error"]["field"],
+            &refused["error"]["limit"],
+            &refused["error"]["size"]
+        ),
+        (&json!("stale"), &json!(64), &json!(65)),
+        "{refused}"
+    );
+    let (_, after) = post_raw(&cluster, 1, "/v1/read", r#"{"key":"big/0"}"#).await;
+    assert_eq!(
+        before["version"], after["version"],
+        "the refusal changed nothing"
+    );
+    let (status, answer) = post_raw(&cluster, 1, "/v1/flag-stale", &flag("path:f0".into())).await;
+    assert_eq!(status, 200, "a flagged anchor is replaced: {answer}");
+    let (_, reread) = post_raw(&cluster, 1, "/v1/read", r#"{"key":"big/0"}"#).await;
+    assert_eq!(
+        reread["stale"].as_array().map(Vec::len),
+        Some(64),
+        "{reread}"
     );
 }

@@ -193,3 +193,62 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_refuses_older_star
         );
     }
 }
+
+/// `limits.watchers_max` bounds the open streams of a node: one more is 503 `overloaded`
+/// naming the limit, and a stream that ends gives its slot back. Streams end promptly at
+/// shutdown (a stopping node does not wait for its watchers to go away).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_serves_at_most_watchers_max_streams_and_ends_them_at_shutdown() {
+    let mut cluster = Cluster::builder(1)
+        .config("[limits]\nwatchers_max = 2\n")
+        .start()
+        .await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    let first = client.watch(None, None).await.expect("first stream");
+    let _second = client.watch(None, None).await.expect("second stream");
+    let http = reqwest::Client::builder()
+        .timeout(EVENT_TIMEOUT)
+        .build()
+        .expect("http client");
+    let watch_url = format!("{}/v1/watch", cluster.endpoint(1));
+    let refused = http.get(&watch_url).send().await.expect("answer");
+    assert_eq!(refused.status().as_u16(), 503);
+    let body: serde_json::Value = refused.json().await.expect("JSON error");
+    assert_eq!(body["error"]["code"], "overloaded", "{body}");
+    assert_eq!(body["error"]["limit"], 2, "{body}");
+    assert_eq!(body["error"]["field"], "watch", "{body}");
+
+    // Closing a stream frees its slot (the node notices the closed connection on its next
+    // write to it, the keep-alive or an event: a write makes one now).
+    drop(first);
+    let deadline = tokio::time::Instant::now() + EVENT_TIMEOUT;
+    let mut third = loop {
+        write(&client, "free/1").await;
+        let answer = http.get(&watch_url).send().await.expect("answer");
+        if answer.status().as_u16() == 200 {
+            break answer;
+        }
+        assert_eq!(answer.status().as_u16(), 503);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the closed stream's slot came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+
+    // Shutdown ends the open streams: the node exits well within its 10 s drain bound.
+    let stopped = std::time::Instant::now();
+    let status = tokio::task::block_in_place(|| cluster.terminate(1));
+    let elapsed = stopped.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "stopping with open watchers took {elapsed:?}"
+    );
+    let ended = tokio::time::timeout(EVENT_TIMEOUT, async {
+        while let Ok(Some(_)) = third.chunk().await {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream ended with the node");
+}

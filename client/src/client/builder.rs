@@ -13,6 +13,9 @@ use crate::bearer::BearerToken;
 use crate::error::ClientError;
 use crate::session::Session;
 
+/// How long an idle pooled connection is kept: under a node's 30 s idle close.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
+
 const CONNECT_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
 /// Covers a leader's commit plus the node's bounded `min_revision` wait (2 s by default).
 const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
@@ -210,6 +213,9 @@ impl ClientBuilder {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(self.timeouts.connect)
+            // A node closes a connection idle for 30 s (its `limits.request_head_timeout_ms`);
+            // the pool lets go first, so no request goes out on a connection being closed.
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             // Nodes are direct peers; an HTTP_PROXY meant for the internet must not sit
             // between an agent and its cluster.
             .no_proxy();

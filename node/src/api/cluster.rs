@@ -749,7 +749,32 @@ pub async fn metrics(State(app): State<SharedApp>) -> Response {
     store_gauges(&app, &mut out);
     read_gauges(&app, &mut out);
     memory_gauges(&app, &mut out);
+    connection_gauges(&app, &mut out);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// What clients hold open against their limits (`limits.connections_max`,
+/// `limits.watchers_max`).
+fn connection_gauges(app: &App, out: &mut String) {
+    gauge(
+        out,
+        "cairn_client_connections_open",
+        "open client-port connections",
+        app.connections.open() as u64,
+    );
+    gauge(
+        out,
+        "cairn_client_connections_max",
+        "limits.connections_max",
+        app.connections.max() as u64,
+    );
+    let watchers_max = app.config.limits.watchers_max;
+    gauge(
+        out,
+        "cairn_watchers_open",
+        "open GET /v1/watch streams",
+        (watchers_max - app.watchers.available_permits()) as u64,
+    );
 }
 
 /// Leadership, term and the log positions.

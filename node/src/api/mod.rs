@@ -37,6 +37,7 @@ use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::view::StateView;
 use crate::consensus::{NodeId, NodeInfo, Raft};
 use crate::metrics::Metrics;
+use crate::serve::ConnectionBound;
 
 /// Everything a handler may touch. Cloned cheaply (`Arc`).
 pub struct App {
@@ -54,6 +55,10 @@ pub struct App {
     pub snapshot_trigger: SnapshotTrigger,
     /// One compaction at a time per node.
     pub compacting: tokio::sync::Mutex<()>,
+    /// The client port's open connections (`limits.connections_max`).
+    pub connections: Arc<ConnectionBound>,
+    /// One permit per open `GET /v1/watch` stream (`limits.watchers_max`).
+    pub watchers: Arc<tokio::sync::Semaphore>,
     pub shutdown: tokio_watch::Receiver<bool>,
 }
 

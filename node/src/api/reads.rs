@@ -33,6 +33,8 @@ const PAGE_ITEMS_DEFAULT: u32 = 100;
 const RECALL_CANDIDATES_MAX: usize = 10_000;
 /// A list scans at most this many slots per requested item when filtering by state.
 const LIST_SCAN_FACTOR: usize = 10;
+/// Slots read from the store at a time by a list scan.
+const SCAN_CHUNK_SLOTS: usize = 64;
 
 /// The outcome of a consistency barrier.
 enum Barrier {
@@ -335,13 +337,7 @@ pub async fn list(
     body: JsonBody<ListRequest>,
 ) -> Result<Response> {
     let req = &body.value;
-    let key_bytes_max = app.config.limits.key_bytes_max;
-    if req.prefix.len() > key_bytes_max {
-        return Err(ApiError::invalid("prefix is longer than the longest key")
-            .with("field", "prefix")
-            .with("limit", key_bytes_max)
-            .with("size", req.prefix.len()));
-    }
+    admit::prefix("prefix", &req.prefix, &app.config.limits)?;
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let (served, presented) =
@@ -353,20 +349,26 @@ pub async fn list(
             .is_none_or(|states| states.contains(&s.state.into()))
     };
     let scan_max = limit * LIST_SCAN_FACTOR;
-    let scanned = scan_readable(&app, &caller, &req.prefix, req.after.as_deref(), scan_max)?;
-    let scan_full = scanned.len() == scan_max;
     let mut items = Vec::new();
+    let mut budget = PageBudget::new(&app);
     let mut last_seen = None;
-    for slot in &scanned {
-        last_seen = Some(slot.key.clone());
-        if wanted(slot) {
-            items.push(render::record(slot));
-            if items.len() == limit {
-                break;
+    let scanned = scan_readable(
+        &app,
+        &caller,
+        &req.prefix,
+        req.after.as_deref(),
+        scan_max,
+        |slot| {
+            last_seen = Some(slot.key.clone());
+            if !wanted(slot) {
+                return true;
             }
-        }
-    }
-    let more = items.len() == limit || scan_full;
+            items.push(render::record(slot));
+            let spent = budget.spend(slot);
+            items.len() < limit && !spent
+        },
+    )?;
+    let more = items.len() == limit || budget.spent() || scanned == scan_max;
     let next_after = if more { last_seen } else { None };
     Ok(Json(ListResponse {
         items,
@@ -376,24 +378,69 @@ pub async fn list(
     .into_response())
 }
 
-/// The first `max` slots after `after` under `prefix` that `caller` may read, in key
-/// order: the readable ranges ([`auth::readable_ranges`]) scanned one after another
-/// (they are sorted and disjoint), each for what the page still lacks.
+/// The value bytes one list or recall answer may still take (`limits.page_value_bytes_max`):
+/// a page stops after the item that reaches it, so it always holds at least one item and
+/// at most the budget plus one value.
+struct PageBudget {
+    left: usize,
+}
+
+impl PageBudget {
+    fn new(app: &App) -> Self {
+        PageBudget {
+            left: app.config.limits.page_value_bytes_max,
+        }
+    }
+
+    /// Counts `slot`'s value; true once the budget is spent.
+    fn spend(&mut self, slot: &Slot) -> bool {
+        let bytes = slot.value.as_ref().map_or(0, String::len);
+        self.left = self.left.saturating_sub(bytes);
+        self.spent()
+    }
+
+    fn spent(&self) -> bool {
+        self.left == 0
+    }
+}
+
+/// Visits the slots after `after` under `prefix` that `caller` may read, in key order,
+/// until `visit` answers false or `max` were visited; returns how many were visited.
+///
+/// - The readable ranges ([`auth::readable_ranges`]) are scanned one after another (they
+///   are sorted and disjoint).
+/// - At most [`SCAN_CHUNK_SLOTS`] slots are held at once: a page of large values is built
+///   from a few of them at a time, not from every slot it might look at.
 fn scan_readable(
     app: &App,
     caller: &Caller,
     prefix: &str,
     after: Option<&str>,
     max: usize,
-) -> Result<Vec<Slot>> {
-    let mut slots = Vec::new();
+    mut visit: impl FnMut(&Slot) -> bool,
+) -> Result<usize> {
+    let mut visited = 0;
+    let mut after = after.map(str::to_string);
     for range in auth::readable_ranges(caller, prefix) {
-        if slots.len() == max {
-            break;
+        loop {
+            let want = SCAN_CHUNK_SLOTS.min(max - visited);
+            if want == 0 {
+                return Ok(visited);
+            }
+            let chunk = app.view.slots_after(&range, after.as_deref(), want)?;
+            for slot in &chunk {
+                visited += 1;
+                if !visit(slot) {
+                    return Ok(visited);
+                }
+            }
+            if chunk.len() < want {
+                break;
+            }
+            after = chunk.last().map(|slot| slot.key.clone());
         }
-        slots.extend(app.view.slots_after(&range, after, max - slots.len())?);
     }
-    Ok(slots)
+    Ok(visited)
 }
 
 pub async fn recall(
@@ -403,6 +450,9 @@ pub async fn recall(
 ) -> Result<Response> {
     let req = &body.value;
     admit::cues(&req.cues, &app.config.limits)?;
+    if let Some(prefix) = &req.prefix {
+        admit::prefix("prefix", prefix, &app.config.limits)?;
+    }
     let recallable = |s: &KeyState| matches!(s, KeyState::Active | KeyState::Revoked);
     if let Some(state) = req.include.iter().flatten().find(|s| !recallable(s)) {
         return Err(ApiError::invalid(format!(
@@ -450,31 +500,45 @@ fn recall_notes(
             }
         }
     }
-    let mut candidates = Vec::new();
-    for key in keys {
-        if req
-            .prefix
+    let visible = |key: &str| {
+        req.prefix
             .as_ref()
-            .is_some_and(|p| !key.starts_with(p.as_str()))
-            || !caller.may(Permission::Read, &key)
-        {
-            continue;
-        }
+            .is_none_or(|p| key.starts_with(p.as_str()))
+            && caller.may(Permission::Read, key)
+    };
+    let recalled = |slot: &Slot| {
+        visible(&slot.key)
+            && slot.state != cairn_memory::State::Forgotten
+            && include.contains(&slot.state.into())
+    };
+    let mut candidates = Vec::new();
+    for key in keys.into_iter().filter(|key| visible(key)) {
         let Some(slot) = app.view.slot(&key)? else {
             continue;
         };
-        if slot.state == cairn_memory::State::Forgotten || !include.contains(&slot.state.into()) {
-            continue;
-        }
         let matched = anchors::matched_cues(&slot.meta.anchors, &req.cues);
-        if !matched.is_empty() {
-            candidates.push(anchors::Hit { slot, matched });
+        if recalled(&slot) && !matched.is_empty() {
+            candidates.push(anchors::Hit::of(&slot, matched));
         }
     }
     anchors::rank(&mut candidates);
-    Ok(candidates
-        .into_iter()
-        .take(limit)
-        .map(|hit| render::note(&hit.slot, hit.matched))
-        .collect())
+    // The values are read only for the notes answered, best first, until the page is
+    // full or its value bytes are spent. A key changed since it was ranked is read as it
+    // is now, and left out if it no longer qualifies.
+    let mut notes = Vec::new();
+    let mut budget = PageBudget::new(app);
+    for hit in candidates {
+        let Some(slot) = app.view.slot(&hit.key)? else {
+            continue;
+        };
+        let matched = anchors::matched_cues(&slot.meta.anchors, &req.cues);
+        if !recalled(&slot) || matched.is_empty() {
+            continue;
+        }
+        notes.push(render::note(&slot, matched));
+        if budget.spend(&slot) || notes.len() == limit {
+            break;
+        }
+    }
+    Ok(notes)
 }

@@ -15,10 +15,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::IntoResponse;
-use cairn_api::Permission;
+use cairn_api::{ErrorCode, Permission};
+use cairn_memory::admit;
 use futures::stream::{self, Stream};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::auth::{self, Caller, Session};
 use super::body::StrictQuery;
@@ -51,6 +53,8 @@ pub async fn watch(
 ) -> Result<impl IntoResponse, ApiError> {
     // A stream is not relayed: a token this node does not know yet is refused here.
     let reader = auth::session(&app, &headers)?;
+    admit::prefix("prefix", &q.prefix, &app.config.limits)?;
+    let slot = watcher_slot(&app)?;
     let resume_after = last_event_id(&headers)?;
     let asked = match (q.from_revision, resume_after) {
         (Some(from), _) => Some((from, "from_revision")),
@@ -62,8 +66,23 @@ pub async fn watch(
         Some((0, _)) => 0,
         Some((from, field)) => check_retained(&app, from, field)?,
     };
-    Ok(Sse::new(events(app, reader, q.prefix, from))
+    Ok(Sse::new(events(app, slot, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// One of the node's `limits.watchers_max` stream slots, held until the stream ends;
+/// none free is 503 `overloaded` with `field` and `limit`. Every open stream reads the
+/// feed after each applied entry, so their number bounds that work.
+fn watcher_slot(app: &App) -> Result<OwnedSemaphorePermit, ApiError> {
+    let max = app.config.limits.watchers_max;
+    app.watchers.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Overloaded,
+            format!("this node already serves {max} watch streams (limits.watchers_max); retry later or watch through another node"),
+        )
+        .with("field", "watch")
+        .with("limit", max)
+    })
 }
 
 /// `Last-Event-ID`, which an SSE client (a browser's `EventSource`, most SSE libraries)
@@ -113,6 +132,8 @@ fn check_retained(app: &App, from: u64, field: &str) -> Result<u64, ApiError> {
 
 struct Cursor {
     app: SharedApp,
+    /// Given back when the stream ends.
+    _slot: OwnedSemaphorePermit,
     /// The principal watching and its token (`None` while auth was off): each page is
     /// filtered by its grants as they are when the page is read, and the stream ends once
     /// the token no longer authenticates it (rotated, or the principal deleted).
@@ -124,12 +145,14 @@ struct Cursor {
 
 fn events(
     app: SharedApp,
+    slot: OwnedSemaphorePermit,
     reader: Option<Session>,
     prefix: String,
     from: u64,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let cursor = Cursor {
         app,
+        _slot: slot,
         reader,
         prefix,
         position: (from, 0),
@@ -143,7 +166,10 @@ fn events(
             if *c.app.shutdown.borrow() {
                 return None;
             }
-            if !c.fill().ok()? {
+            // Nothing applied past the cursor: wait without reading the feed (an idle
+            // stream costs a timer, not a RocksDB read per wake).
+            let caught_up = c.app.reads.applied_index() < c.position.0 || !c.fill().ok()?;
+            if caught_up {
                 let mut applied = c.app.reads.applied_watch();
                 let _ = tokio::time::timeout(IDLE_WAKE, applied.changed()).await;
             }
@@ -179,6 +205,9 @@ impl Cursor {
         let mut page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
         page.retain(|((rev, _), _)| *rev <= applied);
         let Some(((rev, seq), _)) = page.last() else {
+            // Every event up to `applied` is behind the cursor: the next one to send is
+            // of a later entry, so the stream waits until one is applied.
+            self.position = self.position.max((applied + 1, 0));
             return Ok(false);
         };
         self.position = (*rev, seq + 1);

@@ -5,8 +5,8 @@
 //! - [`configs`]: the rustls configurations: the client port's server, the peer port's
 //!   server (client certificates required) and client (presents this node's certificate,
 //!   verifies the peer as `node-<id>`), and the relay client to another node's client port.
-//! - [`serve`]: an accept loop serving an axum router over TLS, with graceful shutdown, that
-//!   hands each request the peer's certificate ([`PeerCertificate`]).
+//! - [`presented`]: the certificate a TLS client presented ([`PeerCertificate`]), which
+//!   the accept loop (`crate::serve`) hands to each request of its connection.
 //! - [`stream`]: a peer connection's byte stream, plain or TLS.
 //! - [`certs`]: a local CA and node certificates (`cairn-node certs`).
 //!
@@ -16,7 +16,7 @@
 pub mod certs;
 pub mod configs;
 pub mod pem;
-pub mod serve;
+pub mod presented;
 pub mod stream;
 
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
 
-pub use serve::{PeerCertificate, PresentedCertificate};
+pub use presented::{PeerCertificate, PresentedCertificate};
 
 /// The crypto provider of every TLS configuration the node builds: ring (aws-lc-rs would
 /// add a second C build beside RocksDB's).

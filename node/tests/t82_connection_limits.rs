@@ -1,0 +1,114 @@
+//! What a client can hold open on the client port is bounded (SPEC §5, extension): at
+//! most `limits.connections_max` connections (past it the node accepts none until one
+//! closes), and a connection that has not sent a whole request head within
+//! `limits.request_head_timeout_ms` of opening, or of its previous answer, is closed. So
+//! idle and half-sent connections cannot take every slot for long, nor every file
+//! descriptor.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Cluster, LEADER_TIMEOUT};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const CONNECTIONS_MAX: usize = 4;
+const HEAD_TIMEOUT: Duration = Duration::from_millis(1000);
+/// Far beyond the head timeout: how long a closed connection may take to show as closed.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Whether the node closed `conn`: a read ends (EOF or reset) within `CLOSE_TIMEOUT`.
+async fn closed_by_node(mut conn: TcpStream) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(CLOSE_TIMEOUT, async {
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_and_half_sent_connections_are_bounded_and_closed() {
+    let config = format!(
+        "[limits]\nconnections_max = {CONNECTIONS_MAX}\nwatchers_max = {CONNECTIONS_MAX}\n\
+         request_head_timeout_ms = {}\n",
+        HEAD_TIMEOUT.as_millis()
+    );
+    let cluster = Cluster::builder(1).config(&config).start().await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    // The harness's own pooled connections go idle and are closed by the head timeout.
+    tokio::time::sleep(HEAD_TIMEOUT * 2).await;
+
+    let addr = cluster
+        .endpoint(1)
+        .trim_start_matches("http://")
+        .to_string();
+    let mut held = Vec::new();
+    for i in 0..CONNECTIONS_MAX {
+        let mut conn = TcpStream::connect(&addr).await.expect("connect");
+        if i % 2 == 0 {
+            // Half a request head, never finished.
+            conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+                .await
+                .expect("half a head");
+        }
+        held.push(conn);
+    }
+
+    // Every slot is held: a full request waits until the head timeout frees one.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(CLOSE_TIMEOUT)
+        .build()
+        .expect("http client");
+    let asked = Instant::now();
+    let answer = http
+        .get(format!("{}/healthz", cluster.endpoint(1)))
+        .send()
+        .await
+        .expect("served once a slot is free");
+    let waited = asked.elapsed();
+    assert_eq!(answer.status().as_u16(), 200);
+    assert!(
+        waited >= HEAD_TIMEOUT / 2,
+        "answered after {waited:?}, while {CONNECTIONS_MAX} connections held every slot"
+    );
+    for (i, conn) in held.into_iter().enumerate() {
+        assert!(
+            closed_by_node(conn).await,
+            "connection {i} was closed by the node"
+        );
+    }
+
+    let metrics = http
+        .get(format!("{}/metrics", cluster.endpoint(1)))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics.contains(&format!("cairn_client_connections_max {CONNECTIONS_MAX}\n")),
+        "{metrics}"
+    );
+    let open: usize = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cairn_client_connections_open "))
+        .expect("cairn_client_connections_open")
+        .parse()
+        .expect("a count");
+    assert!((1..=CONNECTIONS_MAX).contains(&open), "{open} open");
+    assert!(
+        cluster
+            .log_text(1)
+            .contains("every connection slot is taken"),
+        "the node said why it stopped accepting"
+    );
+}
