@@ -219,9 +219,9 @@ fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
     }
 }
 
-/// Logs to stderr at the config's `log_level` (RUST_LOG, when set and valid, wins).
-/// A `log_level` that is not a tracing filter is a config error: a node that silently
-/// logged at some other level than asked would hide what the operator wanted to see.
+/// Logs to stderr at the config's `log_level`, or at `RUST_LOG` when that is set. Either
+/// one that is not a tracing filter is a config error: a node that silently logged at
+/// some other level than asked would hide what the operator wanted to see.
 fn init_logging(log_level: &str) -> Result<(), String> {
     let configured = EnvFilter::builder()
         .parse(format!("{log_level},openraft=warn"))
@@ -231,7 +231,12 @@ fn init_logging(log_level: &str) -> Result<(), String> {
                  (got {log_level:?}: {e})"
             )
         })?;
-    let filter = EnvFilter::try_from_default_env().unwrap_or(configured);
+    let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
+        Ok(directives) => EnvFilter::builder().parse(&directives).map_err(|e| {
+            format!("RUST_LOG: must be a tracing filter like \"debug,openraft=info\" (got {directives:?}: {e})")
+        })?,
+        Err(_) => configured,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)

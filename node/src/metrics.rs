@@ -80,7 +80,7 @@ impl Metrics {
             ),
             (
                 "cairn_bad_requests_total",
-                "mutations refused by validation before the log",
+                "requests refused as bad input (400, 413)",
                 &self.bad_requests,
             ),
             (

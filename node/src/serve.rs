@@ -11,7 +11,7 @@
 //!   connection waits for its next request), so a half-sent or idle request is dropped;
 //! - a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`].
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +43,9 @@ pub const HEAD_BYTES_MAX: usize = 64 * 1024;
 pub struct ConnectionBound {
     permits: Arc<Semaphore>,
     max: usize,
+    /// Connections accepted and not yet closed. Not `max - available permits`: the accept
+    /// loop holds the next connection's permit while it waits for one to arrive.
+    open: AtomicUsize,
     /// Set while the port is full, so the warning is logged once per episode.
     full: AtomicBool,
 }
@@ -53,13 +56,14 @@ impl ConnectionBound {
         Arc::new(ConnectionBound {
             permits: Arc::new(Semaphore::new(max)),
             max,
+            open: AtomicUsize::new(0),
             full: AtomicBool::new(false),
         })
     }
 
     /// Connections open now.
     pub fn open(&self) -> usize {
-        self.max - self.permits.available_permits()
+        self.open.load(Ordering::Relaxed)
     }
 
     pub fn max(&self) -> usize {
@@ -121,10 +125,10 @@ pub fn serve(
                 accepted = listener.accept() => match accepted {
                     Ok((tcp, _)) => {
                         let conn = Connection {
+                            _slot: OpenSlot::taken(&options.connections, permit),
                             options: options.clone(),
                             router: router.clone(),
                             shutdown: shutdown.clone(),
-                            _permit: permit,
                         };
                         conns.spawn(conn.run(tcp, acceptor.clone()));
                     }
@@ -142,12 +146,35 @@ pub fn serve(
     })
 }
 
+/// An accepted connection's place in its port's [`ConnectionBound`], given back (and
+/// uncounted) when the connection is dropped.
+struct OpenSlot {
+    bound: Arc<ConnectionBound>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl OpenSlot {
+    fn taken(bound: &Arc<ConnectionBound>, permit: OwnedSemaphorePermit) -> Self {
+        bound.open.fetch_add(1, Ordering::Relaxed);
+        OpenSlot {
+            bound: bound.clone(),
+            _permit: permit,
+        }
+    }
+}
+
+impl Drop for OpenSlot {
+    fn drop(&mut self) {
+        self.bound.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// One accepted connection; its slot is given back when it is dropped.
 struct Connection {
+    _slot: OpenSlot,
     options: ServeOptions,
     router: Router,
     shutdown: watch::Receiver<bool>,
-    _permit: OwnedSemaphorePermit,
 }
 
 impl Connection {

@@ -548,6 +548,20 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         );
     }
 
+    // A route that takes no query parameters refuses any, naming it.
+    for path in [
+        "/healthz?foo=1",
+        "/cluster/status?verbose",
+        "/metrics?format=json",
+    ] {
+        let (status, _, answer) = call(&cluster, reqwest::Method::GET, path).await;
+        assert_eq!(status, 400, "{path}: {answer}");
+        let name = path.split('?').nth(1).unwrap().split('=').next().unwrap();
+        assert_eq!(details(&answer), json!({"field": name}), "{path}: {answer}");
+    }
+    let (status, _, answer) = call(&cluster, reqwest::Method::GET, "/healthz?").await;
+    assert_eq!(status, 200, "a bare ? carries no parameter: {answer}");
+
     // A watch prefix is checked like a list's: not UTF-8, too long, or a control character.
     let long_prefix = "p".repeat(513);
     for (query, expected) in [
@@ -682,6 +696,41 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         );
     }
 
+    // Every refusal is counted, a body that does not decode as much as a rule's refusal.
+    let counted = bad_requests_total(&cluster).await;
+    let (status, _) = post(&cluster, "/v1/write", "not json").await;
+    assert_eq!(status, 400);
+    let (status, _) = post(
+        &cluster,
+        "/v1/write",
+        json!({"key": "", "value": 1, "actor": "al"}).to_string(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert_eq!(bad_requests_total(&cluster).await, counted + 2);
+
     // Nothing reached the log.
     assert_eq!(last_log_index(&cluster).await, before);
+}
+
+/// `cairn_bad_requests_total` of node 1.
+async fn bad_requests_total(cluster: &Cluster) -> u64 {
+    let (_, text) = call_text(cluster, "/metrics").await;
+    text.lines()
+        .find_map(|line| line.strip_prefix("cairn_bad_requests_total "))
+        .unwrap_or_else(|| panic!("no cairn_bad_requests_total in {text}"))
+        .parse()
+        .expect("a count")
+}
+
+/// `GET path`: the status and the body as text.
+async fn call_text(cluster: &Cluster, path: &str) -> (u16, String) {
+    let url = format!("{}{path}", cluster.endpoint(1));
+    let response = http()
+        .get(&url)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let status = response.status().as_u16();
+    (status, response.text().await.expect("response body"))
 }

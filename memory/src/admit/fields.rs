@@ -20,10 +20,21 @@ pub fn key(field: &str, key: &str, l: &Limits) -> Result<(), OpError> {
 /// that may exist, so at most `key_bytes_max` bytes without control characters (a prefix
 /// no key can have is a mistake worth naming, not an empty answer).
 pub fn prefix(field: &str, prefix: &str, l: &Limits) -> Result<(), OpError> {
-    if prefix.is_empty() {
-        return Ok(());
+    if prefix.len() > l.key_bytes_max {
+        return Err(invalid_size(
+            field,
+            format!("{} bytes; at most {}", prefix.len(), l.key_bytes_max),
+            prefix.len(),
+            l.key_bytes_max,
+        ));
     }
-    single_line(field, prefix, l.key_bytes_max)
+    match prefix.chars().find(|c| c.is_control()) {
+        Some(c) => Err(invalid(
+            field,
+            format!("contains the control character {c:?}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Validates the cues of a recall: 1..=`cues_max`, each a valid anchor.

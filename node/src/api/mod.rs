@@ -116,11 +116,14 @@ pub fn role_name(state: ServerState) -> &'static str {
     }
 }
 
-/// Counts every 401 and 403 this node answers in `cairn_auth_refused_total`, whichever
-/// check refused it (one place, so no refusal path can forget to count).
+/// Counts every 401 and 403 this node answers in `cairn_auth_refused_total`, and every 400
+/// and 413 in `cairn_bad_requests_total`, whichever check refused it (one place, so no
+/// refusal path, a body that does not decode included, can forget to count).
 async fn count_refusals(State(app): State<SharedApp>, response: Response) -> Response {
-    if matches!(response.status().as_u16(), 401 | 403) {
-        Metrics::inc(&app.metrics.auth_refused);
+    match response.status().as_u16() {
+        401 | 403 => Metrics::inc(&app.metrics.auth_refused),
+        400 | 413 => Metrics::inc(&app.metrics.bad_requests),
+        _ => {}
     }
     response
 }

@@ -78,14 +78,11 @@ pub async fn single<R: SingleOp>(
         Gate::Relayed(resp) => return Ok(resp),
     };
     caller.bind_actor(req.actor_mut(), &app.config.limits)?;
-    let mutation = req
-        .admit(&app.config.limits)
-        .map_err(|e| rejected_input(&app, e))?;
+    let mutation = req.admit(&app.config.limits)?;
     caller.require_op(&mutation.op)?;
     let keys = [mutation.op.key().to_string()];
     let request_id = req.request_id().map(str::to_string);
-    let command = admit::single(mutation, request_id.clone(), &app.config.limits)
-        .map_err(|e| rejected_input(&app, e))?;
+    let command = admit::single(mutation, request_id.clone(), &app.config.limits)?;
     match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref())
         .await
         .map_err(|e| conceal_unreadable(e, &caller, &keys))?
@@ -119,7 +116,7 @@ pub async fn batch(
             .bind_actor(op.actor_mut(), &app.config.limits)
             .map_err(|e| e.in_op(i))?;
     }
-    let command = admit::batch(&req, &app.config.limits).map_err(|e| rejected_input(&app, e))?;
+    let command = admit::batch(&req, &app.config.limits)?;
     for (i, m) in command.mutations.iter().enumerate() {
         caller.require_op(&m.op).map_err(|e| e.in_op(i))?;
     }
@@ -207,11 +204,6 @@ fn conceal_unreadable(mut e: ApiError, caller: &Caller, keys: &[String]) -> ApiE
         }
     }
     e
-}
-
-fn rejected_input(app: &SharedApp, e: OpError) -> ApiError {
-    Metrics::inc(&app.metrics.bad_requests);
-    e.into()
 }
 
 enum Submitted {

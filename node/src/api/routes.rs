@@ -181,11 +181,42 @@ where
     T: 'static,
 {
     let filter = MethodFilter::try_from(method.clone()).expect("a routable method");
+    let mut handler = on(filter, handler);
+    let mut operation = operation;
+    if operation.query.is_none() {
+        handler = handler.route_layer(axum::middleware::from_fn(refuse_query));
+        operation = operation.errors(&[&[InvalidRequest]]);
+    }
     Route {
         method,
         path,
         operation,
-        handler: on(filter, handler),
+        handler,
+    }
+}
+
+/// A route that takes no query parameters refuses any it is given (SPEC §5 extension: an
+/// unknown query parameter is 400 `invalid_request` naming it), as the routes that take
+/// some refuse those they do not know. A bare `?` carries none.
+async fn refuse_query(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let first = request
+        .uri()
+        .query()
+        .and_then(|q| q.split('&').find(|pair| !pair.is_empty()));
+    match first {
+        None => next.run(request).await,
+        Some(pair) => {
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+            super::error::ApiError::invalid(format!(
+                "invalid query string: unknown parameter {name:?}; this endpoint takes none"
+            ))
+            .with("field", name)
+            .into_response()
+        }
     }
 }
 
