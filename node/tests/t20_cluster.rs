@@ -622,6 +622,32 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
     ]
 }
 
+/// `RUST_LOG` stands in for `log_level`, and one that does not parse is refused the same
+/// way, before the data dir is touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_log_that_does_not_parse_exits_with_code_2() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (client, peer) = free_addr_pair();
+    let mut cmd = tokio::process::Command::from(support::node_command(scratch.path()));
+    cmd.args(["--id", "1", "--data-dir", "data", "--client-addr", &client])
+        .args(["--peer-addr", &peer])
+        .env("RUST_LOG", "info,cairn=loud")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(REFUSAL_TIMEOUT, cmd.output())
+        .await
+        .expect("the node refused to start at once")
+        .expect("running cairn-node");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cairn-node: config: RUST_LOG: must be a tracing filter"),
+        "{stderr}"
+    );
+    assert!(!scratch.path().join("data").exists(), "data dir created");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn config_errors_exit_with_code_2_and_name_the_field() {
     for case in bad_configs("data") {

@@ -958,4 +958,10 @@ fn read_gauges(app: &App, out: &mut String) {
         "ReadIndex rounds run by the read gate (each confirms leadership for the linearizable reads queued before it)",
         app.reads.rounds.load(std::sync::atomic::Ordering::Relaxed),
     );
+    counter(
+        out,
+        "cairn_read_confirm_retries_total",
+        "leadership confirmations asked again within a ReadIndex round after a majority did not answer in time",
+        app.reads.confirm_retries.load(std::sync::atomic::Ordering::Relaxed),
+    );
 }

@@ -32,6 +32,11 @@ const DEMAND_WINDOW: Duration = Duration::from_secs(2);
 /// `last_demand_ms` of a node no `bounded` or `any` read has reached yet: it refreshes
 /// nothing until one does.
 const NEVER_DEMANDED: u64 = u64::MAX;
+/// How often a ReadIndex round asks a majority to confirm the leader before it refuses.
+const CONFIRM_ATTEMPTS: u32 = 3;
+/// Pause before asking again after a refused confirmation: a refusal that comes at once
+/// (no quorum reachable) must not spin.
+const CONFIRM_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ReadError {
@@ -68,6 +73,8 @@ pub struct ReadGate {
     started: Instant,
     last_demand_ms: AtomicU64,
     pub rounds: AtomicU64,
+    /// Confirmations asked again within a round after a refused one.
+    pub confirm_retries: AtomicU64,
 }
 
 impl ReadGate {
@@ -91,6 +98,7 @@ impl ReadGate {
             started: Instant::now(),
             last_demand_ms: AtomicU64::new(NEVER_DEMANDED),
             rounds: AtomicU64::new(0),
+            confirm_retries: AtomicU64::new(0),
         })
     }
 
@@ -251,20 +259,49 @@ impl ReadGate {
         }
     }
 
+    /// One ReadIndex round: the leader's commit index once a majority confirmed its
+    /// leadership, asked up to [`CONFIRM_ATTEMPTS`] times within the round's deadline
+    /// (twice `rpc_timeout`).
+    ///
+    /// - openraft gives each confirmation heartbeat only `raft.heartbeat_interval_ms`
+    ///   (100 ms): a loaded follower that answers later fails the attempt although it
+    ///   still follows this leader. Another attempt is as safe as the first (it starts
+    ///   after every waiting read arrived), so a refusal is tried again instead of
+    ///   answering every waiting reader 503 `stale_read`.
+    /// - The attempts are few: a leader cut off from its majority refuses within a few
+    ///   heartbeat intervals, so its readers soon try another node.
+    /// - A node that is no longer leader stops at once (`NotLeader`, so reads can go to
+    ///   the new one).
     async fn read_index_round(&self) -> Result<u64, ReadError> {
-        match tokio::time::timeout(self.rpc_timeout * 2, self.raft.get_read_log_id()).await {
-            Ok(Ok((read_log_id, _))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
-            Ok(Err(e)) => {
-                // openraft's error quotes the whole membership: the log has it, the client
-                // gets the fact.
-                tracing::debug!(error = %e, "read round refused");
-                Err(self.not_leader_or(
-                    "leadership not confirmed: a majority of voters did not answer".into(),
-                ))
+        let deadline = Instant::now() + self.rpc_timeout * 2;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let refused = match tokio::time::timeout(left, self.raft.get_read_log_id()).await {
+                Ok(Ok((read_log_id, _))) => return Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
+                Ok(Err(e)) => {
+                    // openraft's error quotes the whole membership: the log has it, the
+                    // client gets the fact.
+                    tracing::debug!(error = %e, "read round refused");
+                    self.not_leader_or(
+                        "leadership not confirmed: a majority of voters did not answer".into(),
+                    )
+                }
+                Err(_) => {
+                    return Err(ReadError::StaleRead(
+                        "leadership confirmation timed out".into(),
+                    ))
+                }
+            };
+            if matches!(refused, ReadError::NotLeader { .. })
+                || attempt == CONFIRM_ATTEMPTS
+                || Instant::now() + CONFIRM_RETRY_PAUSE >= deadline
+            {
+                return Err(refused);
             }
-            Err(_) => Err(ReadError::StaleRead(
-                "leadership confirmation timed out".into(),
-            )),
+            self.confirm_retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(CONFIRM_RETRY_PAUSE).await;
         }
     }
 
