@@ -15,6 +15,8 @@
 //!   when timed-out attempts wait in the log without a quorum, or duplicates race through
 //!   every node; a write sent to a deposed leader is never acknowledged, is gone after the
 //!   heal, and its retry applies once;
+//! - a ReadIndex round whose confirmation misses openraft's heartbeat deadline at every
+//!   follower (both frozen for 150 ms) is asked again, and its readers are served;
 //! - read throughput, linearizable at the leader vs bounded over three nodes (printed only).
 
 mod support;
@@ -1643,5 +1645,84 @@ async fn read_throughput_linearizable_at_the_leader_vs_bounded_on_three_nodes() 
         3,
         "bounded reads are served by every node: {:?}",
         bounded.per_node
+    );
+}
+
+/// A ReadIndex round whose confirmation heartbeats miss openraft's deadline (one heartbeat
+/// interval, 100 ms) at every follower is asked again, up to three times, instead of
+/// answering its readers 503 `stale_read`: with both followers frozen for 150 ms, every
+/// linearizable read at the leader is served once they resume, and the leader counts the
+/// retried confirmation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_confirmation_that_misses_its_heartbeat_deadline_is_asked_again() {
+    const FROZEN: Duration = Duration::from_millis(150);
+    const READERS: usize = 8;
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    client
+        .write(WriteRequest::new("slow/1", json!(1), "t70"))
+        .await
+        .expect("write");
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("http client");
+    let base = cluster.endpoint(leader);
+    let url = |path: &str| format!("{base}{path}");
+    let retries = |metrics: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("cairn_read_confirm_retries_total "))
+            .expect("cairn_read_confirm_retries_total")
+            .parse()
+            .expect("a count")
+    };
+    let metrics = || async {
+        http.get(url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let before = retries(&metrics().await);
+
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    for id in &followers {
+        cluster.sigstop(*id);
+    }
+    let reads: Vec<_> = (0..READERS)
+        .map(|_| {
+            let request = http
+                .post(url("/v1/read"))
+                .json(&json!({"key": "slow/1", "consistency": "linearizable"}));
+            tokio::spawn(async move {
+                let answer = request.send().await.expect("answer");
+                let status = answer.status().as_u16();
+                (status, answer.text().await.expect("body"))
+            })
+        })
+        .collect();
+    tokio::time::sleep(FROZEN).await;
+    for id in &followers {
+        cluster.sigcont(*id);
+    }
+    for read in reads {
+        let (status, body) = read.await.expect("reader");
+        assert_eq!(
+            status, 200,
+            "a read whose first confirmation failed: {body}"
+        );
+    }
+    assert!(
+        retries(&metrics().await) > before,
+        "the leader asked its majority again"
     );
 }

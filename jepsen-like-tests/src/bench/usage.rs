@@ -74,6 +74,7 @@ pub(super) const CAIRN_COUNTERS: &[&str] = &[
     "cairn_reads_bounded_total",
     "cairn_reads_stale_refused_total",
     "cairn_read_index_rounds_total",
+    "cairn_read_confirm_retries_total",
     "cairn_mutation_latency_us_sum",
     "cairn_last_log_index",
 ];
