@@ -134,6 +134,19 @@ mod tests {
     }
 
     #[test]
+    fn a_name_too_long_gives_its_size_and_the_limit() {
+        let long = "n".repeat(NAME_BYTES_MAX + 1);
+        assert_eq!(
+            name("name", &long).unwrap_err().details(),
+            serde_json::json!({"field": "name", "size": NAME_BYTES_MAX + 1, "limit": NAME_BYTES_MAX})
+        );
+        assert_eq!(
+            AccessError::TooManyPrincipals.details(),
+            serde_json::json!({"field": "name", "size": PRINCIPALS_MAX + 1, "limit": PRINCIPALS_MAX})
+        );
+    }
+
+    #[test]
     fn grants_are_checked_one_by_one() {
         let ok = grants(&[Grant::new("facts/", [Permission::Read, Permission::Write])]).unwrap();
         assert!(ok[0].permissions.contains(Permission::Write));

@@ -28,13 +28,7 @@ pub fn prefix(field: &str, prefix: &str, l: &Limits) -> Result<(), OpError> {
             l.key_bytes_max,
         ));
     }
-    match prefix.chars().find(|c| c.is_control()) {
-        Some(c) => Err(invalid(
-            field,
-            format!("contains the control character {c:?}"),
-        )),
-        None => Ok(()),
-    }
+    no_control(field, prefix)
 }
 
 /// Validates the cues of a recall: 1..=`cues_max`, each a valid anchor.
@@ -145,6 +139,11 @@ fn dedup(list: &[String]) -> Vec<String> {
 /// 1..=`max` bytes without control characters.
 pub(super) fn single_line(field: &str, text: &str, max: usize) -> Result<(), OpError> {
     bounded(field, text, max)?;
+    no_control(field, text)
+}
+
+/// No control characters.
+fn no_control(field: &str, text: &str) -> Result<(), OpError> {
     match text.chars().find(|c| c.is_control()) {
         Some(c) => Err(invalid(
             field,
