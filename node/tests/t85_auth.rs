@@ -23,7 +23,7 @@ use cairn_client::{Client, WatchStream};
 use futures::StreamExt;
 use reqwest::Method;
 use serde_json::{json, Value};
-use support::Cluster;
+use support::{Cluster, LEADER_TIMEOUT};
 
 /// Bound on replication waits.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -1318,6 +1318,13 @@ async fn t85_07_concurrent_principal_changes_end_consistent() {
         ));
     }
     assert_eq!(applied, 4 * TASKS as u64, "every change succeeded");
+    // `whoami` answers from the receiving node's applied state: every node must have
+    // applied the last change before it is asked.
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let last = cluster.status(leader).await.expect("status").commit_index;
+    for id in cluster.ids() {
+        cluster.wait_applied(id, last, LEADER_TIMEOUT).await;
+    }
     let list = cluster
         .admin_client()
         .principals()
