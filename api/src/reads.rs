@@ -163,7 +163,12 @@ pub struct RecallNote {
     pub generation: u64,
     pub forget_epoch: u64,
     pub revision: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// As [`crate::Record::value`]: a stored JSON `null` is `Some(Value::Null)`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::records::present_value"
+    )]
     pub value: Option<Value>,
 }
 

@@ -116,7 +116,13 @@ pub struct Record {
     pub forget_epoch: u64,
     pub revision: u64,
     pub create_revision: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `None` only when the record holds no value (forgotten, absent); a stored JSON
+    /// `null` reads back as `Some(Value::Null)` ([`present_value`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_value"
+    )]
     pub value: Option<Value>,
     pub meta: Meta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,4 +134,63 @@ pub struct Record {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<String>,
     pub rendered: String,
+}
+
+/// A `value` field that is present is `Some`, JSON `null` included: serde's own `Option`
+/// reads `null` as `None`, which would lose a stored `null` (the field is left out only
+/// when there is no value). Used with `#[serde(default)]`, so an absent field is `None`.
+pub(crate) fn present_value<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use crate::{RecallNote, Record};
+
+    fn record(value: Option<Value>) -> Value {
+        let mut record = json!({
+            "key": "k", "state": "active", "version": 1, "generation": 1,
+            "forget_epoch": 0, "revision": 3, "create_revision": 3,
+            "meta": {"actor": "a", "source": null, "anchors": [], "tags": [], "updated_at": 1},
+            "rendered": "[k] null",
+        });
+        if let Some(value) = value {
+            record["value"] = value;
+        }
+        record
+    }
+
+    #[test]
+    fn a_stored_null_value_reads_back_as_present() {
+        let decoded: Record = serde_json::from_value(record(Some(Value::Null))).unwrap();
+        assert_eq!(decoded.value, Some(Value::Null));
+        let encoded = serde_json::to_value(&decoded).unwrap();
+        assert_eq!(encoded["value"], Value::Null);
+        assert!(encoded.as_object().unwrap().contains_key("value"));
+    }
+
+    #[test]
+    fn a_record_without_a_value_stays_without_one() {
+        let decoded: Record = serde_json::from_value(record(None)).unwrap();
+        assert_eq!(decoded.value, None);
+        let encoded = serde_json::to_value(&decoded).unwrap();
+        assert!(!encoded.as_object().unwrap().contains_key("value"));
+        let decoded: Record = serde_json::from_value(record(Some(json!({"x": 1})))).unwrap();
+        assert_eq!(decoded.value, Some(json!({"x": 1})));
+    }
+
+    #[test]
+    fn a_recall_note_keeps_a_null_value() {
+        let note = json!({
+            "key": "k", "state": "active", "rendered": "[k] null", "matched": ["topic:t"],
+            "version": 1, "generation": 1, "forget_epoch": 0, "revision": 3, "value": null,
+        });
+        let decoded: RecallNote = serde_json::from_value(note.clone()).unwrap();
+        assert_eq!(decoded.value, Some(Value::Null));
+        assert_eq!(serde_json::to_value(&decoded).unwrap(), note);
+    }
 }

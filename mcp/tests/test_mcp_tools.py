@@ -132,6 +132,26 @@ async def test_every_tool_answers(connect: Connect, prefix: str) -> None:
             assert message.startswith("invalid_request:")
 
 
+async def test_a_stored_null_value_is_present_in_every_read(connect: Connect, prefix: str) -> None:
+    """A value of JSON null is a value: read, recall and list carry `"value": null`, which
+    a forgotten record (no value at all) does not."""
+    key = f"{prefix}nothing"
+    with anyio.fail_after(30):
+        async with connect() as client:
+            await ok(client, "write", {"key": key, "value": None, "anchors": [f"topic:{prefix}n"]})
+            read = await ok(client, "read", {"key": key})
+            recalled = await ok(client, "recall", {"cues": [f"topic:{prefix}n"]})
+            listed = await ok(client, "list", {"prefix": key})
+    assert "value" in read
+    assert read["value"] is None
+    [note] = recalled["notes"]
+    assert "value" in note
+    assert note["value"] is None
+    [item] = listed["items"]
+    assert "value" in item
+    assert item["value"] is None
+
+
 async def test_same_request_id_is_applied_once(connect: Connect, prefix: str) -> None:
     key = f"{prefix}once"
     arguments = {"key": key, "value": {"n": 1}, "request_id": f"{prefix}r1"}
