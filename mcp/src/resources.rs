@@ -80,6 +80,11 @@ fn resource_error(uri: &str, err: ClientError) -> ErrorData {
             Some(serde_json::json!({ "uri": uri })),
         ),
         ClientError::InvalidRequest { .. } => ErrorData::invalid_params(err.to_string(), None),
+        // As a tool call's: no node answered at all.
+        err if crate::outcome::unreachable(&err) => {
+            ErrorData::internal_error(format!("cairn cluster unavailable: {err}"), None)
+        }
+        // The message starts with the SPEC §5 code (`permission_denied: ...`).
         err => ErrorData::internal_error(err.to_string(), None),
     }
 }

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from cairn_client.testing import LocalCluster
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from mcp_e2e import AGENT, http_client, mcp_binary, ok, refused, stdio_client
 
@@ -157,7 +158,13 @@ async def test_a_write_beyond_the_grants_is_a_permission_denied_result(
             message = await refused(reader, "read", {"key": "elsewhere/k"})
             assert message.startswith("permission_denied:"), message
             listed = await ok(reader, "list", {"prefix": prefix})
+            with pytest.raises(MCPError) as denied:
+                await reader.read_resource("cairn://key/elsewhere/k")
     assert listed["items"] == []
+    # A refused resource read is a JSON-RPC error (resources have no isError result) whose
+    # message starts with the code, as a tool's does; -32603 is not "cluster unavailable".
+    assert denied.value.error.code == -32603
+    assert denied.value.error.message.startswith("permission_denied:"), denied.value.error
 
 
 async def test_stdio_token_sources_in_the_cli_order(
