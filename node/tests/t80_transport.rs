@@ -523,7 +523,10 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
         }
         // (c) a valid certificate of node 9, not a member, claiming to be 9 or a member.
         for claimed in [9, leader] {
-            let headers = [(PEER_ID_HEADER, claimed.to_string())];
+            let headers = [
+                (PEER_ID_HEADER, claimed.to_string()),
+                (PEER_TARGET_HEADER, target.to_string()),
+            ];
             let answers = send_rogue(
                 &non_member,
                 url,
@@ -546,11 +549,17 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     let (cert, key) = cluster.certs.nodes[&member].clone();
     let member_client = peer_tls_client(&ca, Some((&cert, &key)));
     let url = |path: &str| cluster.peer_url(leader, path);
-    let as_itself = [(PEER_ID_HEADER, member.to_string())];
+    let as_itself = [
+        (PEER_ID_HEADER, member.to_string()),
+        (PEER_TARGET_HEADER, leader.to_string()),
+    ];
     let read_index = [(READ_INDEX_PATH, codec::encode(&()))];
     let proved = send_rogue(&member_client, url, &as_itself, read_index).await;
     assert_eq!(proved, vec![Some(200)], "a member's ReadIndex as itself");
-    let headers = [(PEER_ID_HEADER, leader.to_string())];
+    let headers = [
+        (PEER_ID_HEADER, leader.to_string()),
+        (PEER_TARGET_HEADER, leader.to_string()),
+    ];
     let answers = send_rogue(
         &member_client,
         url,
@@ -627,6 +636,13 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
         ];
         let refused = send_rogue(&plain, url, &misdirected, rogue_bodies(term, 2, last)).await;
         answers_seen.push((format!("node {id}, meant for node 99"), refused, Some(403)));
+        // The right secret, meant for no node named (SPEC §6: peer requests name theirs).
+        let unaddressed = [
+            (PEER_ID_HEADER, "2".into()),
+            (PEER_SECRET_HEADER, hex::encode(secret)),
+        ];
+        let refused = send_rogue(&plain, url, &unaddressed, rogue_bodies(term, 2, last)).await;
+        answers_seen.push((format!("node {id}, meant for no node"), refused, Some(403)));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = cluster.statuses().await;
@@ -688,6 +704,7 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
         .header("content-type", CONTENT_TYPE)
         .header(PEER_ID_HEADER, "2")
         .header(PEER_SECRET_HEADER, hex::encode(secret))
+        .header(PEER_TARGET_HEADER, leader.to_string())
         .body(vec![0xffu8; 7])
         .send()
         .await

@@ -153,8 +153,7 @@ fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>
 /// An init's addresses, checked as a whole: each node's are usable ([`check_usable`]) and
 /// its own (no address listed twice), and this node's entry names the addresses it
 /// listens on (a membership that gave it others would have peers and clients look for it
-/// elsewhere). Checked only on a node that can still be initialized: an initialized one
-/// answers 409 whatever the body names.
+/// elsewhere).
 fn check_init_addresses(app: &App, members: &[(NodeId, NodeInfo)]) -> Result<()> {
     for (i, (id, info)) in members.iter().enumerate() {
         let at = format!("nodes[{i}].");
@@ -209,21 +208,22 @@ fn names_listener(given: &str, own: &str) -> bool {
 }
 
 /// `POST /cluster/init`. Once auth is on the caller needs `admin` (401/403 first, as on
-/// every membership call: SPEC §8); then the body is checked (400), and a node that is
-/// part of a cluster already answers 409 without touching Raft, so no caller learns more
-/// than "initialized" and none can make openraft log a refused initialization.
+/// every membership call: SPEC §8); then a node that is part of a cluster already answers
+/// 409 whatever the body names (SPEC §6: "before looking at the addresses"), without
+/// touching Raft, so no caller learns more than "initialized" and none can make openraft
+/// log a refused initialization; only then is the body checked (413, 400).
 pub async fn init(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     body: JsonBody<InitRequest>,
 ) -> Result<Response> {
     require_admin(&app, &headers)?;
+    if initialized(&app) {
+        return Err(already_initialized());
+    }
     let members = init_members(&app, &body.value.nodes)?;
     if let Some(auth) = &body.value.auth {
         cairn_access::validate::name("auth.admin", &auth.admin)?;
-    }
-    if initialized(&app) {
-        return Err(already_initialized());
     }
     check_init_addresses(&app, &members)?;
     match app

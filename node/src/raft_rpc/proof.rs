@@ -162,20 +162,22 @@ fn check_proof(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
     }
 }
 
-/// A request meant for another node id is refused: this node is not that member, whatever
-/// address the membership gives it. Requests that name no target (hand-made ones) pass;
-/// every node sends it.
+/// A request meant for another node id, or for none, is refused (SPEC §6: "peer requests
+/// name the node they are meant for"): this node is not that member, whatever address
+/// the membership gives it. Every node names the target of what it sends.
 fn check_target(raft: &Raft, headers: &HeaderMap) -> Result<(), Refusal> {
-    let Some(value) = headers.get(PEER_TARGET_HEADER) else {
-        return Ok(());
-    };
+    let value = headers.get(PEER_TARGET_HEADER).ok_or_else(|| {
+        forbidden(format!(
+            "missing {PEER_TARGET_HEADER}: a peer request names the node it is meant for"
+        ))
+    })?;
     let own_id = raft.metrics().borrow().id;
     let target = value.to_str().ok().and_then(|v| v.parse::<NodeId>().ok());
     match target {
         Some(target) if target == own_id => Ok(()),
         Some(target) => Err(forbidden(format!(
-            "this is node {own_id}, not node {target}: the membership gives node {target} \
-             this node's peer address"
+            "this is node {own_id}, not node {target}: the request reached node \
+             {own_id}'s peer port"
         ))),
         None => Err(forbidden(format!("{PEER_TARGET_HEADER} is not a node id"))),
     }
