@@ -287,6 +287,14 @@ async fn removing_the_leader_elects_a_new_leader_among_the_rest() {
         old_status.role, "leader",
         "the removed leader stepped down: {old_status:?}"
     );
+    // It names no leader it does not know: openraft keeps its own old vote, and status
+    // would report it as leader while its writes answer `no_leader`.
+    assert!(
+        old_status
+            .leader_id
+            .is_none_or(|id| id != old && rest.contains(&id)),
+        "the removed leader names a leader outside the cluster: {old_status:?}"
+    );
 
     // The remaining two serve reads and writes; nothing written before was lost.
     let read = client.read("before/9", linearizable()).await.expect("read");

@@ -642,7 +642,7 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
     Ok(ClusterStatus {
         node_id: app.node_id,
         role: role_name(metrics.state).to_string(),
-        leader_id: metrics.current_leader,
+        leader_id: crate::consensus::known_leader(&metrics),
         term: metrics.current_term,
         last_log_index: metrics.last_log_index.unwrap_or(0),
         commit_index: app.commit_index().max(applied_index),

@@ -93,10 +93,11 @@ impl App {
         self.view.committed_index().max(self.reads.applied_index())
     }
 
-    /// The current leader's id and addresses, as this node knows them.
+    /// The current leader's id and addresses, as this node knows them
+    /// ([`known_leader`](crate::consensus::known_leader)).
     pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
         let metrics = self.raft.metrics().borrow().clone();
-        let id = metrics.current_leader?;
+        let id = crate::consensus::known_leader(&metrics)?;
         let node = metrics
             .membership_config
             .membership()

@@ -35,3 +35,20 @@ pub mod types;
 pub mod view;
 
 pub use types::*;
+
+use openraft::{RaftMetrics, ServerState};
+
+/// The leader this node knows of, as status reports it and forwarding uses it: Raft's
+/// `current_leader`, unless that is this node while it is not leading (openraft keeps
+/// the vote of a leader that a membership change removed, so a former leader would name
+/// itself while it answers `no_leader`), or a node outside the membership it holds.
+pub fn known_leader(metrics: &RaftMetrics<NodeId, NodeInfo>) -> Option<NodeId> {
+    let id = metrics.current_leader?;
+    let leading = metrics.state == ServerState::Leader;
+    let member = metrics
+        .membership_config
+        .membership()
+        .get_node(&id)
+        .is_some();
+    (member && (id != metrics.id || leading)).then_some(id)
+}

@@ -308,17 +308,15 @@ impl ReadGate {
     fn not_leader_or(&self, message: String) -> ReadError {
         let metrics = self.raft.metrics().borrow().clone();
         if metrics.state != ServerState::Leader {
-            let leader = metrics.current_leader.and_then(|id| {
+            let leader_id = super::known_leader(&metrics);
+            let leader = leader_id.and_then(|id| {
                 metrics
                     .membership_config
                     .membership()
                     .get_node(&id)
                     .cloned()
             });
-            ReadError::NotLeader {
-                leader_id: metrics.current_leader,
-                leader,
-            }
+            ReadError::NotLeader { leader_id, leader }
         } else {
             ReadError::StaleRead(message)
         }
@@ -331,7 +329,7 @@ impl ReadGate {
         let index = if metrics.state == ServerState::Leader {
             self.join_round().await.ok()
         } else {
-            let leader = metrics.current_leader.and_then(|id| {
+            let leader = super::known_leader(&metrics).and_then(|id| {
                 metrics
                     .membership_config
                     .membership()
