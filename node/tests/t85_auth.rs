@@ -14,6 +14,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -2127,4 +2128,57 @@ async fn t85_13_bearer_in_any_case_and_exactly_one_authorization_header() {
         before,
         "a refused write reached the log"
     );
+}
+
+/// Tokenless writers racing `POST /v1/auth/enable`: a write admitted while auth was off
+/// and applied after the enable entry is refused at apply (no principal wrote it), and
+/// answered 401 `unauthenticated` as it would be if sent now, never 403. Every write
+/// answered 200 is there; every one answered 401 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_14_tokenless_writes_in_flight_across_enable_are_401_and_change_nothing() {
+    const WRITERS: usize = 32;
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let api = Arc::new(Api::new(&cluster));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for i in 0.. {
+                    let key = format!("race/{w}/{i}");
+                    let body = json!({"key": key, "value": i, "actor": "anon"});
+                    let answer = api.post(leader, "/v1/write", None, body).await;
+                    let refused = answer.status == 401;
+                    answers.push((key, answer));
+                    if refused {
+                        return answers;
+                    }
+                }
+                unreachable!("a writer stops at its first 401")
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let token = cluster
+        .client()
+        .enable_auth("root")
+        .await
+        .expect("enable")
+        .token;
+    cluster.use_token(&token);
+    let mut in_flight = 0;
+    for writer in writers {
+        for (key, answer) in writer.await.expect("writer") {
+            let stored = api.read(leader, Some(&token), &key).await;
+            if answer.ok() {
+                stored.expect(200, None, &format!("{key}, answered 200"));
+                continue;
+            }
+            answer.expect(401, Some("unauthenticated"), &format!("{key}"));
+            stored.expect(404, Some("not_found"), &format!("{key}, answered 401"));
+            in_flight += usize::from(answer.text.contains("in flight"));
+        }
+    }
+    eprintln!("{in_flight} of {WRITERS} writers' last writes were in flight across enable");
 }

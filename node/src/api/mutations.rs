@@ -85,7 +85,7 @@ pub async fn single<R: SingleOp>(
     let command = admit::single(mutation, request_id.clone(), &app.config.limits)?;
     match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref())
         .await
-        .map_err(|e| conceal_unreadable(e, &caller, &keys))?
+        .map_err(|e| as_caller_sees(e, &caller, &keys))?
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied { mut results, .. } => {
@@ -134,7 +134,7 @@ pub async fn batch(
         request_id.as_deref(),
     )
     .await
-    .map_err(|e| conceal_unreadable(e, &caller, &keys))?
+    .map_err(|e| as_caller_sees(e, &caller, &keys))?
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied {
@@ -178,6 +178,22 @@ async fn gate(
     forward::to_leader(app, headers, path, raw.clone(), Kind::Mutation, request_id)
         .await
         .map(Gate::Relayed)
+}
+
+/// An apply-time refusal as `caller` sees it. A request admitted while auth was off
+/// (`Caller::Open`) that the state machine refused for want of a principal met an auth
+/// turned on while it was in flight: it carried no token, so it is 401
+/// `unauthenticated`, as it would be if sent now (nothing was applied either way).
+/// Otherwise [`conceal_unreadable`].
+fn as_caller_sees(e: ApiError, caller: &Caller, keys: &[String]) -> ApiError {
+    if matches!(caller, Caller::Open) && e.code == ErrorCode::PermissionDenied {
+        return ApiError::new(
+            ErrorCode::Unauthenticated,
+            "auth was turned on while this request, sent without a token, was in flight: \
+             nothing was done; send a token (Authorization: Bearer TOKEN)",
+        );
+    }
+    conceal_unreadable(e, caller, keys)
 }
 
 /// The details of a refusal that show a key's content: the revoked value's warning and
