@@ -61,6 +61,17 @@ pub struct ClusterStatus {
     pub log_purged_through: u64,
 }
 
+/// `GET /healthz`: 200 while the node serves its ports and Raft runs, 503 (`ok: false`)
+/// once Raft has stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Health {
+    /// Whether Raft runs on this node.
+    pub ok: bool,
+    pub node_id: u64,
+    pub role: String,
+}
+
 /// `POST /cluster/compact`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]

@@ -1,10 +1,10 @@
-//! `cairn cluster …`: membership changes at the leader, and status, compaction and metrics
-//! per endpoint.
+//! `cairn cluster …`: membership changes at the leader, and status, health, compaction and
+//! metrics per endpoint.
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use cairn_client::api::{ClusterStatus, EnableAuthRequest, InitRequest, NodeSpec};
+use cairn_client::api::{ClusterStatus, EnableAuthRequest, Health, InitRequest, NodeSpec};
 use cairn_client::ClientError;
 use cairn_config::{CLIENT_PORT_BASE, DEFAULT_HOST, PEER_PORT_BASE};
 
@@ -20,6 +20,7 @@ pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
     let client = &ctx.client;
     match command {
         ClusterCommand::Status => status(ctx).await,
+        ClusterCommand::Health { endpoints } => health(ctx, endpoints).await,
         ClusterCommand::Init { nodes, auth_admin } => {
             let nodes = non_empty(nodes).unwrap_or_else(local_nodes);
             let auth = auth_admin.map(|admin| EnableAuthRequest { admin });
@@ -71,6 +72,27 @@ async fn status(ctx: &Ctx) -> Result<()> {
         print_status_table(&rows);
     }
     match rows.iter().any(|(_, answer)| answer.is_ok()) {
+        true => Ok(()),
+        false => Err(first_error(rows)),
+    }
+}
+
+/// One row per endpoint (all asked at once); fails if any node is unhealthy or silent, so
+/// a script can wait on it.
+async fn health(ctx: &Ctx, endpoints: Vec<String>) -> Result<()> {
+    let endpoints = non_empty(endpoints).unwrap_or_else(|| ctx.client.endpoints().to_vec());
+    let answers = futures::future::join_all(endpoints.iter().map(|e| ctx.client.healthz(e))).await;
+    let rows: Vec<(String, Result<Health>)> = endpoints.into_iter().zip(answers).collect();
+    if ctx.json {
+        say(to_json(&per_endpoint_json(&rows, "health"))?);
+    } else {
+        let table = rows.iter().map(|(endpoint, answer)| match answer {
+            Ok(h) => vec![endpoint.clone(), h.node_id.to_string(), h.role.clone()],
+            Err(err) => vec![endpoint.clone(), format!("error: {err}")],
+        });
+        print_table(&["ENDPOINT", "ID", "ROLE"], table.collect());
+    }
+    match rows.iter().all(|(_, answer)| answer.is_ok()) {
         true => Ok(()),
         false => Err(first_error(rows)),
     }

@@ -81,7 +81,8 @@ Examples:
   cairn cluster init --node 1=10.0.0.1:7401,10.0.0.1:7501 --node 2=10.0.0.2:7401,10.0.0.2:7501
   cairn cluster join --id 4 --client-addr 127.0.0.1:7404 --peer-addr 127.0.0.1:7504
   cairn cluster remove --id 4
-  cairn cluster compact                 # every endpoint: forgotten bytes physically gone";
+  cairn cluster compact                 # every endpoint: forgotten bytes physically gone
+  cairn cluster health                  # exit 0 only if every endpoint is healthy";
 
 pub const AUTH_HELP: &str = "\
 Examples:

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_client::api::{
-    AclChanged, ClusterStatus, CompactResponse, Consistency, CreatedPrincipal, EventKind,
+    AclChanged, ClusterStatus, CompactResponse, Consistency, CreatedPrincipal, EventKind, Health,
     HistoryResponse, ListResponse, MembershipResponse, MutationResult, PrincipalList,
     ProbeResponse, ReadResponse, RecallResponse, RotatedToken, State, Tombstone, WhoAmI,
 };
@@ -817,14 +817,41 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
         "stale_read",
     );
 
-    // 14. cluster status and compact as JSON, one row per endpoint.
+    // 14. cluster status, health and compact as JSON, one row per endpoint.
     let rows: Vec<Value> = cluster.json(&["cluster", "status"]);
     assert_eq!(rows.len(), 3);
+    let mut roles = Vec::new();
     for row in &rows {
         let status: ClusterStatus =
             serde_json::from_value(row["status"].clone()).expect("a status per endpoint");
         assert_eq!(status.voters, [1, 2, 3], "{row}");
+        roles.push((status.node_id, status.role));
     }
+    let rows: Vec<Value> = cluster.json(&["cluster", "health"]);
+    let healths: Vec<(u64, String)> = rows
+        .iter()
+        .map(|row| {
+            let health: Health =
+                serde_json::from_value(row["health"].clone()).expect("a health per endpoint");
+            assert!(health.ok, "{row}");
+            (health.node_id, health.role)
+        })
+        .collect();
+    assert_eq!(
+        healths, roles,
+        "health names each node and role as status does"
+    );
+    let table = cluster.ok(&["cluster", "health"]);
+    assert!(table.starts_with("ENDPOINT"), "{table}");
+    assert_eq!(table.lines().count(), 4, "{table}");
+    // One endpoint that does not answer fails the whole check (exit 5, unreachable).
+    let (_, silent) = free_addr_pair();
+    let first = cluster.endpoints();
+    let first = first.split(',').next().unwrap();
+    let silent = format!("{}://{silent}", cluster.scheme());
+    let run = cluster.cairn(&["cluster", "health", first, &silent]);
+    assert_eq!(run.code, EXIT_UNAVAILABLE, "{run:?}");
+    assert!(run.stdout.contains(first), "{run:?}");
     let rows: Vec<Value> = cluster.json(&["cluster", "compact"]);
     assert_eq!(rows.len(), 3);
     for row in &rows {

@@ -120,6 +120,9 @@ pub enum Command {
 pub enum ClusterCommand {
     /// Status of every endpoint, as a table.
     Status,
+    /// `GET /healthz` of each node: id and role [default: every endpoint]; fails unless
+    /// every node is healthy.
+    Health { endpoints: Vec<String> },
     /// Initialize the cluster [default: the 3 local nodes].
     Init {
         /// ID=CLIENT_ADDR,PEER_ADDR; repeatable.

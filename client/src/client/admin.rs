@@ -11,7 +11,8 @@ use super::routing::Route;
 use super::transport::{encode, read_body, read_json, Call};
 use super::{Client, Result};
 use crate::api::{
-    ClusterStatus, CompactResponse, InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
+    ClusterStatus, CompactResponse, Health, InitRequest, MembershipResponse, NodeSpec,
+    RemoveRequest,
 };
 use crate::error::ClientError;
 
@@ -72,10 +73,12 @@ impl Client {
         String::from_utf8(body).map_err(|e| ClientError::decode("metrics", e))
     }
 
-    /// `GET /healthz` of one node: `Ok` once it serves its ports.
-    pub async fn healthz(&self, endpoint: &str) -> Result<()> {
+    /// `GET /healthz` of one node (one attempt): its id and role once it serves its ports
+    /// with Raft running; an error (503 `unavailable` once Raft has stopped) otherwise.
+    pub async fn healthz(&self, endpoint: &str) -> Result<Health> {
         let endpoint = self.endpoint(endpoint)?;
-        self.get_once(&endpoint, &["healthz"]).await.map(drop)
+        let body = self.get_once(&endpoint, &["healthz"]).await?;
+        serde_json::from_slice(&body).map_err(|e| ClientError::decode("healthz", e))
     }
 
     async fn admin(

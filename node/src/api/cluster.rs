@@ -8,13 +8,11 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{
-    AuthEnabled, ClusterStatus, CompactResponse, EnableAuthRequest, ErrorBody, ErrorCode,
+    AuthEnabled, ClusterStatus, CompactResponse, EnableAuthRequest, ErrorBody, ErrorCode, Health,
     InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
 };
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
-use schemars::JsonSchema;
-use serde::Serialize;
 use serde_json::json;
 
 use super::auth::{self, endpoints};
@@ -714,23 +712,14 @@ async fn wait_metric(
     }
 }
 
-/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`).
-#[derive(Serialize, JsonSchema)]
-pub struct Health {
-    /// Whether Raft runs on this node.
-    pub ok: bool,
-    pub node_id: u64,
-    pub role: &'static str,
-}
-
-/// 200 while the node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on
+/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on
 /// a storage error), so supervisors restart it instead of routing to it.
 pub async fn healthz(State(app): State<SharedApp>) -> Response {
     let running = app.raft.metrics().borrow().running_state.is_ok();
     let body = Json(Health {
         ok: running,
         node_id: app.node_id,
-        role: app.role(),
+        role: app.role().to_string(),
     });
     let status = if running {
         axum::http::StatusCode::OK

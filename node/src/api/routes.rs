@@ -494,7 +494,7 @@ fn cluster_routes() -> Vec<Route> {
                 "healthz",
                 "meta",
                 "200 while the node serves and Raft runs",
-                Answer::JsonAlso503(schema_of::<cluster::Health>),
+                Answer::JsonAlso503(schema_of::<cairn_api::Health>),
             )
             .public(),
         ),
