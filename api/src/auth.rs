@@ -88,7 +88,8 @@ impl Grant {
 #[serde(deny_unknown_fields)]
 pub struct CreatePrincipalRequest {
     pub name: String,
-    #[serde(default)]
+    /// Required (SPEC §8: `{name, grants}`); `[]` makes a principal that may do nothing
+    /// until granted.
     pub grants: Vec<Grant>,
 }
 

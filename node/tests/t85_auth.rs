@@ -1431,12 +1431,24 @@ async fn t85_08_operator_endpoints_need_the_right_token() {
     let acl_before = admin.principals().await.expect("principals");
     let log_before = last_log_index(&cluster, leader).await;
     // The admin's own bad input is 400 naming the field, and changes nothing either.
-    let bad_input: [(Method, &str, Value, &str); 5] = [
+    let bad_input: [(Method, &str, Value, &str); 7] = [
         (
             Method::POST,
             "/v1/auth/principals",
             json!({"name": "bad name", "grants": []}),
             "name",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/principals",
+            json!({"name": "nogrants"}),
+            "grants",
+        ),
+        (
+            Method::PUT,
+            "/v1/auth/principals/victim/grants",
+            json!({}),
+            "grants",
         ),
         (
             Method::POST,
