@@ -184,6 +184,10 @@ fn missing_cpu_features() -> Option<String> {
 
 /// `cairn-node certs`: exit code 2 for bad arguments, 1 when writing fails.
 fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
+    if nodes.contains(&0) {
+        eprintln!("cairn-node certs: --nodes: node ids start at 1");
+        return ExitCode::from(2);
+    }
     let mut extra: BTreeMap<u64, Vec<String>> = BTreeMap::new();
     for host in hosts {
         let parsed = host

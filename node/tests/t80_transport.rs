@@ -832,3 +832,38 @@ async fn a_short_peer_secret_is_refused() {
     assert!(out.contains("at least 32 bytes"), "{out}");
     assert!(!out.contains("only-31-bytes"), "the secret leaked: {out}");
 }
+
+/// A peer certificate issued for another node id is a configuration error at start (exit
+/// 2, naming the file and the name it lacks), not a node that every peer refuses later.
+#[tokio::test]
+async fn a_peer_certificate_for_another_node_id_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = generate(dir.path(), &[1]);
+    let (cert, key) = &certs.nodes[&1];
+    let (client_addr, peer_addr) = free_addr_pair();
+    let (code, out) = run_to_exit(
+        dir.path(),
+        &[
+            "--id",
+            "2",
+            "--data-dir",
+            "data",
+            "--client-addr",
+            &client_addr,
+            "--peer-addr",
+            &peer_addr,
+            "--peer-tls-cert",
+            cert.to_str().unwrap(),
+            "--peer-tls-key",
+            key.to_str().unwrap(),
+            "--peer-tls-ca",
+            certs.ca_cert.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("not valid for node-2") && out.contains(cert.to_str().unwrap()),
+        "{out}"
+    );
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use cairn_config::NodeConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ServerConfig};
-use rustls_pki_types::ServerName;
+use rustls_pki_types::{CertificateDer, ServerName};
 
 use super::{pem, provider, TlsError};
 
@@ -63,6 +63,7 @@ impl PeerTls {
             return Ok(None);
         };
         let (chain, key) = (pem::certs(cert)?, pem::key(key)?);
+        check_names_node(cert, &chain[0], config.id)?;
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(rustls("peer TLS"))?
@@ -87,6 +88,21 @@ impl PeerTls {
     pub fn server_name(id: u64) -> ServerName<'static> {
         ServerName::try_from(node_dns_name(id)).expect("node-<digits> is a valid DNS name")
     }
+}
+
+/// This node's peer certificate carries `node-<id>`: one for another id (or none) would
+/// get past every check here and be refused by each peer at run time, so it is refused
+/// at start as a configuration error.
+fn check_names_node(path: &Path, cert: &CertificateDer<'_>, id: u64) -> Result<(), TlsError> {
+    let not_this_node = || TlsError::NotThisNode {
+        path: path.to_path_buf(),
+        id,
+        name: node_dns_name(id),
+    };
+    webpki::EndEntityCert::try_from(cert)
+        .map_err(|_| not_this_node())?
+        .verify_is_valid_for_subject_name(&PeerTls::server_name(id))
+        .map_err(|_| not_this_node())
 }
 
 /// The client a node relays with to another node's HTTPS client port (followers relay

@@ -54,6 +54,16 @@ pub enum TlsError {
     },
     #[error("client certificate verifier: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error(
+        "{}: not valid for {name}, the name node {id}'s peers verify it by: issue it \
+         for {name} (cairn-node certs --nodes {id})",
+        path.display()
+    )]
+    NotThisNode {
+        path: PathBuf,
+        id: u64,
+        name: String,
+    },
     #[error("generating certificates: {0}")]
     Generate(#[from] rcgen::Error),
     #[error("writing {}: {source}", path.display())]
