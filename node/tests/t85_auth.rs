@@ -2194,3 +2194,51 @@ async fn t85_14_tokenless_writes_in_flight_across_enable_are_401_and_change_noth
     }
     eprintln!("{in_flight} of {WRITERS} writers' last writes were in flight across enable");
 }
+
+/// Writers racing the deletion of their principal: a write authenticated before the
+/// delete and applied after it is refused at apply (its author is no principal any more)
+/// and answered 401 `unauthenticated`, as the deleted token is from then on; never 403.
+/// Every write answered 200 is there; every one answered 401 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_change_nothing() {
+    const WRITERS: usize = 32;
+    let (cluster, leader, _) = auth_cluster().await;
+    let admin = cluster.admin_client();
+    let at = cluster.admin_token();
+    let token = create(&admin, "doomed", vec![grant("gone/", &[Write])]).await;
+    let api = Arc::new(Api::new(&cluster));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (api, token) = (api.clone(), token.clone());
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                for i in 0.. {
+                    let key = format!("gone/{w}/{i}");
+                    let answer = api.write(leader, Some(&token), &key, json!(i)).await;
+                    let refused = answer.status == 401;
+                    answers.push((key, answer));
+                    if refused {
+                        return answers;
+                    }
+                }
+                unreachable!("a writer stops at its first 401")
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin.delete_principal("doomed").await.expect("delete");
+    let mut in_flight = 0;
+    for writer in writers {
+        for (key, answer) in writer.await.expect("writer") {
+            let stored = api.read(leader, Some(&at), &key).await;
+            if answer.ok() {
+                stored.expect(200, None, &format!("{key}, answered 200"));
+                continue;
+            }
+            answer.expect(401, Some("unauthenticated"), &key);
+            stored.expect(404, Some("not_found"), &format!("{key}, answered 401"));
+            in_flight += usize::from(answer.text.contains("in flight"));
+        }
+    }
+    eprintln!("{in_flight} of {WRITERS} writers' last writes were in flight across the delete");
+}

@@ -24,7 +24,7 @@ use super::auth::{self, Caller};
 use super::body::JsonBody;
 use super::error::{write_failure, ApiError};
 use super::forward::{self, Kind};
-use super::SharedApp;
+use super::{App, SharedApp};
 use crate::consensus::batcher::WriteError;
 use crate::metrics::Metrics;
 
@@ -85,7 +85,7 @@ pub async fn single<R: SingleOp>(
     let command = admit::single(mutation, request_id.clone(), &app.config.limits)?;
     match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref())
         .await
-        .map_err(|e| as_caller_sees(e, &caller, &keys))?
+        .map_err(|e| as_caller_sees(&app, e, &caller, &keys))?
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied { mut results, .. } => {
@@ -134,7 +134,7 @@ pub async fn batch(
         request_id.as_deref(),
     )
     .await
-    .map_err(|e| as_caller_sees(e, &caller, &keys))?
+    .map_err(|e| as_caller_sees(&app, e, &caller, &keys))?
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied {
@@ -180,18 +180,35 @@ async fn gate(
         .map(Gate::Relayed)
 }
 
-/// An apply-time refusal as `caller` sees it. A request admitted while auth was off
-/// (`Caller::Open`) that the state machine refused for want of a principal met an auth
-/// turned on while it was in flight: it carried no token, so it is 401
-/// `unauthenticated`, as it would be if sent now (nothing was applied either way).
-/// Otherwise [`conceal_unreadable`].
-fn as_caller_sees(e: ApiError, caller: &Caller, keys: &[String]) -> ApiError {
-    if matches!(caller, Caller::Open) && e.code == ErrorCode::PermissionDenied {
-        return ApiError::new(
-            ErrorCode::Unauthenticated,
-            "auth was turned on while this request, sent without a token, was in flight: \
-             nothing was done; send a token (Authorization: Bearer TOKEN)",
-        );
+/// An apply-time refusal as `caller` sees it. The state machine refuses a command whose
+/// author is no principal when applied; a request that met that carried no usable token
+/// by then, so it is 401 `unauthenticated`, as it would be if sent now (nothing was
+/// applied either way):
+/// - admitted while auth was off (`Caller::Open`): auth was turned on while it was in
+///   flight, and it carried no token;
+/// - admitted as a principal that is gone from the applied state: it was deleted while
+///   the request was in flight (SPEC §8: a deleted token is 401).
+///
+/// A principal that only lost a grant stays 403. Otherwise [`conceal_unreadable`].
+fn as_caller_sees(app: &App, e: ApiError, caller: &Caller, keys: &[String]) -> ApiError {
+    if e.code == ErrorCode::PermissionDenied {
+        match caller {
+            Caller::Open => {
+                return ApiError::new(
+                    ErrorCode::Unauthenticated,
+                    "auth was turned on while this request, sent without a token, was in \
+                     flight: nothing was done; send a token (Authorization: Bearer TOKEN)",
+                )
+            }
+            Caller::Principal { name, .. } if app.view.access().principal(name).is_none() => {
+                return ApiError::new(
+                    ErrorCode::Unauthenticated,
+                    "the principal was deleted while this request was in flight: nothing \
+                     was done",
+                )
+            }
+            Caller::Principal { .. } => {}
+        }
     }
     conceal_unreadable(e, caller, keys)
 }
