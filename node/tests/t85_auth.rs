@@ -2142,25 +2142,33 @@ async fn t85_13_bearer_in_any_case_and_exactly_one_authorization_header() {
     );
 }
 
-/// Tokenless writers racing `POST /v1/auth/enable`: a write admitted while auth was off
-/// and applied after the enable entry is refused at apply (no principal wrote it), and
-/// answered 401 `unauthenticated` as it would be if sent now, never 403. Every write
-/// answered 200 is there; every one answered 401 is not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn t85_14_tokenless_writes_in_flight_across_enable_are_401_and_change_nothing() {
-    const WRITERS: usize = 32;
-    let mut cluster = Cluster::start(3).await;
-    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
-    let api = Arc::new(Api::new(&cluster));
-    let writers: Vec<_> = (0..WRITERS)
+/// How many writers race an access change.
+const RACE_WRITERS: usize = 32;
+
+/// One racing writer's keys and answers, in order.
+type RaceLog = Vec<(String, Answer)>;
+
+/// Writers that race an access change: each of [`RACE_WRITERS`] tasks writes
+/// `prefix/W/I` on `leader` as `token` (with `actor` while it has none) until its first
+/// 401 (SPEC §8: a missing or deleted token).
+fn racing_writers(
+    api: &Arc<Api>,
+    leader: u64,
+    token: Option<&str>,
+    prefix: &str,
+) -> Vec<tokio::task::JoinHandle<RaceLog>> {
+    (0..RACE_WRITERS)
         .map(|w| {
-            let api = api.clone();
+            let (api, token, prefix) = (api.clone(), token.map(str::to_string), prefix.to_string());
             tokio::spawn(async move {
                 let mut answers = Vec::new();
                 for i in 0.. {
-                    let key = format!("race/{w}/{i}");
-                    let body = json!({"key": key, "value": i, "actor": "anon"});
-                    let answer = api.post(leader, "/v1/write", None, body).await;
+                    let key = format!("{prefix}/{w}/{i}");
+                    let mut body = json!({"key": key, "value": i});
+                    if token.is_none() {
+                        body["actor"] = json!("anon");
+                    }
+                    let answer = api.post(leader, "/v1/write", token.as_deref(), body).await;
                     let refused = answer.status == 401;
                     answers.push((key, answer));
                     if refused {
@@ -2170,67 +2178,23 @@ async fn t85_14_tokenless_writes_in_flight_across_enable_are_401_and_change_noth
                 unreachable!("a writer stops at its first 401")
             })
         })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let token = cluster
-        .client()
-        .enable_auth("root")
-        .await
-        .expect("enable")
-        .token;
-    cluster.use_token(&token);
-    let mut in_flight = 0;
-    for writer in writers {
-        for (key, answer) in writer.await.expect("writer") {
-            let stored = api.read(leader, Some(&token), &key).await;
-            if answer.ok() {
-                stored.expect(200, None, &format!("{key}, answered 200"));
-                continue;
-            }
-            answer.expect(401, Some("unauthenticated"), &format!("{key}"));
-            stored.expect(404, Some("not_found"), &format!("{key}, answered 401"));
-            in_flight += usize::from(answer.text.contains("in flight"));
-        }
-    }
-    eprintln!("{in_flight} of {WRITERS} writers' last writes were in flight across enable");
+        .collect()
 }
 
-/// Writers racing the deletion of their principal: a write authenticated before the
-/// delete and applied after it is refused at apply (its author is no principal any more)
-/// and answered 401 `unauthenticated`, as the deleted token is from then on; never 403.
-/// Every write answered 200 is there; every one answered 401 is not.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_change_nothing() {
-    const WRITERS: usize = 32;
-    let (cluster, leader, _) = auth_cluster().await;
-    let admin = cluster.admin_client();
-    let at = cluster.admin_token();
-    let token = create(&admin, "doomed", vec![grant("gone/", &[Write])]).await;
-    let api = Arc::new(Api::new(&cluster));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (api, token) = (api.clone(), token.clone());
-            tokio::spawn(async move {
-                let mut answers = Vec::new();
-                for i in 0.. {
-                    let key = format!("gone/{w}/{i}");
-                    let answer = api.write(leader, Some(&token), &key, json!(i)).await;
-                    let refused = answer.status == 401;
-                    answers.push((key, answer));
-                    if refused {
-                        return answers;
-                    }
-                }
-                unreachable!("a writer stops at its first 401")
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    admin.delete_principal("doomed").await.expect("delete");
+/// Every racing write was answered 200 and is there, or 401 `unauthenticated` and is
+/// not (read back with `reader`); never 403. Prints how many 401s came from the refusal
+/// at apply (the write was in flight across the change).
+async fn check_race(
+    api: &Api,
+    leader: u64,
+    reader: &str,
+    writers: Vec<tokio::task::JoinHandle<RaceLog>>,
+    change: &str,
+) {
     let mut in_flight = 0;
     for writer in writers {
         for (key, answer) in writer.await.expect("writer") {
-            let stored = api.read(leader, Some(&at), &key).await;
+            let stored = api.read(leader, Some(reader), &key).await;
             if answer.ok() {
                 stored.expect(200, None, &format!("{key}, answered 200"));
                 continue;
@@ -2240,5 +2204,42 @@ async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_ch
             in_flight += usize::from(answer.text.contains("in flight"));
         }
     }
-    eprintln!("{in_flight} of {WRITERS} writers' last writes were in flight across the delete");
+    eprintln!("{in_flight} of {RACE_WRITERS} writers' last writes were in flight across {change}");
+}
+
+/// Tokenless writers racing `POST /v1/auth/enable`: a write admitted while auth was off
+/// and applied after the enable entry is refused at apply (no principal wrote it), and
+/// answered 401 `unauthenticated` as it would be if sent now, never 403. Every write
+/// answered 200 is there; every one answered 401 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_14_tokenless_writes_in_flight_across_enable_are_401_and_change_nothing() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let api = Arc::new(Api::new(&cluster));
+    let writers = racing_writers(&api, leader, None, "race");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let token = cluster
+        .client()
+        .enable_auth("root")
+        .await
+        .expect("enable")
+        .token;
+    cluster.use_token(&token);
+    check_race(&api, leader, &token, writers, "enable").await;
+}
+
+/// Writers racing the deletion of their principal: a write authenticated before the
+/// delete and applied after it is refused at apply (its author is no principal any more)
+/// and answered 401 `unauthenticated`, as the deleted token is from then on; never 403.
+/// Every write answered 200 is there; every one answered 401 is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_change_nothing() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let admin = cluster.admin_client();
+    let token = create(&admin, "doomed", vec![grant("gone/", &[Write])]).await;
+    let api = Arc::new(Api::new(&cluster));
+    let writers = racing_writers(&api, leader, Some(&token), "gone");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin.delete_principal("doomed").await.expect("delete");
+    check_race(&api, leader, &cluster.admin_token(), writers, "the delete").await;
 }
