@@ -74,7 +74,7 @@ impl Client {
     }
 
     /// `GET /healthz` of one node (one attempt): its id and role once it serves its ports
-    /// with Raft running; an error (503 `unavailable` once Raft has stopped) otherwise.
+    /// with Raft running; an error otherwise (the node answers 503 once Raft has stopped).
     pub async fn healthz(&self, endpoint: &str) -> Result<Health> {
         let endpoint = self.endpoint(endpoint)?;
         let body = self.get_once(&endpoint, &["healthz"]).await?;

@@ -712,8 +712,9 @@ async fn wait_metric(
     }
 }
 
-/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on
-/// a storage error), so supervisors restart it instead of routing to it.
+/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the
+/// node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on a storage
+/// error), so supervisors restart it instead of routing to it.
 pub async fn healthz(State(app): State<SharedApp>) -> Response {
     let running = app.raft.metrics().borrow().running_state.is_ok();
     let body = Json(Health {

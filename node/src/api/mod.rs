@@ -94,16 +94,9 @@ impl App {
     }
 
     /// The current leader's id and addresses, as this node knows them
-    /// ([`known_leader`](crate::consensus::known_leader)).
+    /// ([`known_leader_node`](crate::consensus::known_leader_node)).
     pub fn leader(&self) -> Option<(NodeId, NodeInfo)> {
-        let metrics = self.raft.metrics().borrow().clone();
-        let id = crate::consensus::known_leader(&metrics)?;
-        let node = metrics
-            .membership_config
-            .membership()
-            .get_node(&id)?
-            .clone();
-        Some((id, node))
+        crate::consensus::known_leader_node(&self.raft.metrics().borrow())
     }
 }
 

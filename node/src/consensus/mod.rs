@@ -43,12 +43,15 @@ use openraft::{RaftMetrics, ServerState};
 /// the vote of a leader that a membership change removed, so a former leader would name
 /// itself while it answers `no_leader`), or a node outside the membership it holds.
 pub fn known_leader(metrics: &RaftMetrics<NodeId, NodeInfo>) -> Option<NodeId> {
+    known_leader_node(metrics).map(|(id, _)| id)
+}
+
+/// [`known_leader`] with its addresses, from the membership this node holds.
+pub fn known_leader_node(metrics: &RaftMetrics<NodeId, NodeInfo>) -> Option<(NodeId, NodeInfo)> {
     let id = metrics.current_leader?;
-    let leading = metrics.state == ServerState::Leader;
-    let member = metrics
-        .membership_config
-        .membership()
-        .get_node(&id)
-        .is_some();
-    (member && (id != metrics.id || leading)).then_some(id)
+    if id == metrics.id && metrics.state != ServerState::Leader {
+        return None;
+    }
+    let node = metrics.membership_config.membership().get_node(&id)?;
+    Some((id, node.clone()))
 }

@@ -308,15 +308,11 @@ impl ReadGate {
     fn not_leader_or(&self, message: String) -> ReadError {
         let metrics = self.raft.metrics().borrow().clone();
         if metrics.state != ServerState::Leader {
-            let leader_id = super::known_leader(&metrics);
-            let leader = leader_id.and_then(|id| {
-                metrics
-                    .membership_config
-                    .membership()
-                    .get_node(&id)
-                    .cloned()
-            });
-            ReadError::NotLeader { leader_id, leader }
+            let leader = super::known_leader_node(&metrics);
+            ReadError::NotLeader {
+                leader_id: leader.as_ref().map(|(id, _)| *id),
+                leader: leader.map(|(_, node)| node),
+            }
         } else {
             ReadError::StaleRead(message)
         }
@@ -329,13 +325,7 @@ impl ReadGate {
         let index = if metrics.state == ServerState::Leader {
             self.join_round().await.ok()
         } else {
-            let leader = super::known_leader(&metrics).and_then(|id| {
-                metrics
-                    .membership_config
-                    .membership()
-                    .get_node(&id)
-                    .cloned()
-            });
+            let leader = super::known_leader_node(&metrics).map(|(_, node)| node);
             match leader {
                 Some(node) => self
                     .peer
