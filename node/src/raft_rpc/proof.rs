@@ -33,7 +33,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft};
-use crate::tls::configs::node_dns_name;
+use crate::tls::configs::{names_node, node_dns_name};
 use crate::tls::PeerCertificate;
 
 /// The node id a peer request is sent by (its certificate must name `node-<ID>`).
@@ -216,16 +216,15 @@ fn check_certificate_names(
     cert: &rustls_pki_types::CertificateDer<'_>,
     id: NodeId,
 ) -> Result<(), Refusal> {
-    let name = crate::tls::configs::PeerTls::server_name(id);
-    let valid = webpki::EndEntityCert::try_from(cert)
-        .map_err(|e| forbidden(format!("unreadable client certificate: {e}")))?
-        .verify_is_valid_for_subject_name(&name);
-    valid.map_err(|_| {
-        forbidden(format!(
+    let valid = names_node(cert, id)
+        .map_err(|e| forbidden(format!("unreadable client certificate: {e}")))?;
+    if !valid {
+        return Err(forbidden(format!(
             "the client certificate is not valid for {}",
             node_dns_name(id)
-        ))
-    })
+        )));
+    }
+    Ok(())
 }
 
 /// Once this node knows a membership (any voter), only its voters and learners may call.

@@ -90,19 +90,27 @@ impl PeerTls {
     }
 }
 
+/// Whether `cert` is valid for `node-<id>`, the name a node's peers verify it by; `Err`
+/// when it does not parse as a certificate.
+pub fn names_node(cert: &CertificateDer<'_>, id: u64) -> Result<bool, webpki::Error> {
+    let cert = webpki::EndEntityCert::try_from(cert)?;
+    Ok(cert
+        .verify_is_valid_for_subject_name(&PeerTls::server_name(id))
+        .is_ok())
+}
+
 /// This node's peer certificate carries `node-<id>`: one for another id (or none) would
 /// get past every check here and be refused by each peer at run time, so it is refused
 /// at start as a configuration error.
 fn check_names_node(path: &Path, cert: &CertificateDer<'_>, id: u64) -> Result<(), TlsError> {
-    let not_this_node = || TlsError::NotThisNode {
-        path: path.to_path_buf(),
-        id,
-        name: node_dns_name(id),
-    };
-    webpki::EndEntityCert::try_from(cert)
-        .map_err(|_| not_this_node())?
-        .verify_is_valid_for_subject_name(&PeerTls::server_name(id))
-        .map_err(|_| not_this_node())
+    match names_node(cert, id) {
+        Ok(true) => Ok(()),
+        _ => Err(TlsError::NotThisNode {
+            path: path.to_path_buf(),
+            id,
+            name: node_dns_name(id),
+        }),
+    }
 }
 
 /// The client a node relays with to another node's HTTPS client port (followers relay
