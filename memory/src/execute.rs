@@ -195,11 +195,12 @@ fn apply_all<S: SlotSource>(
                 changes.push(change);
             }
             Err(e) => {
-                // Looked for only on this rare path: the first earlier op that changed the
-                // key (changes[j] is op j's; an idempotent repeat has no event).
+                // Looked for only on this rare path: the last earlier op that changed the
+                // key, whose state refused this one (changes[j] is op j's; an idempotent
+                // repeat has no event and changed nothing).
                 let earlier = changes
                     .iter()
-                    .position(|c| c.slot.key == key && c.event.is_some());
+                    .rposition(|c| c.slot.key == key && c.event.is_some());
                 let e = match earlier {
                     Some(earlier) => after_earlier_op(e, earlier),
                     None => e,
@@ -225,19 +226,26 @@ const STATE_DETAILS: [&str; 5] = [
 /// op instead of describing the state (no tombstone id that no lookup would find, no
 /// version or fence revision at which nothing happened to the key).
 fn after_earlier_op(e: OpError, earlier: usize) -> OpError {
+    let mut based_on = None;
     let e = e.with_details(|details| {
+        based_on = details.get("based_on_revision").cloned();
         for name in STATE_DETAILS {
             details.remove(name);
         }
         details.insert("after_op_index".into(), earlier.into());
     });
-    OpError {
-        message: format!(
+    let message = match (e.code, based_on) {
+        // The stored message names the fence's revision: this batch's own, never stored.
+        (ErrorCode::StaleWrite, Some(based)) => format!(
+            "op {earlier} of this batch would forget, revoke or re-create the key, after \
+             based_on_revision {based}; nothing was applied"
+        ),
+        _ => format!(
             "{} (the state op {earlier} of this batch would have left; nothing was applied)",
             e.message
         ),
-        ..e
-    }
+    };
+    OpError { message, ..e }
 }
 
 /// Applies one mutation to the current `slot` of its key: conditions first, then the
@@ -659,12 +667,51 @@ mod tests {
             serde_json::json!({ "after_op_index": 0, "based_on_revision": 1 })
         );
 
+        // The op that made the refusing state, not the first op of the key: write, an
+        // other key, revoke, then a write refused as revoked names op 2.
+        let (resp, _) = map.run(
+            &cmd(
+                vec![
+                    write_m("k", "x", &[]),
+                    write_m("j", "y", &[]),
+                    revoke_m("k"),
+                    write_m("k", "z", &[]),
+                ],
+                None,
+            ),
+            4,
+        );
+        assert_eq!(rejected(&resp), (ErrorCode::KeyRevoked, Some(3)));
+        assert_eq!(details(&resp), serde_json::json!({ "after_op_index": 2 }));
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!()
+        };
+        assert!(
+            error.message.contains("op 2 of this batch"),
+            "{}",
+            error.message
+        );
+        let mut fenced = write_m("k", "w", &[]);
+        fenced.cond.based_on_revision = Some(1);
+        let (resp, _) = map.run(
+            &cmd(vec![write_m("k", "x", &[]), revoke_m("k"), fenced], None),
+            4,
+        );
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!()
+        };
+        assert_eq!(
+            error.message,
+            "op 1 of this batch would forget, revoke or re-create the key, after \
+             based_on_revision 1; nothing was applied"
+        );
+
         // An idempotent repeat changes nothing: the state met is the stored one, in full.
-        map.run(&cmd(vec![forget_m("k")], None), 4);
-        let (resp, _) = map.run(&cmd(vec![forget_m("k"), revoke_m("k")], None), 5);
+        map.run(&cmd(vec![forget_m("k")], None), 5);
+        let (resp, _) = map.run(&cmd(vec![forget_m("k"), revoke_m("k")], None), 6);
         assert_eq!(rejected(&resp), (ErrorCode::KeyForgotten, Some(1)));
         let stored = details(&resp);
-        assert_eq!(stored["tombstone"]["revision"], 4, "{stored}");
+        assert_eq!(stored["tombstone"]["revision"], 5, "{stored}");
         assert!(stored.get("after_op_index").is_none(), "{stored}");
     }
 

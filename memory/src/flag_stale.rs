@@ -36,7 +36,7 @@ pub fn apply(
     observed_hash: &str,
     ctx: &Ctx,
 ) -> Result<Change, OpError> {
-    let s = step::live(slot, key)?;
+    let s = step::live(slot, key, "flag_stale")?;
     let mut next = step::begin(Some(s), key, ctx);
     next.stale.retain(|f| f.anchor != anchor);
     if next.stale.len() >= STALE_FLAGS_MAX {

@@ -22,7 +22,7 @@ pub fn apply(
     reason: Option<&str>,
     ctx: &Ctx,
 ) -> Result<Change, OpError> {
-    let s = step::live(slot, key)?;
+    let s = step::live(slot, key, "reinstate")?;
     if s.state == State::Active {
         return Ok(step::already(s));
     }

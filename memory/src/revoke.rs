@@ -24,7 +24,7 @@ pub fn apply(
     reason: &str,
     ctx: &Ctx,
 ) -> Result<Change, OpError> {
-    let s = step::live(slot, key)?;
+    let s = step::live(slot, key, "revoke")?;
     if s.state == State::Revoked {
         return Ok(step::already(s));
     }

@@ -176,28 +176,31 @@ fn indexed_anchors(slot: Option<&Slot>) -> BTreeSet<&str> {
     }
 }
 
-/// The slot of a key that revoke, reinstate, flag_stale and supersede may act on:
+/// The slot of a key that revoke, reinstate, flag_stale and supersede (`op`) may act on:
 /// 404 `not_found` for an absent key, 409 `key_forgotten` for a forgotten one.
-pub(crate) fn live<'a>(slot: Option<&'a Slot>, key: &str) -> Result<&'a Slot, OpError> {
+pub(crate) fn live<'a>(slot: Option<&'a Slot>, key: &str, op: &str) -> Result<&'a Slot, OpError> {
     match slot {
         None => Err(OpError::new(
             ErrorCode::NotFound,
             format!("key {key:?} does not exist"),
             json!({ "key": key }),
         )),
-        Some(s) if s.state == State::Forgotten => Err(forgotten_error(s)),
+        Some(s) if s.state == State::Forgotten => Err(forgotten_error(
+            s,
+            &format!(
+                "{op} acts only on a key that exists; a write with clear_tombstone re-creates it"
+            ),
+        )),
         Some(s) => Ok(s),
     }
 }
 
-/// 409 `key_forgotten` for a forgotten slot, with its tombstone.
-pub(crate) fn forgotten_error(slot: &Slot) -> OpError {
+/// 409 `key_forgotten` for a forgotten slot, with its tombstone; `remedy` says what the
+/// refused operation would need.
+pub(crate) fn forgotten_error(slot: &Slot, remedy: &str) -> OpError {
     OpError::new(
         ErrorCode::KeyForgotten,
-        format!(
-            "key {:?} is forgotten; writing it again requires clear_tombstone",
-            slot.key
-        ),
+        format!("key {:?} is forgotten; {remedy}", slot.key),
         json!({ "tombstone": wire::tombstone_json(slot.tombstone.as_ref()) }),
     )
 }
@@ -311,14 +314,22 @@ mod tests {
 
     #[test]
     fn live_rejects_absent_and_forgotten() {
-        assert_eq!(live(None, KEY).unwrap_err().code, ErrorCode::NotFound);
+        assert_eq!(
+            live(None, KEY, "revoke").unwrap_err().code,
+            ErrorCode::NotFound
+        );
         let f = forgotten();
-        let err = live(Some(&f), KEY).unwrap_err();
+        let err = live(Some(&f), KEY, "revoke").unwrap_err();
         assert_eq!(err.code, ErrorCode::KeyForgotten);
+        assert!(
+            !err.message.contains("writing it again") && err.message.contains("revoke"),
+            "{}",
+            err.message
+        );
         let details: serde_json::Value = serde_json::from_str(&err.details_json).unwrap();
         assert_eq!(details["tombstone"]["id"], json!(f.tombstone.unwrap().id));
-        assert!(live(Some(&active()), KEY).is_ok());
-        assert!(live(Some(&revoked()), KEY).is_ok());
+        assert!(live(Some(&active()), KEY, "revoke").is_ok());
+        assert!(live(Some(&revoked()), KEY, "revoke").is_ok());
     }
 
     #[test]

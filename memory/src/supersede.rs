@@ -26,7 +26,7 @@ pub fn apply(
     reason: Option<&str>,
     ctx: &Ctx,
 ) -> Result<Change, OpError> {
-    let s = step::live(slot, key)?;
+    let s = step::live(slot, key, "supersede")?;
     let mut next = step::begin(Some(s), key, ctx);
     next.superseded_by = Some(by.to_string());
     let mut change = step::finish(Some(s), next, EventKind::Superseded, actor, reason);

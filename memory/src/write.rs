@@ -56,7 +56,10 @@ pub fn apply(slot: Option<&Slot>, key: &str, w: &Write, ctx: &Ctx) -> Result<Cha
             return Err(revoked_error(s))
         }
         Some(s) if s.state == State::Forgotten && !w.clear_tombstone => {
-            return Err(step::forgotten_error(s))
+            return Err(step::forgotten_error(
+                s,
+                "writing it again requires clear_tombstone",
+            ))
         }
         Some(s) if s.state == State::Forgotten => EventKind::TombstoneCleared,
         _ => EventKind::Written,
