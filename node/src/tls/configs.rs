@@ -41,6 +41,7 @@ pub fn client_port_server(config: &NodeConfig) -> Result<Option<Arc<ServerConfig
         .with_single_cert(pem::certs(cert)?, pem::key(key)?)
         .map_err(rustls("tls_cert and tls_key"))?;
     server.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+    super::prefer_own_order(&mut server);
     Ok(Some(Arc::new(server)))
 }
 
@@ -71,6 +72,7 @@ impl PeerTls {
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(rustls("peer_tls_cert and peer_tls_key"))?;
         server.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        super::prefer_own_order(&mut server);
         let mut client = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(rustls("peer TLS"))?
@@ -148,4 +150,104 @@ fn client_verifier(
 
 fn rustls(what: &'static str) -> impl FnOnce(rustls::Error) -> TlsError {
     move |source| TlsError::Rustls { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rustls::{CipherSuite, ClientConnection, ServerConnection};
+
+    use super::*;
+    use crate::tls::certs;
+
+    /// A client that offers ring's default order (AES-256-GCM first, as OpenSSL and curl
+    /// do), trusting `ca`, presenting `identity` if given.
+    fn client_preferring_aes_256(ca: &Path, identity: Option<(&Path, &Path)>) -> Arc<ClientConfig> {
+        let builder =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(pem::roots(ca).unwrap());
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => builder
+                .with_client_auth_cert(pem::certs(cert).unwrap(), pem::key(key).unwrap())
+                .unwrap(),
+        };
+        Arc::new(config)
+    }
+
+    /// A whole TLS handshake between `client` and `server` in memory; the suite the
+    /// server chose.
+    fn handshake(client: Arc<ClientConfig>, server: Arc<ServerConfig>, name: &str) -> CipherSuite {
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        let mut client = ClientConnection::new(client, name).unwrap();
+        let mut server = ServerConnection::new(server).unwrap();
+        for _ in 0..10 {
+            if !client.is_handshaking() && !server.is_handshaking() {
+                break;
+            }
+            let mut wire = Vec::new();
+            client.write_tls(&mut wire).unwrap();
+            server.read_tls(&mut wire.as_slice()).unwrap();
+            server.process_new_packets().unwrap();
+            wire.clear();
+            server.write_tls(&mut wire).unwrap();
+            client.read_tls(&mut wire.as_slice()).unwrap();
+            client.process_new_packets().unwrap();
+        }
+        assert!(!client.is_handshaking() && !server.is_handshaking());
+        server.negotiated_cipher_suite().unwrap().suite()
+    }
+
+    #[test]
+    fn both_ports_choose_aes_128_gcm_whatever_the_client_prefers() {
+        let dir = tempfile::tempdir().unwrap();
+        let g = certs::generate(dir.path(), &[1], &BTreeMap::new()).unwrap();
+        let (cert, key) = &g.nodes[&1];
+        let mut config = NodeConfig::local(1).unwrap();
+        config.tls_cert = Some(cert.clone());
+        config.tls_key = Some(key.clone());
+        config.peer_tls_cert = Some(cert.clone());
+        config.peer_tls_key = Some(key.clone());
+        config.peer_tls_ca = Some(g.ca_cert.clone());
+
+        let client_port = client_port_server(&config).unwrap().unwrap();
+        let offered = client_preferring_aes_256(&g.ca_cert, None);
+        assert_eq!(
+            offered.crypto_provider().cipher_suites[0].suite(),
+            CipherSuite::TLS13_AES_256_GCM_SHA384,
+            "the client must prefer another suite for this test to mean anything"
+        );
+        assert_eq!(
+            handshake(offered, client_port, "localhost"),
+            CipherSuite::TLS13_AES_128_GCM_SHA256
+        );
+
+        let peer = PeerTls::from_config(&config).unwrap().unwrap();
+        let identity = Some((cert.as_path(), key.as_path()));
+        assert_eq!(
+            handshake(
+                client_preferring_aes_256(&g.ca_cert, identity),
+                peer.server,
+                "node-1"
+            ),
+            CipherSuite::TLS13_AES_128_GCM_SHA256
+        );
+        // A server that follows the client's order: the node's own clients offer
+        // AES-128-GCM first.
+        let follows_client =
+            ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_client_cert_verifier(client_verifier(&g.ca_cert).unwrap())
+                .with_single_cert(pem::certs(cert).unwrap(), pem::key(key).unwrap())
+                .unwrap();
+        assert!(!follows_client.ignore_client_order);
+        assert_eq!(
+            handshake(peer.client, Arc::new(follows_client), "node-1"),
+            CipherSuite::TLS13_AES_128_GCM_SHA256
+        );
+    }
 }
