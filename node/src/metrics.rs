@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Counters are plain atomics: updated on hot paths without locks.
 #[derive(Default)]
@@ -19,6 +20,14 @@ pub struct Metrics {
     pub auth_refused: AtomicU64,
     /// Sum of mutation latency in microseconds (with `mutations_ok` gives the mean).
     pub mutation_latency_us_sum: AtomicU64,
+    /// Peer-port requests refused for their proof or target (SPEC §8), before their body
+    /// was read.
+    pub peer_refused: AtomicU64,
+    /// TLS handshakes that failed or timed out on the client port; shared with its accept
+    /// loop.
+    pub client_handshakes_failed: Arc<AtomicU64>,
+    /// The same on the peer port.
+    pub peer_handshakes_failed: Arc<AtomicU64>,
 }
 
 impl Metrics {
@@ -32,7 +41,7 @@ impl Metrics {
 
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 11] = [
+        let counters: [(&str, &str, &AtomicU64); 14] = [
             (
                 "cairn_mutations_ok_total",
                 "mutations applied",
@@ -87,6 +96,21 @@ impl Metrics {
                 "cairn_mutation_latency_us_sum",
                 "sum of applied mutation latencies",
                 &self.mutation_latency_us_sum,
+            ),
+            (
+                "cairn_peer_requests_refused_total",
+                "peer-port requests refused for a missing or wrong proof or target",
+                &self.peer_refused,
+            ),
+            (
+                "cairn_client_tls_handshakes_failed_total",
+                "TLS handshakes refused or timed out on the client port",
+                &self.client_handshakes_failed,
+            ),
+            (
+                "cairn_peer_tls_handshakes_failed_total",
+                "TLS handshakes refused or timed out on the peer port",
+                &self.peer_handshakes_failed,
             ),
         ];
         for (name, help, value) in counters {

@@ -94,6 +94,7 @@ async fn run_with(
             tls: transport.client_port.clone(),
             connections: node.app.connections.clone(),
             head_timeout,
+            handshakes_failed: node.app.metrics.client_handshakes_failed.clone(),
         },
         api::router(node.app.clone()),
         shutdown_rx.clone(),
@@ -105,8 +106,13 @@ async fn run_with(
             tls: transport.peer_tls.as_ref().map(|t| t.server.clone()),
             connections: ConnectionBound::new(PEER_CONNECTIONS_MAX),
             head_timeout,
+            handshakes_failed: node.app.metrics.peer_handshakes_failed.clone(),
         },
-        peer_server::router(node.raft.clone(), transport.server_proof.clone()),
+        peer_server::router(
+            node.raft.clone(),
+            transport.server_proof.clone(),
+            node.app.metrics.clone(),
+        ),
         shutdown_rx,
     );
     tracing::info!(

@@ -11,7 +11,7 @@
 //!   connection waits for its next request), so a half-sent or idle request is dropped;
 //! - a TLS handshake must finish within [`HANDSHAKE_TIMEOUT`].
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,6 +100,8 @@ pub struct ServeOptions {
     pub tls: Option<Arc<ServerConfig>>,
     pub connections: Arc<ConnectionBound>,
     pub head_timeout: Duration,
+    /// Counts TLS handshakes that failed or timed out (`/metrics`).
+    pub handshakes_failed: Arc<AtomicU64>,
 }
 
 /// Serves `router` on `listener` until `shutdown` turns true, then drains the open
@@ -188,11 +190,17 @@ impl Connection {
         let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
             Ok(Ok(tls)) => tls,
             Ok(Err(e)) => {
-                tracing::debug!(?from, error = %e, "TLS handshake refused");
+                self.options
+                    .handshakes_failed
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(port = self.options.port, ?from, error = %e, "TLS handshake refused");
                 return;
             }
             Err(_) => {
-                tracing::debug!(?from, "TLS handshake timed out");
+                self.options
+                    .handshakes_failed
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(port = self.options.port, ?from, "TLS handshake timed out");
                 return;
             }
         };

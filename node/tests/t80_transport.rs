@@ -208,6 +208,22 @@ impl TlsCluster {
         format!("https://{}{path}", self.specs[&id].peer_addr)
     }
 
+    /// One counter or gauge of node `id`'s `GET /metrics`.
+    async fn metric(&self, id: u64, name: &str) -> u64 {
+        let text = self
+            .client
+            .get(self.url(id, "/metrics"))
+            .send()
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("node {id}: no {name} in /metrics:\n{text}"))
+    }
+
     fn log(&self, id: u64) -> String {
         fs::read_to_string(self.dir.path().join(format!("node-{id}/node.log"))).unwrap_or_default()
     }
@@ -479,6 +495,16 @@ async fn client_certificates_are_required_when_a_client_ca_is_given() {
         wrong.get(&url).send().await.is_err(),
         "served a certificate from another CA"
     );
+    let failed = cluster
+        .metric(1, "cairn_client_tls_handshakes_failed_total")
+        .await;
+    assert!(failed >= 2, "{failed} failed handshakes counted, 2 refused");
+    assert_eq!(
+        cluster
+            .metric(1, "cairn_peer_tls_handshakes_failed_total")
+            .await,
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -583,6 +609,19 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     }
     let log = cluster.log(leader);
     assert!(log.contains("peer request refused"), "refusals are logged");
+    // And counted: on every node two refused handshakes for each of (a) and (b), and
+    // six refused requests for (c) and no id; on the leader two more for (d).
+    for &id in cluster.specs.keys() {
+        let handshakes = cluster
+            .metric(id, "cairn_peer_tls_handshakes_failed_total")
+            .await;
+        assert!(handshakes >= 4, "node {id}: {handshakes} failed handshakes");
+        let refused = cluster
+            .metric(id, "cairn_peer_requests_refused_total")
+            .await;
+        let expected = if id == leader { 8 } else { 6 };
+        assert_eq!(refused, expected, "node {id}: refused peer requests");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

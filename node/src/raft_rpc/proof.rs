@@ -33,6 +33,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft};
+use crate::metrics::Metrics;
 use crate::tls::configs::{names_node, node_dns_name};
 use crate::tls::PeerCertificate;
 
@@ -110,11 +111,13 @@ impl ClientProof {
     }
 }
 
-/// The middleware's state: the proof demanded, and Raft for the membership.
+/// The middleware's state: the proof demanded, Raft for the membership, and the node's
+/// counters (a refusal counts in `cairn_peer_requests_refused_total`).
 #[derive(Clone)]
 pub struct PeerGate {
     pub proof: ServerProof,
     pub raft: Raft,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Refuses a request without proof (401 `unauthenticated` when none is given, 403
@@ -123,6 +126,7 @@ pub async fn require(State(gate): State<PeerGate>, request: Request, next: Next)
     match check(&gate, &request) {
         Ok(()) => next.run(request).await,
         Err(refusal) => {
+            Metrics::inc(&gate.metrics.peer_refused);
             tracing::warn!(path = %request.uri().path(), reason = %refusal.message, "peer request refused");
             refusal.into_response()
         }

@@ -1,6 +1,7 @@
 //! The server side of the peer transport: bincode in, bincode out, behind the peer proof
 //! ([`super::proof`]), which refuses a caller before its body is read.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -19,6 +20,7 @@ use super::proof::{self, PeerGate, ServerProof};
 use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig};
+use crate::metrics::Metrics;
 use crate::store::codec;
 
 /// Largest peer request body: an append payload (at most `raft.max_payload_bytes`, itself
@@ -33,10 +35,11 @@ const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The peer routes. `proof` runs first on every route: a request without it never
 /// reaches a handler, so its body is neither read nor decoded and Raft never sees it.
-pub fn router(raft: Raft, proof: ServerProof) -> Router {
+pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
     let gate = PeerGate {
         proof,
         raft: raft.clone(),
+        metrics,
     };
     Router::new()
         .route(APPEND_PATH, post(append))
