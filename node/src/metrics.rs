@@ -28,6 +28,10 @@ pub struct Metrics {
     pub client_handshakes_failed: Arc<AtomicU64>,
     /// The same on the peer port.
     pub peer_handshakes_failed: Arc<AtomicU64>,
+    /// The client port certificate's notAfter, unix seconds (0: unknown).
+    pub client_cert_not_after: AtomicU64,
+    /// The peer certificate's notAfter, unix seconds (0: unknown).
+    pub peer_cert_not_after: AtomicU64,
 }
 
 impl Metrics {
@@ -115,6 +119,21 @@ impl Metrics {
         ];
         for (name, help, value) in counters {
             counter(out, name, help, value.load(Ordering::Relaxed));
+        }
+        let certificate_ends = [
+            (
+                "cairn_client_tls_cert_not_after_seconds",
+                "the client port certificate's notAfter, unix seconds (0: unknown)",
+                &self.client_cert_not_after,
+            ),
+            (
+                "cairn_peer_tls_cert_not_after_seconds",
+                "the peer certificate's notAfter, unix seconds (0: unknown)",
+                &self.peer_cert_not_after,
+            ),
+        ];
+        for (name, help, value) in certificate_ends {
+            gauge(out, name, help, value.load(Ordering::Relaxed));
         }
     }
 }

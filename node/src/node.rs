@@ -2,11 +2,13 @@
 //! batcher, the read gate and both HTTP(S) servers; stop them all, in order, on shutdown.
 
 use std::future::Future;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use cairn_config::{NodeConfig, PeerProof};
+use rustls_pki_types::UnixTime;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -28,6 +30,7 @@ use crate::raft_rpc::server as peer_server;
 use crate::serve::{serve, ConnectionBound, ServeOptions};
 use crate::store::{blob_gc, Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
 use crate::tls::configs::{self as tls_configs, PeerTls};
+use crate::tls::validity;
 
 /// How often the node checks whether Raft stopped on a fatal error (then it exits).
 const FATAL_POLL: Duration = Duration::from_millis(100);
@@ -86,6 +89,19 @@ async fn run_with(
         shutdown_rx.clone(),
     ));
 
+    let metrics = &node.app.metrics;
+    for (gauge, end) in [
+        (
+            &metrics.client_cert_not_after,
+            transport.client_cert_not_after,
+        ),
+        (
+            &metrics.peer_cert_not_after,
+            transport.peer_tls.as_ref().and_then(|t| t.not_after),
+        ),
+    ] {
+        gauge.store(end.unwrap_or(0), Ordering::Relaxed);
+    }
     let head_timeout = Duration::from_millis(config.limits.request_head_timeout_ms);
     let client_server = serve(
         client_listener,
@@ -174,6 +190,8 @@ struct Transport {
     client_proof: ClientProof,
     /// TLS of relays to another node's client port (follower to leader).
     relay: Option<rustls::ClientConfig>,
+    /// The client port certificate's notAfter, when a CA to check it against is known.
+    client_cert_not_after: Option<u64>,
 }
 
 impl Transport {
@@ -197,7 +215,20 @@ impl Transport {
                 secret,
             },
             relay: tls_configs::relay_client(config)?,
+            client_cert_not_after: tls_configs::client_cert_not_after(config)?,
         })
+    }
+
+    /// The notAfter of each port's certificate, where known: (port, config key, unix s).
+    fn certificate_ends(&self) -> [(&'static str, &'static str, Option<u64>); 2] {
+        [
+            ("client", "tls_cert", self.client_cert_not_after),
+            (
+                "peer",
+                "peer_tls_cert",
+                self.peer_tls.as_ref().and_then(|t| t.not_after),
+            ),
+        ]
     }
 
     /// The start-up warnings SPEC §8 asks for, at every start: ports exposed without TLS
@@ -219,6 +250,18 @@ impl Transport {
                  this node cannot verify the leader's client port, so requests it must relay \
                  to the leader are answered 503 no_leader"
             );
+        }
+        let now = UnixTime::now();
+        for (port, key, end) in self.certificate_ends() {
+            if let Some(end) = end.filter(|end| validity::ends_soon(*end, now)) {
+                let at = validity::rfc3339(UnixTime::since_unix_epoch(Duration::from_secs(end)));
+                tracing::warn!(
+                    port,
+                    not_after = %at,
+                    "the {key} certificate expires within 30 days: once it does, TLS \
+                     clients and peers refuse this node; issue a new one and restart"
+                );
+            }
         }
         if config.peer_proof() == PeerProof::None {
             tracing::warn!(

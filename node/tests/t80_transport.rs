@@ -906,3 +906,76 @@ async fn a_peer_certificate_for_another_node_id_is_refused_at_start() {
         "{out}"
     );
 }
+
+/// A new CA (`ca.pem`) and a certificate it signed for `node-<id>` (`node.pem`, `node.key`),
+/// valid from the start of year `from` to the start of year `to`, written into `dir`.
+fn issue_for_years(dir: &Path, id: u64, from: i32, to: i32) -> (PathBuf, PathBuf, PathBuf) {
+    use rcgen::{date_time_ymd, BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::default();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca_params, ca_key);
+    let mut params = CertificateParams::new(vec![format!("node-{id}")]).unwrap();
+    params.not_before = date_time_ymd(from, 1, 1);
+    params.not_after = date_time_ymd(to, 1, 1);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("node.pem"),
+        dir.join("node.key"),
+    );
+    fs::write(&paths.0, ca_cert.pem()).unwrap();
+    fs::write(&paths.1, cert.pem()).unwrap();
+    fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+#[tokio::test]
+async fn an_expired_or_future_certificate_is_refused_at_start_and_a_valid_one_is_dated() {
+    for (from, to, expected) in [
+        (2000, 2001, "expired at 2001-01-01T00:00:00Z"),
+        (2090, 2099, "not valid before 2090-01-01T00:00:00Z"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = issue_for_years(dir.path(), 1, from, to);
+        let (client_addr, peer_addr) = free_addr_pair();
+        let (code, out) = run_to_exit(
+            dir.path(),
+            &[
+                "--id",
+                "1",
+                "--data-dir",
+                "data",
+                "--client-addr",
+                &client_addr,
+                "--peer-addr",
+                &peer_addr,
+                "--peer-tls-cert",
+                cert.to_str().unwrap(),
+                "--peer-tls-key",
+                key.to_str().unwrap(),
+                "--peer-tls-ca",
+                ca.to_str().unwrap(),
+            ],
+        )
+        .await;
+        assert_eq!(code, Some(2), "{out}");
+        let named = format!("{}: {expected}", cert.display());
+        assert!(out.contains(&named), "{named:?} not in {out}");
+        assert!(
+            !dir.path().join("data").exists(),
+            "the data dir was touched"
+        );
+    }
+    // A running cluster shows its certificates' end on /metrics: `cairn-node certs`
+    // issues them until 4096-01-01 (rcgen's default), 67,090,118,400 s after the epoch.
+    let cluster = TlsCluster::start(1, false).await;
+    for gauge in [
+        "cairn_peer_tls_cert_not_after_seconds",
+        "cairn_client_tls_cert_not_after_seconds",
+    ] {
+        assert_eq!(cluster.metric(1, gauge).await, 67_090_118_400, "{gauge}");
+    }
+}

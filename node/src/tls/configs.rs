@@ -11,9 +11,9 @@ use std::sync::Arc;
 use cairn_config::NodeConfig;
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ServerConfig};
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use super::{pem, provider, TlsError};
+use super::{pem, provider, validity, TlsError};
 
 /// Both ends speak HTTP/1.1 only (no HTTP/2 anywhere in the build).
 const ALPN_HTTP1: &[u8] = b"http/1.1";
@@ -51,6 +51,8 @@ pub fn client_port_server(config: &NodeConfig) -> Result<Option<Arc<ServerConfig
 pub struct PeerTls {
     pub server: Arc<ServerConfig>,
     pub client: Arc<ClientConfig>,
+    /// The node certificate's notAfter (unix seconds; [`validity::not_after`]).
+    pub not_after: Option<u64>,
 }
 
 impl PeerTls {
@@ -65,6 +67,7 @@ impl PeerTls {
         };
         let (chain, key) = (pem::certs(cert)?, pem::key(key)?);
         check_names_node(cert, &chain[0], config.id)?;
+        let not_after = validity::not_after(cert, &chain, &pem::roots(ca)?, UnixTime::now())?;
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(rustls("peer TLS"))?
@@ -83,6 +86,7 @@ impl PeerTls {
         Ok(Some(PeerTls {
             server: Arc::new(server),
             client: Arc::new(client),
+            not_after,
         }))
     }
 
@@ -113,6 +117,16 @@ fn check_names_node(path: &Path, cert: &CertificateDer<'_>, id: u64) -> Result<(
             name: node_dns_name(id),
         }),
     }
+}
+
+/// The notAfter (unix seconds) of the client port's certificate, checked valid now
+/// ([`validity::not_after`]) against [`NodeConfig::client_port_ca`]; `None` without
+/// client TLS, without a CA to check it against, or when it does not chain to that CA.
+pub fn client_cert_not_after(config: &NodeConfig) -> Result<Option<u64>, TlsError> {
+    let (Some(cert), Some(ca)) = (&config.tls_cert, config.client_port_ca()) else {
+        return Ok(None);
+    };
+    validity::not_after(cert, &pem::certs(cert)?, &pem::roots(ca)?, UnixTime::now())
 }
 
 /// The client a node relays with to another node's HTTPS client port (followers relay

@@ -9,6 +9,7 @@
 //!   the accept loop (`crate::serve`) hands to each request of its connection.
 //! - [`stream`]: a peer connection's byte stream, plain or TLS.
 //! - [`certs`]: a local CA and node certificates (`cairn-node certs`).
+//! - [`validity`]: when the node's own certificates stop being valid.
 //!
 //! Every configuration is built on the ring provider given explicitly ([`provider`]), so
 //! nothing depends on which provider some other crate installed as the process default.
@@ -18,6 +19,7 @@ pub mod configs;
 pub mod pem;
 pub mod presented;
 pub mod stream;
+pub mod validity;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -80,6 +82,8 @@ pub enum TlsError {
         id: u64,
         name: String,
     },
+    #[error("{}: {reason}", path.display())]
+    NotValidNow { path: PathBuf, reason: String },
     #[error("generating certificates: {0}")]
     Generate(#[from] rcgen::Error),
     #[error("writing {}: {source}", path.display())]
