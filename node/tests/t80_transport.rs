@@ -788,6 +788,35 @@ async fn run_to_exit(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     (status.code(), fs::read_to_string(&log_path).unwrap())
 }
 
+/// [`run_to_exit`] of node `id` on free loopback ports with peer TLS from these files.
+async fn run_with_peer_tls(
+    dir: &Path,
+    id: u64,
+    cert: &Path,
+    key: &Path,
+    ca: &Path,
+) -> (Option<i32>, String) {
+    let (client_addr, peer_addr) = free_addr_pair();
+    let id = id.to_string();
+    let args = [
+        "--id",
+        &id,
+        "--data-dir",
+        "data",
+        "--client-addr",
+        &client_addr,
+        "--peer-addr",
+        &peer_addr,
+        "--peer-tls-cert",
+        cert.to_str().unwrap(),
+        "--peer-tls-key",
+        key.to_str().unwrap(),
+        "--peer-tls-ca",
+        ca.to_str().unwrap(),
+    ];
+    run_to_exit(dir, &args).await
+}
+
 #[tokio::test]
 async fn a_port_beyond_loopback_needs_tls_or_insecure() {
     let dir = tempfile::tempdir().unwrap();
@@ -879,27 +908,7 @@ async fn a_peer_certificate_for_another_node_id_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let certs = generate(dir.path(), &[1]);
     let (cert, key) = &certs.nodes[&1];
-    let (client_addr, peer_addr) = free_addr_pair();
-    let (code, out) = run_to_exit(
-        dir.path(),
-        &[
-            "--id",
-            "2",
-            "--data-dir",
-            "data",
-            "--client-addr",
-            &client_addr,
-            "--peer-addr",
-            &peer_addr,
-            "--peer-tls-cert",
-            cert.to_str().unwrap(),
-            "--peer-tls-key",
-            key.to_str().unwrap(),
-            "--peer-tls-ca",
-            certs.ca_cert.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let (code, out) = run_with_peer_tls(dir.path(), 2, cert, key, &certs.ca_cert).await;
     assert_eq!(code, Some(2), "{out}");
     assert!(
         out.contains("not valid for node-2") && out.contains(cert.to_str().unwrap()),
@@ -940,27 +949,7 @@ async fn an_expired_or_future_certificate_is_refused_at_start_and_a_valid_one_is
     ] {
         let dir = tempfile::tempdir().unwrap();
         let (ca, cert, key) = issue_for_years(dir.path(), 1, from, to);
-        let (client_addr, peer_addr) = free_addr_pair();
-        let (code, out) = run_to_exit(
-            dir.path(),
-            &[
-                "--id",
-                "1",
-                "--data-dir",
-                "data",
-                "--client-addr",
-                &client_addr,
-                "--peer-addr",
-                &peer_addr,
-                "--peer-tls-cert",
-                cert.to_str().unwrap(),
-                "--peer-tls-key",
-                key.to_str().unwrap(),
-                "--peer-tls-ca",
-                ca.to_str().unwrap(),
-            ],
-        )
-        .await;
+        let (code, out) = run_with_peer_tls(dir.path(), 1, &cert, &key, &ca).await;
         assert_eq!(code, Some(2), "{out}");
         let named = format!("{}: {expected}", cert.display());
         assert!(out.contains(&named), "{named:?} not in {out}");
