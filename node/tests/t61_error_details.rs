@@ -26,9 +26,20 @@ fn http() -> reqwest::Client {
         .expect("http client")
 }
 
-/// `POST path` with `body` (a `Content-Length` body): the status and the JSON answer.
+/// `POST path` to node 1 with `body` (a `Content-Length` body): the status and the JSON
+/// answer.
 async fn post(cluster: &Cluster, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
-    let url = format!("{}{path}", cluster.endpoint(1));
+    post_to(cluster, 1, path, body).await
+}
+
+/// [`post`] to node `id`.
+async fn post_to(
+    cluster: &Cluster,
+    id: u64,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+) -> (u16, Value) {
+    let url = format!("{}{path}", cluster.endpoint(id));
     let response = http()
         .post(&url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -729,17 +740,22 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
 
 /// `cairn_bad_requests_total` of node 1.
 async fn bad_requests_total(cluster: &Cluster) -> u64 {
-    let (_, text) = call_text(cluster, "/metrics").await;
+    counter(cluster, 1, "cairn_bad_requests_total").await
+}
+
+/// The counter `name` on node `id`'s `/metrics`.
+async fn counter(cluster: &Cluster, id: u64, name: &str) -> u64 {
+    let (_, text) = call_text_at(cluster, id, "/metrics").await;
     text.lines()
-        .find_map(|line| line.strip_prefix("cairn_bad_requests_total "))
-        .unwrap_or_else(|| panic!("no cairn_bad_requests_total in {text}"))
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
         .parse()
         .expect("a count")
 }
 
-/// `GET path`: the status and the body as text.
-async fn call_text(cluster: &Cluster, path: &str) -> (u16, String) {
-    let url = format!("{}{path}", cluster.endpoint(1));
+/// `GET path` on node `id`: the status and the body as text.
+async fn call_text_at(cluster: &Cluster, id: u64, path: &str) -> (u16, String) {
+    let url = format!("{}{path}", cluster.endpoint(id));
     let response = http()
         .get(&url)
         .send()
@@ -747,4 +763,77 @@ async fn call_text(cluster: &Cluster, path: &str) -> (u16, String) {
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = response.status().as_u16();
     (status, response.text().await.expect("response body"))
+}
+
+/// Bad mutations sent to a follower, each with the answer every node gives it: (path,
+/// body, status, code, field).
+fn bad_mutations() -> Vec<(&'static str, String, u16, &'static str, &'static str)> {
+    let big = "v".repeat(1 << 20);
+    vec![
+        ("/v1/write", json!({"key": "", "value": 1, "actor": "a"}).to_string(), 400, "invalid_request", "key"),
+        ("/v1/write", json!({"key": "f/k", "value": big, "actor": "a"}).to_string(), 413, "too_large", "value"),
+        ("/v1/write", json!({"key": "f/k", "value": 1}).to_string(), 400, "invalid_request", "actor"),
+        ("/v1/forget", json!({"key": "f/k", "actor": "a", "reason": " "}).to_string(), 400, "invalid_request", "reason"),
+        ("/v1/batch", json!({"ops": []}).to_string(), 400, "invalid_request", "ops"),
+        (
+            "/v1/batch",
+            json!({"ops": [{"op": "write", "key": "f/k", "value": 1, "actor": "a", "request_id": "r"}]}).to_string(),
+            400,
+            "invalid_request",
+            "ops[0].request_id",
+        ),
+    ]
+}
+
+/// A follower checks a mutation itself before relaying it: bad input is the same 400 or
+/// 413 on every node, relays nothing, and stays 400 or 413 when no leader is known (not
+/// 503 `no_leader`, nor a relay's 504 `outcome_unknown`, which invite retries of a request
+/// that can never apply).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_refuses_bad_input_itself_with_or_without_a_leader() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let follower = *cluster.ids().iter().find(|id| **id != leader).unwrap();
+    let forwarded = counter(&cluster, follower, "cairn_mutations_forwarded_total").await;
+    let expect = async |cluster: &Cluster, when: &str| {
+        for (path, body, status, code, field) in bad_mutations() {
+            let (got, answer) = post_to(cluster, follower, path, body).await;
+            let what = format!("{when}: {path} ({field})");
+            assert_eq!(
+                (got, answer["error"]["code"].as_str()),
+                (status, Some(code)),
+                "{what}: {answer}"
+            );
+            assert_eq!(answer["error"]["field"], field, "{what}: {answer}");
+        }
+    };
+    expect(&cluster, "with a leader").await;
+    assert_eq!(
+        counter(&cluster, follower, "cairn_mutations_forwarded_total").await,
+        forwarded,
+        "bad input was relayed"
+    );
+    // A good write through the follower is relayed (and counted).
+    let good = json!({"key": "f/k", "value": 1, "actor": "a"}).to_string();
+    assert_eq!(
+        post_to(&cluster, follower, "/v1/write", good.clone())
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        counter(&cluster, follower, "cairn_mutations_forwarded_total").await,
+        forwarded + 1
+    );
+
+    // The other two nodes gone: no leader, and the answers do not change.
+    for id in cluster.ids().into_iter().filter(|id| *id != follower) {
+        cluster.kill9(id);
+    }
+    expect(&cluster, "without a leader").await;
+    let (status, answer) = post_to(&cluster, follower, "/v1/write", good).await;
+    assert!(
+        matches!(status, 503 | 504),
+        "a good write without a leader: {status} {answer}"
+    );
 }

@@ -1,9 +1,15 @@
 //! Mutation endpoints: validate before the log, propose through the batcher, answer.
 //!
-//! Every handler is the same steps: relay to the leader unless this node leads; on the
-//! leader, authenticate the caller and bind `actor` to it (SPEC §8); turn the wire request
-//! into a logged [`Command`] (all limits checked here, nothing reaches the log otherwise);
-//! authorize each of its operations; submit it; shape the answer.
+//! Every handler is the same steps: know the caller ([`sender`]) and bind `actor` to it
+//! (SPEC §8); turn the wire request into a logged [`Command`] (all limits checked here,
+//! nothing reaches the log otherwise); on a follower, relay the request to the leader,
+//! which does all of it again against its own state; on the leader, authorize each of its
+//! operations, submit it, and shape the answer.
+//!
+//! A follower checks what it can before relaying, so bad input is 400 or 413 on every node
+//! whether or not a leader answers, not 503 `no_leader` or a 504 `outcome_unknown` that
+//! invites retrying a request that can never apply. It leaves the grants to the leader:
+//! its own may be older.
 
 use std::time::Instant;
 
@@ -20,7 +26,7 @@ use cairn_config::Limits;
 use cairn_memory::{admit, Command, CommandResponse, Mutation, OpError};
 use serde_json::Value;
 
-use super::auth::{self, Caller};
+use super::auth::{self, Caller, Unauthenticated};
 use super::body::JsonBody;
 use super::error::{write_failure, ApiError};
 use super::forward::{self, Kind};
@@ -73,16 +79,20 @@ pub async fn single<R: SingleOp>(
         value: mut req,
         raw,
     } = body;
-    let caller = match gate(&app, &headers, R::PATH, &raw, req.request_id()).await? {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
+    let request_id = req.request_id().map(str::to_string);
+    let Some((caller, leading)) = sender(&app, &headers)? else {
+        return relay(&app, &headers, R::PATH, raw, request_id.as_deref()).await;
     };
     caller.bind_actor(req.actor_mut(), &app.config.limits)?;
     let mutation = req.admit(&app.config.limits)?;
-    caller.require_op(&mutation.op)?;
+    if leading {
+        caller.require_op(&mutation.op)?;
+    }
     let keys = [mutation.op.key().to_string()];
-    let request_id = req.request_id().map(str::to_string);
     let command = admit::single(mutation, request_id.clone(), &app.config.limits)?;
+    if !leading {
+        return relay(&app, &headers, R::PATH, raw, request_id.as_deref()).await;
+    }
     match submit(&app, &headers, R::PATH, raw, command, request_id.as_deref())
         .await
         .map_err(|e| as_caller_sees(&app, e, &caller, &keys))?
@@ -107,9 +117,8 @@ pub async fn batch(
         raw,
     } = body;
     let request_id = req.request_id.clone();
-    let caller = match gate(&app, &headers, "/v1/batch", &raw, request_id.as_deref()).await? {
-        Gate::Leader(caller) => caller,
-        Gate::Relayed(resp) => return Ok(resp),
+    let Some((caller, leading)) = sender(&app, &headers)? else {
+        return relay(&app, &headers, "/v1/batch", raw, request_id.as_deref()).await;
     };
     for (i, op) in req.ops.iter_mut().enumerate() {
         caller
@@ -117,6 +126,9 @@ pub async fn batch(
             .map_err(|e| e.in_op(i))?;
     }
     let command = admit::batch(&req, &app.config.limits)?;
+    if !leading {
+        return relay(&app, &headers, "/v1/batch", raw, request_id.as_deref()).await;
+    }
     for (i, m) in command.mutations.iter().enumerate() {
         caller.require_op(&m.op).map_err(|e| e.in_op(i))?;
     }
@@ -150,34 +162,33 @@ pub async fn batch(
     }
 }
 
-/// Where a mutation is decided.
-enum Gate {
-    /// This node leads: the request goes on, as this caller.
-    Leader(Caller),
-    /// A follower relayed it (with its token) to the leader: this is the leader's answer.
-    Relayed(Response),
+/// The caller of a mutation as far as this node can tell, and whether this node leads.
+///
+/// - The leader authenticates: 401 for a missing, malformed or unknown token.
+/// - A follower refuses a missing or malformed token (malformed on every node), and knows
+///   the caller when its applied state knows the token. `None` when it does not: the
+///   principal may be newer than this node's state, so the leader decides, and the
+///   request is relayed unchecked.
+fn sender(app: &App, headers: &HeaderMap) -> Result<Option<(Caller, bool)>> {
+    let leading = app.is_leader();
+    match auth::caller(app, headers) {
+        Ok(caller) => Ok(Some((caller, leading))),
+        Err(Unauthenticated::Unknown(_)) if !leading => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
-/// A follower refuses a missing or malformed token and relays everything else to the
-/// leader, which authenticates and authorizes again against its own applied state (a
-/// follower's may be older). The leader authenticates here.
-async fn gate(
+/// Relays the request as it came (token and `actor` as sent) to the leader, which checks
+/// it again against its own state, and answers what the leader answers.
+async fn relay(
     app: &SharedApp,
     headers: &HeaderMap,
     path: &str,
-    raw: &Bytes,
+    raw: Bytes,
     request_id: Option<&str>,
-) -> Result<Gate> {
-    if app.is_leader() {
-        return auth::caller(app, headers)
-            .map(Gate::Leader)
-            .map_err(ApiError::from);
-    }
-    auth::refuse_malformed(app, headers)?;
+) -> Result<Response> {
     Metrics::inc(&app.metrics.mutations_forwarded);
-    forward::to_leader(app, headers, path, raw.clone(), Kind::Mutation, request_id)
-        .await
-        .map(Gate::Relayed)
+    forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id).await
 }
 
 /// An apply-time refusal as `caller` sees it. The state machine refuses a command whose
@@ -284,12 +295,9 @@ async fn submit(
             Err(e)
         }
         // Provably not appended anywhere that can commit it: safe to relay.
-        Err(WriteError::NotLeader { .. }) => {
-            Metrics::inc(&app.metrics.mutations_forwarded);
-            forward::to_leader(app, headers, path, raw, Kind::Mutation, request_id)
-                .await
-                .map(Submitted::Relayed)
-        }
+        Err(WriteError::NotLeader { .. }) => relay(app, headers, path, raw, request_id)
+            .await
+            .map(Submitted::Relayed),
         Err(e) => {
             if matches!(e, WriteError::OutcomeUnknown(_)) {
                 Metrics::inc(&app.metrics.mutations_unknown);
