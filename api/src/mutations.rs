@@ -424,7 +424,8 @@ fn named_actor<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::
     let actor = String::deserialize(deserializer)?;
     if actor.is_empty() {
         return Err(serde::de::Error::custom(
-            "actor must not be empty (leave it out to act as the authenticated principal)",
+            "actor must not be empty: name who acts (with auth on, leave the field out to \
+             act as the token's principal)",
         ));
     }
     Ok(actor)

@@ -808,6 +808,21 @@ async fn a_follower_refuses_bad_input_itself_with_or_without_a_leader() {
         }
     };
     expect(&cluster, "with a leader").await;
+    // An actor left out, or sent empty, says what to do on a cluster without auth.
+    for (body, says) in [
+        (
+            json!({"key": "f/k", "value": 1}),
+            "actor: required while auth is off; name who acts (1 to 128 bytes)",
+        ),
+        (
+            json!({"key": "f/k", "value": 1, "actor": ""}),
+            "actor must not be empty: name who acts",
+        ),
+    ] {
+        let (_, answer) = post_to(&cluster, follower, "/v1/write", body.to_string()).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{says:?} not in {answer}");
+    }
     assert_eq!(
         counter(&cluster, follower, "cairn_mutations_forwarded_total").await,
         forwarded,

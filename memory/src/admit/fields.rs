@@ -49,7 +49,21 @@ pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
 /// Validates an `actor`: 1..=`actor_bytes_max` bytes on one line. A node with auth on
 /// checks a named actor with this before comparing it with the principal, so a malformed
 /// actor is a 400 whoever sends it.
+///
+/// - An empty actor here was left out while auth is off (with auth on it has become the
+///   principal's name by now): the message says it is required, not "0 bytes".
 pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
+    if actor.is_empty() {
+        return Err(invalid_size(
+            "actor",
+            format!(
+                "required while auth is off; name who acts (1 to {} bytes)",
+                l.actor_bytes_max
+            ),
+            0,
+            l.actor_bytes_max,
+        ));
+    }
     single_line("actor", actor, l.actor_bytes_max)
 }
 
