@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cairn_api::{
@@ -168,10 +168,12 @@ pub async fn batch(
 /// - A follower refuses a missing or malformed token (malformed on every node), and knows
 ///   the caller when its applied state knows the token. `None` when it does not: the
 ///   principal may be newer than this node's state, so the leader decides, and the
-///   request is relayed unchecked.
+///   request is relayed unchecked. So is a request with a token sent to a follower that
+///   has not applied the entry turning auth on yet: its `actor` may rightly be left out.
 fn sender(app: &App, headers: &HeaderMap) -> Result<Option<(Caller, bool)>> {
     let leading = app.is_leader();
     match auth::caller(app, headers) {
+        Ok(Caller::Open) if !leading && headers.contains_key(header::AUTHORIZATION) => Ok(None),
         Ok(caller) => Ok(Some((caller, leading))),
         Err(Unauthenticated::Unknown(_)) if !leading => Ok(None),
         Err(e) => Err(e.into()),
