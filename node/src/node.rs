@@ -89,19 +89,14 @@ async fn run_with(
         shutdown_rx.clone(),
     ));
 
+    let [(_, _, client_end), (_, _, peer_end)] = transport.certificate_ends();
     let metrics = &node.app.metrics;
-    for (gauge, end) in [
-        (
-            &metrics.client_cert_not_after,
-            transport.client_cert_not_after,
-        ),
-        (
-            &metrics.peer_cert_not_after,
-            transport.peer_tls.as_ref().and_then(|t| t.not_after),
-        ),
-    ] {
-        gauge.store(end.unwrap_or(0), Ordering::Relaxed);
-    }
+    metrics
+        .client_cert_not_after
+        .store(client_end.unwrap_or(0), Ordering::Relaxed);
+    metrics
+        .peer_cert_not_after
+        .store(peer_end.unwrap_or(0), Ordering::Relaxed);
     let head_timeout = Duration::from_millis(config.limits.request_head_timeout_ms);
     let client_server = serve(
         client_listener,

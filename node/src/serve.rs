@@ -187,20 +187,18 @@ impl Connection {
         let Some(acceptor) = acceptor else {
             return self.http(TokioIo::new(tcp), None).await;
         };
-        let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
+        let handshake = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+            Ok(Ok(tls)) => Ok(tls),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("not finished within {HANDSHAKE_TIMEOUT:?}")),
+        };
+        let tls = match handshake {
+            Ok(tls) => tls,
+            Err(reason) => {
                 self.options
                     .handshakes_failed
                     .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(port = self.options.port, ?from, error = %e, "TLS handshake refused");
-                return;
-            }
-            Err(_) => {
-                self.options
-                    .handshakes_failed
-                    .fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(port = self.options.port, ?from, "TLS handshake timed out");
+                tracing::debug!(port = self.options.port, ?from, %reason, "TLS handshake failed");
                 return;
             }
         };
