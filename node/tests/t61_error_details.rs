@@ -693,8 +693,8 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         "{answer}"
     );
 
-    // A value's object names each member once, at any depth: serde_json would keep the
-    // last one and store something other than what was sent.
+    // A value's object names each member once, at any depth, and so does a batch op:
+    // serde_json would keep the last one and store something other than what was sent.
     for (body, field) in [
         (
             r#"{"key":"e/dup","value":{"a":1,"a":2},"actor":"al"}"#,
@@ -703,6 +703,10 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         (
             r#"{"ops":[{"op":"write","key":"e/dup","value":[{"b":{"c":1,"c":1}}],"actor":"al"}]}"#,
             "ops[0].value[0].b.c",
+        ),
+        (
+            r#"{"ops":[{"op":"write","op":"forget","key":"e/dup","value":1,"actor":"al"}]}"#,
+            "ops[0].op",
         ),
     ] {
         let path = if body.contains("ops") {

@@ -15,7 +15,6 @@ use cairn_api::{
 };
 use cairn_config::Limits;
 use http_body_util::BodyExt;
-use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -197,9 +196,19 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
             // Inside a batch op. An op is tagged by `op`, and serde decodes a tagged op
             // from a buffered copy, so the path stops at `ops[i]`: decode that op again on
             // its own to find the field.
-            match batch_op_field(raw, *index).filter(|_| segments.len() == 2) {
+            let message = tracked.inner().to_string();
+            let inner = match repeated_op_member(raw, *index, &message) {
+                // serde names the member but, decoding the op from a buffered copy, not
+                // where it is: the path may even point into the op's value.
+                Some(member) => {
+                    path.truncate(2);
+                    Some(vec![member])
+                }
+                None => batch_op_field(raw, *index).filter(|_| segments.len() == 2),
+            };
+            match inner {
                 Some(inner) => path.extend(inner),
-                None => add_named_field(&mut path, &tracked.inner().to_string()),
+                None => add_named_field(&mut path, &message),
             }
             op_index = Some(*index);
         }
@@ -282,23 +291,18 @@ fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
 /// again from its own text, so a member named twice inside its value is still there to be
 /// found (a parsed copy would keep only the last one).
 fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
-    #[derive(serde::Deserialize)]
-    struct Ops<'a> {
-        #[serde(borrow)]
-        ops: Vec<&'a RawValue>,
-    }
-    let body: Ops = serde_json::from_slice(raw).ok()?;
-    let mut members: BTreeMap<String, &RawValue> =
-        serde_json::from_str(body.ops.get(index)?.get()).ok()?;
+    let Members(members) = op_members(raw, index)?;
     let name = members
-        .remove("op")
-        .and_then(|tag| serde_json::from_str::<String>(tag.get()).ok());
+        .iter()
+        .find(|(member, _)| member == "op")
+        .and_then(|(_, tag)| serde_json::from_str::<String>(tag.get()).ok());
     let Some(name) = name else {
         // Missing, or not a string: the tag itself is the problem.
         return Some(vec![PathPart::Member("op".into())]);
     };
     let rest: Vec<String> = members
         .iter()
+        .filter(|(member, _)| member != "op")
         .map(|(member, value)| format!("{}:{}", Value::from(member.as_str()), value.get()))
         .collect();
     let op = format!("{{{}}}", rest.join(","));
@@ -312,6 +316,55 @@ fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
         _ => return Some(vec![PathPart::Member("op".into())]),
     };
     Some(inner.unwrap_or_default())
+}
+
+/// The members of one JSON object, in order, each as often as it was sent.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InOrder<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for InOrder<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(InOrder(std::marker::PhantomData))
+    }
+}
+
+/// The members of op `index` of a batch body, as sent.
+fn op_members(raw: &[u8], index: usize) -> Option<Members<'_>> {
+    #[derive(serde::Deserialize)]
+    struct Ops<'a> {
+        #[serde(borrow)]
+        ops: Vec<&'a RawValue>,
+    }
+    let body: Ops = serde_json::from_slice(raw).ok()?;
+    serde_json::from_str(body.ops.get(index)?.get()).ok()
+}
+
+/// The member a "duplicate field" `message` names, when op `index` itself (not its value)
+/// names it twice.
+fn repeated_op_member(raw: &[u8], index: usize, message: &str) -> Option<PathPart> {
+    let name = message
+        .strip_prefix("duplicate field `")?
+        .split('`')
+        .next()?;
+    let Members(members) = op_members(raw, index)?;
+    let times = members.iter().filter(|(member, _)| member == name).count();
+    (times > 1).then(|| PathPart::Member(name.to_string()))
 }
 
 /// The path of the error the JSON `text` meets when decoded as `T`, if it fails.
@@ -562,6 +615,47 @@ mod tests {
             details::<WriteRequest>(r#"{"key":"k","value":1,"actor":""}"#),
             json!({"field": "actor"})
         );
+    }
+
+    #[test]
+    fn a_member_repeated_in_a_batch_op_is_named_where_it_is() {
+        for (op, field) in [
+            (
+                r#"{"op":"write","key":"a","key":"b","value":1,"actor":"a"}"#,
+                "ops[1].key",
+            ),
+            (
+                r#"{"op":"write","key":"a","value":1,"actor":"a","tags":["x"],"tags":["y"]}"#,
+                "ops[1].tags",
+            ),
+            (
+                r#"{"op":"write","op":"forget","key":"a","value":1,"actor":"a"}"#,
+                "ops[1].op",
+            ),
+            (
+                r#"{"op":"write","op":"write","key":"a","value":1,"actor":"a"}"#,
+                "ops[1].op",
+            ),
+            (
+                r#"{"op":"forget","key":"a","actor":"a","reason":"r","reason":"s"}"#,
+                "ops[1].reason",
+            ),
+            // Inside the op's value, the path goes on into it.
+            (
+                r#"{"op":"write","key":"a","value":{"b":{"c":1,"c":2}},"actor":"a"}"#,
+                "ops[1].value.b.c",
+            ),
+        ] {
+            let body =
+                format!(r#"{{"ops":[{{"op":"write","key":"z","value":1,"actor":"a"}},{op}]}}"#);
+            let e = decode::<BatchRequest>(body.as_bytes()).expect_err(&body);
+            assert!(e.message.contains("duplicate field"), "{body}: {e:?}");
+            assert_eq!(
+                Value::Object(e.details),
+                json!({"field": field, "op_index": 1}),
+                "{body}"
+            );
+        }
     }
 
     #[test]
