@@ -37,6 +37,10 @@ pub struct Limits {
     /// A connection that has not sent a whole request head this long after it opened, or
     /// after its previous answer (an idle kept-alive connection), is closed.
     pub request_head_timeout_ms: u64,
+    /// A request whose body stops arriving (no byte of it for this long, before its end)
+    /// is refused and its connection closed: a client that declares a long body and sends
+    /// part of it holds no connection for ever.
+    pub request_body_timeout_ms: u64,
 }
 
 impl Default for Limits {
@@ -59,6 +63,7 @@ impl Default for Limits {
             watchers_max: 1024,
             connections_max: 4096,
             request_head_timeout_ms: 30_000,
+            request_body_timeout_ms: 30_000,
         }
     }
 }

@@ -16,7 +16,7 @@ pub const PAGE_ITEMS_MAX_LIMIT: u64 = 100_000;
 pub const PAGE_VALUE_BYTES_MAX_LIMIT: u64 = 1 << 30;
 /// A node's open file descriptors must cover its connections and RocksDB's files.
 pub const CONNECTIONS_MAX_LIMIT: u64 = 1_000_000;
-/// An hour: a longer wait for a request head is a typo.
+/// An hour: a longer wait for a request head, or for the rest of a body, is a typo.
 pub const REQUEST_HEAD_TIMEOUT_MS_LIMIT: u64 = 3_600_000;
 
 impl Limits {
@@ -24,10 +24,10 @@ impl Limits {
     /// - every bound > 0 (a zero bound would reject all input of that kind);
     /// - `key_bytes_max <= 4096`, `value_bytes_max <= 64 MiB`, `batch_ops_max <= 100_000`,
     ///   `page_items_max <= 100_000`, `page_value_bytes_max <= 1 GiB`,
-    ///   `connections_max <= 1_000_000`, `request_head_timeout_ms <= 1 h`;
+    ///   `connections_max <= 1_000_000`, `request_head_timeout_ms` and `request_body_timeout_ms <= 1 h`;
     /// - `watchers_max <= connections_max` (each stream holds a connection).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let all: [(&'static str, usize); 16] = [
+        let all: [(&'static str, usize); 17] = [
             ("limits.key_bytes_max", self.key_bytes_max),
             ("limits.value_bytes_max", self.value_bytes_max),
             ("limits.actor_bytes_max", self.actor_bytes_max),
@@ -46,6 +46,10 @@ impl Limits {
             (
                 "limits.request_head_timeout_ms",
                 self.request_head_timeout_ms as usize,
+            ),
+            (
+                "limits.request_body_timeout_ms",
+                self.request_body_timeout_ms as usize,
             ),
         ];
         for (field, value) in all {
@@ -90,6 +94,11 @@ impl Limits {
         check_at_most(
             "limits.request_head_timeout_ms",
             self.request_head_timeout_ms,
+            REQUEST_HEAD_TIMEOUT_MS_LIMIT,
+        )?;
+        check_at_most(
+            "limits.request_body_timeout_ms",
+            self.request_body_timeout_ms,
             REQUEST_HEAD_TIMEOUT_MS_LIMIT,
         )
     }

@@ -132,3 +132,64 @@ async fn idle_and_half_sent_connections_are_bounded_and_closed() {
         "the node said why it stopped accepting"
     );
 }
+
+/// A request whose body stops arriving is answered 400 `invalid_request` (`field: "body"`)
+/// once `limits.request_body_timeout_ms` passes without a byte of it, and its connection is
+/// closed: a client that declares a long body and sends part of it holds no slot for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_body_that_stops_arriving_is_refused_and_its_connection_closed() {
+    const BODY_TIMEOUT: Duration = Duration::from_millis(1000);
+    let config = format!(
+        "[limits]\nrequest_body_timeout_ms = {}\n",
+        BODY_TIMEOUT.as_millis()
+    );
+    let cluster = Cluster::builder(1).config(&config).start().await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let addr = cluster
+        .endpoint(1)
+        .trim_start_matches("http://")
+        .to_string();
+
+    let part = br#"{"key":"t82/stalled","value":1,"actor":"al""#;
+    let mut conn = TcpStream::connect(&addr).await.expect("connect");
+    let head = format!(
+        "POST /v1/write HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+         content-length: 5000\r\n\r\n"
+    );
+    conn.write_all(head.as_bytes()).await.expect("head");
+    conn.write_all(part).await.expect("part of the body");
+    let sent = Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(CLOSE_TIMEOUT, conn.read_to_end(&mut answer))
+        .await
+        .expect("the node answers and closes within the timeout")
+        .expect("read the answer");
+    let waited = sent.elapsed();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains(r#""code":"invalid_request""#), "{answer}");
+    assert!(answer.contains(r#""field":"body""#), "{answer}");
+    assert!(
+        answer.contains(&format!(
+            "{} bytes of the 5000 declared arrived, then nothing for 1000 ms",
+            part.len()
+        )),
+        "{answer}"
+    );
+    assert!(
+        waited >= BODY_TIMEOUT / 2,
+        "answered after {waited:?}, before the body timeout"
+    );
+
+    // Nothing was written.
+    let read = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("http client")
+        .post(format!("{}/v1/read", cluster.endpoint(1)))
+        .json(&serde_json::json!({"key": "t82/stalled"}))
+        .send()
+        .await
+        .expect("read");
+    assert_eq!(read.status().as_u16(), 404);
+}

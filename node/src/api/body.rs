@@ -15,6 +15,7 @@ use cairn_api::{
 };
 use cairn_config::Limits;
 use http_body_util::BodyExt;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
@@ -43,35 +44,45 @@ impl<T: DeserializeOwned> FromRequest<SharedApp> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, app: &SharedApp) -> Result<Self, ApiError> {
-        let raw = read_body(req, body_bytes_max(&app.config.limits)).await?;
+        let raw = read_body(req, body_bytes_max(&app.config.limits), &app.config.limits).await?;
         let value = decode(&raw)?;
         Ok(JsonBody { value, raw })
     }
 }
 
 /// The request's whole body, at most `limit` bytes ([`read_limited`], told the declared
-/// `Content-Length`).
-async fn read_body(req: Request, limit: usize) -> Result<Bytes, ApiError> {
+/// `Content-Length` and `limits.request_body_timeout_ms`).
+async fn read_body(req: Request, limit: usize, limits: &Limits) -> Result<Bytes, ApiError> {
     let content_length = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    read_limited(req.into_body(), content_length, limit).await
+    let stall = Duration::from_millis(limits.request_body_timeout_ms);
+    read_limited(req.into_body(), content_length, limit, stall).await
 }
 
 /// The whole body, unless it is longer than `limit` bytes: then 413 `too_large` with
 /// `field: "body"`, `limit` and `size`. Reading stops at the limit (as axum's own limit
 /// did), so without a `Content-Length` the size is the bytes read by then, a lower bound,
 /// and the message says so.
+///
+/// A body that stops arriving (nothing of it for `stall`) is 400 `invalid_request` with
+/// `field: "body"`. The handler then answers without having read the body to its end, so
+/// the HTTP layer closes the connection after that answer.
 async fn read_limited(
     mut body: Body,
     content_length: Option<u64>,
     limit: usize,
+    stall: Duration,
 ) -> Result<Bytes, ApiError> {
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut read = 0usize;
-    while let Some(frame) = body.frame().await {
+    loop {
+        let Ok(next) = tokio::time::timeout(stall, body.frame()).await else {
+            return Err(body_stalled(content_length, read, stall));
+        };
+        let Some(frame) = next else { break };
         let frame = frame.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
@@ -91,6 +102,16 @@ async fn read_limited(
             Bytes::from(all)
         }
     })
+}
+
+fn body_stalled(content_length: Option<u64>, read: usize, stall: Duration) -> ApiError {
+    let declared = content_length.map_or(String::new(), |n| format!(" of the {n} declared"));
+    ApiError::invalid(format!(
+        "request body stalled: {read} bytes{declared} arrived, then nothing for {} ms \
+         (limits.request_body_timeout_ms); send the whole body",
+        stall.as_millis()
+    ))
+    .with("field", "body")
 }
 
 fn body_too_large(content_length: Option<u64>, read: usize, limit: usize) -> ApiError {
@@ -127,11 +148,11 @@ struct Empty {}
 /// unknown member to be named in the refusal.
 const NO_FIELDS_BYTES_MAX: usize = 4096;
 
-impl<S: Send + Sync> FromRequest<S> for NoFields {
+impl FromRequest<SharedApp> for NoFields {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        let raw = read_body(req, NO_FIELDS_BYTES_MAX).await?;
+    async fn from_request(req: Request, app: &SharedApp) -> Result<Self, ApiError> {
+        let raw = read_body(req, NO_FIELDS_BYTES_MAX, &app.config.limits).await?;
         if raw.iter().all(u8::is_ascii_whitespace) {
             return Ok(NoFields);
         }
@@ -555,6 +576,7 @@ fn query_error_path(rejection: &axum::extract::rejection::QueryRejection) -> Vec
 mod tests {
     use super::*;
     use cairn_api::{BatchRequest, ListRequest, ReadRequest};
+    use futures::StreamExt;
     use serde_json::json;
 
     /// The details of the error decoding `body` as `T`.
@@ -875,8 +897,11 @@ mod tests {
         assert!(struct_fields::<u64>().is_empty());
     }
 
+    /// A body-read deadline no test here comes near.
+    const PATIENT: Duration = Duration::from_secs(60);
+
     async fn read(body: Body, content_length: Option<u64>, limit: usize) -> Value {
-        let e = read_limited(body, content_length, limit)
+        let e = read_limited(body, content_length, limit, PATIENT)
             .await
             .expect_err("too large");
         assert_eq!(e.code, ErrorCode::TooLarge);
@@ -885,7 +910,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_413_with_its_size() {
-        let ok = read_limited(Body::from("x".repeat(10)), Some(10), 10)
+        let ok = read_limited(Body::from("x".repeat(10)), Some(10), 10, PATIENT)
             .await
             .expect("a body at the limit");
         assert_eq!(ok.len(), 10);
@@ -901,9 +926,41 @@ mod tests {
             json!({"field": "body", "limit": 10, "size": 12})
         );
         let chunks = (0..3).map(|_| Ok::<_, std::io::Error>(Bytes::from("ab")));
-        let joined = read_limited(Body::from_stream(futures::stream::iter(chunks)), None, 10)
-            .await
-            .expect("under the limit");
+        let joined = read_limited(
+            Body::from_stream(futures::stream::iter(chunks)),
+            None,
+            10,
+            PATIENT,
+        )
+        .await
+        .expect("under the limit");
         assert_eq!(&joined[..], b"ababab");
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_arriving_is_refused_naming_what_came() {
+        let stall = Duration::from_millis(50);
+        let first = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from("{\"key\""))]);
+        let stalled = Body::from_stream(first.chain(futures::stream::pending()));
+        let e = read_limited(stalled, Some(5000), 10_000, stall)
+            .await
+            .expect_err("a stalled body");
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert_eq!(Value::Object(e.details), json!({"field": "body"}));
+        assert!(
+            e.message
+                .contains("6 bytes of the 5000 declared arrived, then nothing for 50 ms"),
+            "{}",
+            e.message
+        );
+        // A slow body that keeps coming is read whole.
+        let slow = futures::stream::iter(0..3).then(|_| async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok::<_, std::io::Error>(Bytes::from("ab"))
+        });
+        let whole = read_limited(Body::from_stream(slow), None, 10, stall)
+            .await
+            .expect("a slow but steady body");
+        assert_eq!(&whole[..], b"ababab");
     }
 }
