@@ -14,6 +14,7 @@ use cairn_api::{
     WriteRequest,
 };
 use cairn_config::Limits;
+use futures::FutureExt;
 use http_body_util::BodyExt;
 use std::time::Duration;
 
@@ -79,8 +80,13 @@ async fn read_limited(
     let mut chunks: Vec<Bytes> = Vec::new();
     let mut read = 0usize;
     loop {
-        let Ok(next) = tokio::time::timeout(stall, body.frame()).await else {
-            return Err(body_stalled(content_length, read, stall));
+        // A small body came with its head and is ready now: no timer is armed for it.
+        let next = match body.frame().now_or_never() {
+            Some(next) => next,
+            None => match tokio::time::timeout(stall, body.frame()).await {
+                Ok(next) => next,
+                Err(_) => return Err(body_stalled(content_length, read, stall)),
+            },
         };
         let Some(frame) = next else { break };
         let frame = frame.map_err(|e| ApiError::invalid(format!("unreadable body: {e}")))?;
