@@ -188,8 +188,9 @@ pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
 fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiError {
     if e.to_string().starts_with("recursion limit exceeded") {
         return ApiError::invalid(format!(
-            "invalid JSON body: nested deeper than {BODY_NESTING_MAX} levels (line {}, \
-             column {}); a write's value may nest at most {} levels, a batch op's value {}",
+            "invalid JSON body: its nesting reaches the limit of {BODY_NESTING_MAX} levels \
+             of arrays and objects (line {}, column {}); a write's value may nest at most {} \
+             levels, a batch op's value {}",
             e.line(),
             e.column(),
             BODY_NESTING_MAX - 2,
@@ -610,6 +611,23 @@ mod tests {
         assert_eq!(
             details::<WriteRequest>(&write_nested(deepest + 1)),
             json!({"field": "body", "limit": BODY_NESTING_MAX})
+        );
+        // The refused body is 128 levels deep (the object and 127 arrays): the message
+        // says it reached the limit, not that it went past it.
+        let e = decode::<WriteRequest>(write_nested(deepest + 1).as_bytes()).expect_err("deep");
+        assert!(
+            e.message.starts_with(
+                "invalid JSON body: its nesting reaches the limit of 128 levels of arrays and \
+                 objects (line 1, column"
+            ),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message
+                .ends_with("a write's value may nest at most 126 levels, a batch op's value 124"),
+            "{}",
+            e.message
         );
     }
 
