@@ -440,7 +440,7 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
 }
 
 /// The name of the first query parameter whose name or value is not UTF-8 once
-/// percent-decoded (`?prefix=%FF`). The form decoder would read it as U+FFFD, so a
+/// percent-decoded (`?prefix=%FF`; `?%FF=1` is named `%FF`, as sent). The form decoder would read it as U+FFFD, so a
 /// prefix the client never sent would be served.
 fn param_not_utf8(query: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
@@ -450,7 +450,9 @@ fn param_not_utf8(query: &str) -> Option<String> {
         match name_text {
             Ok(_) if value_ok => None,
             Ok(name) => Some(name),
-            Err(e) => Some(String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            // A name that does not decode is named as it was sent, escapes and all: its
+            // decoded form would show U+FFFD, which names no byte the client sent.
+            Err(_) => Some(name.to_string()),
         }
     })
 }
@@ -863,6 +865,10 @@ mod tests {
         assert_eq!(
             query_details("/x?consistency=%E2%82").await,
             json!({"field": "consistency"})
+        );
+        assert_eq!(
+            query_details("/x?consistency=any&%FFx=1").await,
+            json!({"field": "%FFx"})
         );
         assert_eq!(percent_decoded("a%2Fb+c%zz%4"), b"a/b c%zz%4".to_vec());
         assert_eq!(param_not_utf8("prefix=%C3%A9&x=%41"), None);
