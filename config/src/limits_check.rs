@@ -122,4 +122,40 @@ mod tests {
         let err = limits.validate().unwrap_err();
         assert_eq!(err.to_string(), "limits.cues_max: must be > 0 (got 0)");
     }
+
+    #[test]
+    fn the_request_timers_are_bounded_on_both_sides() {
+        for (limits, field) in [
+            (
+                Limits {
+                    request_body_timeout_ms: 0,
+                    ..Limits::default()
+                },
+                "limits.request_body_timeout_ms: must be > 0",
+            ),
+            (
+                Limits {
+                    request_body_timeout_ms: REQUEST_HEAD_TIMEOUT_MS_LIMIT + 1,
+                    ..Limits::default()
+                },
+                "limits.request_body_timeout_ms",
+            ),
+            (
+                Limits {
+                    request_head_timeout_ms: REQUEST_HEAD_TIMEOUT_MS_LIMIT + 1,
+                    ..Limits::default()
+                },
+                "limits.request_head_timeout_ms",
+            ),
+        ] {
+            let err = limits.validate().unwrap_err().to_string();
+            assert!(err.starts_with(field), "{err}");
+        }
+        let longest = Limits {
+            request_head_timeout_ms: REQUEST_HEAD_TIMEOUT_MS_LIMIT,
+            request_body_timeout_ms: REQUEST_HEAD_TIMEOUT_MS_LIMIT,
+            ..Limits::default()
+        };
+        longest.validate().unwrap();
+    }
 }
