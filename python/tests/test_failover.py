@@ -196,3 +196,18 @@ def test_a_node_without_a_majority_answers_typed_unavailability(
             dead.write("k", 1)
         assert unreachable.value.sent is False, "refused connections cannot have applied"
         assert not unreachable.value.may_have_applied
+    # Every endpoint, the dead ones first: once the survivor names no leader (it named the
+    # dead one until its election timeout), calls reach it and end with its answer, not
+    # with a dead node's refused connection, whatever the order.
+    alive = local.endpoints[survivor - 1]
+    dead_first = [e for e in local.endpoints if e != alive] + [alive]
+    every = RetryPolicy(retries_max=4, backoff_ms_min=10, backoff_ms_max=20)
+    with Cairn(dead_first, actor="writer", retry=every) as whole:
+        deadline = time.monotonic() + 10
+        while whole.cluster_status(alive).leader_id is not None:
+            assert time.monotonic() < deadline, "the survivor still names a leader"
+            time.sleep(0.05)
+        with pytest.raises(NoLeader):
+            whole.write("k", 1)
+        with pytest.raises(NoLeader):
+            whole.read("k")

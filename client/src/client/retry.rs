@@ -87,6 +87,10 @@ impl Client {
         };
         let mut may_have_applied = false;
         let mut retries = 0;
+        // The last answer a node gave (503 `no_leader`, `overloaded`, ...): a call that
+        // ends on an unreachable node after another one answered ends with that answer,
+        // so "unreachable" means that no node was reached, whatever the endpoints' order.
+        let mut last_answer: Option<ClientError> = None;
         loop {
             let base = self.base_for(call.route).await;
             let err = match self.attempt(&base, call).await {
@@ -107,7 +111,16 @@ impl Client {
             may_have_applied |= err.may_have_applied();
             let unsafe_to_retry = call.mode == Mode::Admin && err.may_have_applied();
             if unsafe_to_retry || retries >= retries_max {
+                let err = match err {
+                    unreachable @ ClientError::Transport { .. } => {
+                        last_answer.unwrap_or(unreachable)
+                    }
+                    answer => answer,
+                };
                 return Err(give_up(&call.mode, err, may_have_applied));
+            }
+            if !matches!(err, ClientError::Transport { .. }) {
+                last_answer = Some(err);
             }
             retries += 1;
             tokio::time::sleep(self.retry.backoff(retries)).await;
@@ -276,6 +289,38 @@ mod tests {
             matches!(err, Err(ClientError::Transport { sent: false, .. })),
             "{err:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_node_that_answered_is_heard_over_one_that_could_not_be_reached() {
+        let node = FakeNode::start(|_, _| {
+            Reply::Json(
+                503,
+                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
+            )
+        })
+        .await;
+        // Every order of the endpoints, and a read as well as a mutation: the call ends
+        // with the node's answer, never with the dead endpoint's connection error.
+        for endpoints in [
+            vec!["127.0.0.1:1".to_string(), node.addr.clone()],
+            vec![node.addr.clone(), "127.0.0.1:1".to_string()],
+        ] {
+            let client = fast(endpoints.clone()).build().unwrap();
+            let wrote = client.write(write_request()).await.unwrap_err();
+            assert!(
+                matches!(wrote, ClientError::NoLeader { .. }),
+                "{endpoints:?}: {wrote:?}"
+            );
+            let read = client
+                .read("k", crate::api::ReadOptions::default())
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(read, ClientError::NoLeader { .. }),
+                "{endpoints:?}: {read:?}"
+            );
+        }
     }
 
     #[tokio::test]

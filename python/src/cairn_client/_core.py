@@ -421,6 +421,10 @@ class Core:
         retries_max = 0 if call.mode is Mode.ONCE else self.settings.retry.retries_max
         may_have_applied = False
         retries = 0
+        # The last answer a node gave (503 no_leader, overloaded, ...): a call that ends on
+        # an unreachable node after another one answered ends with that answer, so
+        # ConnectionFailed means no node was reached, whatever the endpoints' order.
+        last_answer: CairnError | None = None
         while True:
             base = yield from self.base_for(call.route)
             try:
@@ -436,10 +440,15 @@ class Core:
                 may_have_applied |= err.may_have_applied
                 unsafe_to_retry = call.mode is Mode.ADMIN and err.may_have_applied
                 if unsafe_to_retry or retries >= retries_max:
-                    final = _give_up(call, err, may_have_applied)
+                    heard = err
+                    if isinstance(err, ConnectionFailed) and last_answer is not None:
+                        heard = last_answer
+                    final = _give_up(call, heard, may_have_applied)
                     if final is err:
                         raise
                     raise final from err
+                if not isinstance(err, ConnectionFailed):
+                    last_answer = err
             retries += 1
             yield Sleep(self.settings.retry.backoff(retries))
 
