@@ -247,8 +247,17 @@ async fn every_node_serves_one_sound_document_of_exactly_the_spec_routes() {
     expected.insert(("GET".into(), "/openapi.json".into()));
     assert_eq!(documented, expected, "documented routes vs the spec's");
 
-    let watch = &document["paths"]["/v1/watch"]["get"]["responses"]["200"]["content"];
-    assert!(watch["text/event-stream"].is_object(), "{watch}");
+    let watch = &document["paths"]["/v1/watch"]["get"]["responses"];
+    assert!(
+        watch["200"]["content"]["text/event-stream"].is_object(),
+        "{watch}"
+    );
+    // One stream past `limits.watchers_max` is 503 overloaded (SPEC §5).
+    assert_eq!(
+        codes_of(&watch["503"]),
+        vec![ErrorCode::Overloaded],
+        "{watch}"
+    );
     let error_code = resolve(&document, "#/components/schemas/ErrorCode").expect("ErrorCode");
     assert!(error_code.to_string().contains("outcome_unknown"));
 }

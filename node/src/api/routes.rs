@@ -346,7 +346,8 @@ fn read_routes() -> Vec<Route> {
                 Answer::EventStream(schema_of::<WatchEvent>),
             )
             .query::<watch::WatchQuery>()
-            .errors(&[&[Internal]]),
+            // Overloaded: a node serves at most `limits.watchers_max` streams.
+            .errors(&[&[Overloaded, Internal]]),
         ),
     ]
 }
