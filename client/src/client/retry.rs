@@ -111,11 +111,13 @@ impl Client {
             may_have_applied |= err.may_have_applied();
             let unsafe_to_retry = call.mode == Mode::Admin && err.may_have_applied();
             if unsafe_to_retry || retries >= retries_max {
+                // Only a request that never left: one that may have reached a node says
+                // so itself (an admin change may have been applied).
                 let err = match err {
-                    unreachable @ ClientError::Transport { .. } => {
+                    unreachable @ ClientError::Transport { sent: false, .. } => {
                         last_answer.unwrap_or(unreachable)
                     }
-                    answer => answer,
+                    other => other,
                 };
                 return Err(give_up(&call.mode, err, may_have_applied));
             }

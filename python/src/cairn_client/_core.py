@@ -441,7 +441,10 @@ class Core:
                 unsafe_to_retry = call.mode is Mode.ADMIN and err.may_have_applied
                 if unsafe_to_retry or retries >= retries_max:
                     heard = err
-                    if isinstance(err, ConnectionFailed) and last_answer is not None:
+                    # Only a request that never left: one that may have reached a node
+                    # says so itself (an admin change may have been applied).
+                    never_sent = isinstance(err, ConnectionFailed) and not err.sent
+                    if never_sent and last_answer is not None:
                         heard = last_answer
                     final = _give_up(call, heard, may_have_applied)
                     if final is err:
