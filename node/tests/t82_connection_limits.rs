@@ -152,10 +152,8 @@ async fn a_body_that_stops_arriving_is_refused_and_its_connection_closed() {
 
     let part = br#"{"key":"t82/stalled","value":1,"actor":"al""#;
     let mut conn = TcpStream::connect(&addr).await.expect("connect");
-    let head = format!(
-        "POST /v1/write HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
-         content-length: 5000\r\n\r\n"
-    );
+    let head = "POST /v1/write HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+                content-length: 5000\r\n\r\n";
     conn.write_all(head.as_bytes()).await.expect("head");
     conn.write_all(part).await.expect("part of the body");
     let sent = Instant::now();

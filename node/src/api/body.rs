@@ -225,14 +225,17 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
             // from a buffered copy, so the path stops at `ops[i]`: decode that op again on
             // its own to find the field.
             let message = tracked.inner().to_string();
-            let inner = match repeated_op_member(raw, *index, &message) {
+            // `None` when the op is not an object: then serde's own path stands.
+            let members = op_members(raw, *index);
+            let members = members.as_ref().map(|Members(m)| m.as_slice());
+            let inner = match members.and_then(|m| repeated_op_member(m, &message)) {
                 // serde names the member but, decoding the op from a buffered copy, not
                 // where it is: the path may even point into the op's value.
                 Some(member) => {
                     path.truncate(2);
                     Some(vec![member])
                 }
-                None => batch_op_field(raw, *index).filter(|_| segments.len() == 2),
+                None => members.filter(|_| segments.len() == 2).map(batch_op_field),
             };
             match inner {
                 Some(inner) => path.extend(inner),
@@ -305,8 +308,7 @@ fn render_path(path: &[PathPart]) -> String {
 fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
     let named = ["missing field `", "unknown field `", "duplicate field `"]
         .iter()
-        .find_map(|prefix| message.strip_prefix(prefix))
-        .and_then(|rest| rest.split('`').next())
+        .find_map(|prefix| member_named(message, prefix))
         .map(|name| PathPart::Member(name.to_string()));
     if let Some(named) = named {
         if path.last() != Some(&named) {
@@ -315,18 +317,22 @@ fn add_named_field(path: &mut Vec<PathPart>, message: &str) {
     }
 }
 
-/// The path inside op `index` of a batch body that fails to decode. The op is decoded
-/// again from its own text, so a member named twice inside its value is still there to be
-/// found (a parsed copy would keep only the last one).
-fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
-    let Members(members) = op_members(raw, index)?;
+/// The member a serde message that starts with `prefix` (``"duplicate field `"``) names.
+fn member_named<'m>(message: &'m str, prefix: &str) -> Option<&'m str> {
+    message.strip_prefix(prefix)?.split('`').next()
+}
+
+/// The path inside a batch op that fails to decode, given the op's `members` as sent. The
+/// op is decoded again from its own text, so a member named twice inside its value is
+/// still there to be found (a parsed copy would keep only the last one).
+fn batch_op_field(members: &[(String, &RawValue)]) -> Vec<PathPart> {
     let name = members
         .iter()
         .find(|(member, _)| member == "op")
         .and_then(|(_, tag)| serde_json::from_str::<String>(tag.get()).ok());
     let Some(name) = name else {
         // Missing, or not a string: the tag itself is the problem.
-        return Some(vec![PathPart::Member("op".into())]);
+        return vec![PathPart::Member("op".into())];
     };
     let rest: Vec<String> = members
         .iter()
@@ -341,9 +347,9 @@ fn batch_op_field(raw: &[u8], index: usize) -> Option<Vec<PathPart>> {
         "reinstate" => tracked_path::<ReinstateRequest>(&op),
         "flag_stale" => tracked_path::<FlagStaleRequest>(&op),
         "supersede" => tracked_path::<SupersedeRequest>(&op),
-        _ => return Some(vec![PathPart::Member("op".into())]),
+        _ => return vec![PathPart::Member("op".into())],
     };
-    Some(inner.unwrap_or_default())
+    inner.unwrap_or_default()
 }
 
 /// The members of one JSON object, in order, each as often as it was sent.
@@ -383,14 +389,10 @@ fn op_members(raw: &[u8], index: usize) -> Option<Members<'_>> {
     serde_json::from_str(body.ops.get(index)?.get()).ok()
 }
 
-/// The member a "duplicate field" `message` names, when op `index` itself (not its value)
-/// names it twice.
-fn repeated_op_member(raw: &[u8], index: usize, message: &str) -> Option<PathPart> {
-    let name = message
-        .strip_prefix("duplicate field `")?
-        .split('`')
-        .next()?;
-    let Members(members) = op_members(raw, index)?;
+/// The member a "duplicate field" `message` names, when the op's own `members` (not its
+/// value) name it twice.
+fn repeated_op_member(members: &[(String, &RawValue)], message: &str) -> Option<PathPart> {
+    let name = member_named(message, "duplicate field `")?;
     let times = members.iter().filter(|(member, _)| member == name).count();
     (times > 1).then(|| PathPart::Member(name.to_string()))
 }
@@ -440,8 +442,8 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
 }
 
 /// The name of the first query parameter whose name or value is not UTF-8 once
-/// percent-decoded (`?prefix=%FF`; `?%FF=1` is named `%FF`, as sent). The form decoder would read it as U+FFFD, so a
-/// prefix the client never sent would be served.
+/// percent-decoded (`?prefix=%FF`; `?%FF=1` is named `%FF`, as sent). The form decoder
+/// would read it as U+FFFD, so a prefix the client never sent would be served.
 fn param_not_utf8(query: &str) -> Option<String> {
     query.split('&').find_map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
