@@ -3,7 +3,8 @@
 //! prefix grants (403 `permission_denied` with `permission`, `key` and a batch's
 //! `op_index`, nothing reaching the log), reads that show only readable keys (list,
 //! recall, watch, tombstones), the actor bound to the principal (also through a follower),
-//! principal changes effective at once on every node, access state that survives restarts
+//! principal changes effective at once on every node (a lagging node too, for whoami,
+//! compact and a watch), access state that survives restarts
 //! and a snapshot install, concurrent principal changes, the access matrix of the
 //! `/cluster/*` and `/v1/auth/*` endpoints, turning auth on later, and no token in any log
 //! line, error body or metric.
@@ -2242,4 +2243,138 @@ async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_ch
     tokio::time::sleep(Duration::from_millis(300)).await;
     admin.delete_principal("doomed").await.expect("delete");
     check_race(&api, leader, &cluster.admin_token(), writers, "the delete").await;
+}
+
+/// whoami, compact and opening a watch have no staleness bound of their own, so a node
+/// that missed a rotation, a deletion and a new principal (stopped while they happened)
+/// catches up with the leader before it authenticates them: the moment it runs again, the
+/// rotated and the deleted tokens are 401 there and the new principal is known there.
+/// (Without the catch-up the stopped node answered them from its old grants for as long as
+/// it took to apply the missed entries.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_16_a_lagging_node_catches_up_before_whoami_compact_or_a_watch() {
+    let (mut cluster, leader, followers) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let at = cluster.admin_token();
+    let at = Some(at.as_str());
+    let principal = |name: &str, grants: Value| {
+        api.post(
+            leader,
+            "/v1/auth/principals",
+            at,
+            json!({"name": name, "grants": grants}),
+        )
+    };
+    let token_of = |answer: Answer, what: &str| {
+        answer.expect(200, None, what);
+        answer.body["token"].as_str().expect("token").to_string()
+    };
+    let admin_grants = json!([{"prefix": "", "permissions": ["admin", "read"]}]);
+    let rotated = token_of(principal("rotated", admin_grants.clone()).await, "rotated");
+    let deleted = token_of(principal("deleted", admin_grants.clone()).await, "deleted");
+    let lagging = followers[0];
+    wait_all_applied(&cluster, leader).await;
+
+    cluster.sigstop(lagging);
+    let rotate = api
+        .post(leader, "/v1/auth/principals/rotated/rotate", at, json!({}))
+        .await;
+    let renewed = token_of(rotate, "rotate");
+    api.call(
+        Method::DELETE,
+        leader,
+        "/v1/auth/principals/deleted",
+        at,
+        None,
+    )
+    .await
+    .expect(200, None, "delete");
+    let born = token_of(principal("born", admin_grants).await, "born");
+    for i in 0..200 {
+        api.write(leader, at, &format!("lag/{i}"), json!(i))
+            .await
+            .expect(200, None, "write while the follower is stopped");
+    }
+    let missed = last_log_index(&cluster, leader).await;
+    cluster.sigcont(lagging);
+
+    let watch = |token: String| {
+        let url = api.url(lagging, "/v1/watch?prefix=lag/&from_revision=0");
+        async move {
+            let response = reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("http client")
+                .get(url)
+                .header(reqwest::header::AUTHORIZATION, bearer(&token))
+                .timeout(HTTP_TIMEOUT)
+                .send()
+                .await
+                .expect("watch");
+            response.status().as_u16()
+        }
+    };
+    // All at once, the moment the node runs again.
+    let (
+        whoami_rotated,
+        whoami_deleted,
+        compact_rotated,
+        compact_deleted,
+        watch_rotated,
+        watch_deleted,
+    ) = tokio::join!(
+        api.get(lagging, "/v1/auth/whoami", Some(&rotated)),
+        api.get(lagging, "/v1/auth/whoami", Some(&deleted)),
+        api.post(lagging, "/cluster/compact", Some(&rotated), json!({})),
+        api.post(lagging, "/cluster/compact", Some(&deleted), json!({})),
+        watch(rotated.clone()),
+        watch(deleted.clone()),
+    );
+    for (answer, what) in [
+        (whoami_rotated, "whoami, rotated token"),
+        (whoami_deleted, "whoami, deleted principal"),
+        (compact_rotated, "compact, rotated admin token"),
+        (compact_deleted, "compact, deleted admin"),
+    ] {
+        answer.expect(
+            401,
+            Some("unauthenticated"),
+            &format!("lagging node: {what}"),
+        );
+    }
+    assert_eq!(
+        watch_rotated, 401,
+        "lagging node: a watch opened with a rotated token"
+    );
+    assert_eq!(
+        watch_deleted, 401,
+        "lagging node: a watch opened by a deleted principal"
+    );
+
+    let whoami = api.get(lagging, "/v1/auth/whoami", Some(&born)).await;
+    whoami.expect(
+        200,
+        None,
+        "lagging node: whoami of a principal made while it was stopped",
+    );
+    assert_eq!(whoami.body["name"], "born");
+    let whoami = api.get(lagging, "/v1/auth/whoami", Some(&renewed)).await;
+    whoami.expect(200, None, "lagging node: whoami with the rotated-in token");
+    assert_eq!(whoami.body["name"], "rotated");
+    assert_eq!(
+        watch(renewed.clone()).await,
+        200,
+        "lagging node: a watch with the new token"
+    );
+    let compacted = api
+        .post(lagging, "/cluster/compact", Some(&renewed), json!({}))
+        .await;
+    compacted.expect(200, None, "lagging node: compact with the new admin token");
+    let snapshot_index = compacted.body["snapshot_index"]
+        .as_u64()
+        .expect("snapshot_index");
+    assert!(
+        snapshot_index >= missed,
+        "the lagging node compacted at {snapshot_index}, before the {missed} entries it had missed"
+    );
 }

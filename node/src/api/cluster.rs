@@ -655,12 +655,16 @@ fn status_of(app: &App) -> Result<ClusterStatus> {
 }
 
 /// Snapshot, purge the log through it, then compact RocksDB and drop obsolete WAL files:
-/// afterwards a forgotten value's bytes are in no file of this node.
+/// afterwards a forgotten value's bytes are in no file of this node. With auth on, the
+/// caller's `admin` is checked once this node caught up with the leader
+/// ([`auth::catch_up`]), so a rotated or deleted admin token compacts no node.
 pub async fn compact(
     State(app): State<SharedApp>,
     headers: HeaderMap,
     _: NoFields,
 ) -> Result<Json<CompactResponse>> {
+    auth::refuse_malformed(&app, &headers)?;
+    auth::catch_up(&app).await?;
     require_admin(&app, &headers)?;
     let _one_at_a_time = app.compacting.lock().await;
     let applied = app.reads.applied_index();

@@ -3,10 +3,11 @@
 //! One event per change, in revision order, each with `id: REVISION` so a client resumes
 //! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The
 //! stream serves this node's applied state (like a `consistency=any` read) and ends when
-//! the node shuts down. With auth on, only changes
-//! of keys the watching principal may read are sent, by its grants at each page, and the
-//! stream ends once the token that opened it no longer authenticates that principal
-//! (rotated, or the principal deleted).
+//! the node shuts down. With auth on, the node first catches up with the leader, so a
+//! rotated or deleted token opens no stream anywhere; only changes of keys the watching
+//! principal may read are sent, by its grants at each page; and the stream ends once the
+//! token that opened it no longer authenticates that principal (rotated, or the
+//! principal deleted).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -51,8 +52,8 @@ pub async fn watch(
     headers: HeaderMap,
     StrictQuery(q): StrictQuery<WatchQuery>,
 ) -> Result<impl IntoResponse, ApiError> {
-    // A stream is not relayed: a token this node does not know yet is refused here.
-    let reader = auth::session(&app, &headers)?;
+    // A stream is not relayed: the node catches up with the leader, then authenticates.
+    let reader = auth::session(&app, &headers).await?;
     admit::prefix("prefix", &q.prefix, &app.config.limits)?;
     let slot = watcher_slot(&app)?;
     let resume_after = last_event_id(&headers)?;

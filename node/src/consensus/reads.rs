@@ -138,6 +138,45 @@ impl ReadGate {
         Ok(index)
     }
 
+    /// Catch-up barrier for a request that authenticates with no staleness bound of its
+    /// own (whoami, compact, opening a watch): returns once this node has applied every
+    /// entry the leader had committed when the barrier began, so a token rotated or
+    /// deleted before the request arrived is unknown here too.
+    ///
+    /// - On the leader: [`Self::linearizable`].
+    /// - On a follower: one ReadIndex RPC to the leader (asked after the request arrived,
+    ///   never a shared older token), then the apply wait. The answer is kept as the
+    ///   newest read token, which bounded reads may use.
+    /// - No known leader: `NotLeader`; the leader unreachable, or the index not applied
+    ///   within `reads.min_revision_wait_ms`: `StaleRead`.
+    pub async fn caught_up(self: &Arc<Self>) -> Result<u64, ReadError> {
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.state == ServerState::Leader {
+            return self.linearizable().await;
+        }
+        let Some((leader_id, leader)) = super::known_leader_node(&metrics) else {
+            return Err(ReadError::NotLeader {
+                leader_id: None,
+                leader: None,
+            });
+        };
+        let asked_at = Instant::now();
+        let index = self
+            .peer
+            .read_index(&leader.peer_addr, self.rpc_timeout)
+            .await
+            .map_err(|e| {
+                tracing::debug!(error = %e, leader_id, "catch-up read index refused");
+                ReadError::StaleRead(format!(
+                    "could not learn the commit index of leader {leader_id}"
+                ))
+            })?;
+        self.store_token(Token { index, asked_at });
+        self.wait_applied(index, Duration::from_millis(self.cfg.min_revision_wait_ms))
+            .await?;
+        Ok(index)
+    }
+
     /// Bounded-staleness barrier: returns the token that justifies serving, after the
     /// node applied its index. Without a token fresh enough for `max_staleness` it asks
     /// the refresher for one at once and waits for it up to four refresh periods (a

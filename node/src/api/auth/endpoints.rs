@@ -15,7 +15,7 @@ use cairn_api::{
     RotatedToken, SetGrantsRequest, WhoAmI,
 };
 
-use super::{caller, presented, reader, refuse_malformed, Caller};
+use super::{caller, caller_with, catch_up, presented, refuse_malformed, Caller};
 use crate::api::body::{JsonBody, NoFields, StrictPath};
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
@@ -232,16 +232,13 @@ pub async fn list(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Re
     Ok(Json(wire::principal_list(&app.view.access())).into_response())
 }
 
-/// `GET /v1/auth/whoami` → `{name, grants, acl_revision}`. A token this node does not
-/// know yet is asked of the leader.
+/// `GET /v1/auth/whoami` → `{name, grants, acl_revision}`, once this node caught up with
+/// the leader ([`catch_up`]): a rotated or deleted token is 401 on every node as soon as
+/// its rotation or deletion returned, and a principal made a moment ago is known.
 pub async fn whoami(State(app): State<SharedApp>, headers: HeaderMap) -> Result<Response> {
     let presented = presented(&app, &headers)?;
-    let path = "/v1/auth/whoami";
-    let caller = match reader(&app, presented, &headers, path, Bytes::new()).await? {
-        Ok(caller) => caller,
-        Err(relayed) => return Ok(relayed),
-    };
-    let Caller::Principal { name, access } = caller else {
+    catch_up(&app).await?;
+    let Caller::Principal { name, access } = caller_with(&app, presented, &headers)? else {
         return Err(AccessError::NotEnabled.into());
     };
     let grants = access

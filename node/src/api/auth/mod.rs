@@ -13,8 +13,11 @@
 //!   (`cairn_access::StatePermit`), so a grant revoked in between still refuses it;
 //! - reads: after the consistency barrier, against the state the read is served from (a
 //!   linearizable read sees every change that returned before it; a bounded one, grants
-//!   as old as its bound). A token this node does not know is relayed to the leader
-//!   ("asks the leader"): the principal may be newer than this node's applied state.
+//!   as old as its bound; an `any` one, the node's applied grants). A token this node does
+//!   not know is relayed to the leader ("asks the leader"): the principal may be newer
+//!   than this node's applied state;
+//! - whoami, compact and opening a watch have no bound of their own: the node first
+//!   catches up with the leader ([`catch_up`]), then authenticates locally.
 
 pub mod endpoints;
 
@@ -92,7 +95,7 @@ pub fn caller(app: &App, headers: &HeaderMap) -> Result<Caller, Unauthenticated>
 }
 
 /// [`caller`], with the token parsed already when the request's shape was checked.
-fn caller_with(
+pub(super) fn caller_with(
     app: &App,
     presented: Presented,
     headers: &HeaderMap,
@@ -142,10 +145,26 @@ impl Session {
     }
 }
 
-/// The session of a request against this node's applied access state: `None` while auth
-/// is off; 401 for a missing, malformed or unknown token.
-pub fn session(app: &App, headers: &HeaderMap) -> Result<Option<Session>, ApiError> {
+/// Brings this node's access state up to the leader's before a request that has no
+/// staleness bound of its own is authenticated ([`ReadGate::caught_up`]): after it, a
+/// token rotated or deleted before the request arrived is refused on this node too.
+/// Nothing to wait for while auth is off here.
+///
+/// [`ReadGate::caught_up`]: crate::consensus::reads::ReadGate::caught_up
+pub async fn catch_up(app: &App) -> Result<(), ApiError> {
+    if !app.view.access().enabled() {
+        return Ok(());
+    }
+    app.reads.caught_up().await?;
+    Ok(())
+}
+
+/// The session of a request against this node's access state once it caught up with the
+/// leader ([`catch_up`]): `None` while auth is off; 401 for a missing, malformed or
+/// unknown token.
+pub async fn session(app: &App, headers: &HeaderMap) -> Result<Option<Session>, ApiError> {
     let Presented(token) = presented(app, headers)?;
+    catch_up(app).await?;
     let caller = caller_with(app, Presented(token.clone()), headers)?;
     let Caller::Principal { name, .. } = caller else {
         return Ok(None);
