@@ -6,8 +6,9 @@
 //! principal changes effective at once on every node (a lagging node too, for whoami,
 //! compact and a watch), access state that survives restarts
 //! and a snapshot install, concurrent principal changes, the access matrix of the
-//! `/cluster/*` and `/v1/auth/*` endpoints, turning auth on later, and no token in any log
-//! line, error body or metric.
+//! `/cluster/*` and `/v1/auth/*` endpoints, turning auth on later, no token in any log
+//! line, error body or metric, and a request without a usable token refused (401) before
+//! its shape is looked at.
 //!
 //! Tokens are secrets even here: assertion messages show [`shown`], never a token.
 
@@ -2376,5 +2377,105 @@ async fn t85_16_a_lagging_node_catches_up_before_whoami_compact_or_a_watch() {
     assert!(
         snapshot_index >= missed,
         "the lagging node compacted at {snapshot_index}, before the {missed} entries it had missed"
+    );
+}
+
+/// `method path` on node `id` with a raw `body` and this exact `Authorization` header (or
+/// none): `(status, code)`.
+async fn send_raw(
+    api: &Api,
+    id: u64,
+    method: Method,
+    path: &str,
+    auth: Option<&str>,
+    body: Vec<u8>,
+) -> (u16, String) {
+    let mut request = api
+        .http
+        .http
+        .request(method, api.url(id, path))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
+    if let Some(auth) = auth {
+        request = request.header(reqwest::header::AUTHORIZATION, auth);
+    }
+    let response = request
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap_or(Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or("").to_string();
+    (status, code)
+}
+
+/// With auth on, a request without a token, or with a malformed one, is 401 before its
+/// shape is looked at: a body that does not decode, one too large, an unknown query
+/// parameter or a bad path parameter all answer 401 on every node, and nothing reaches the
+/// log. With a valid token the same requests are the 400 and 413 they deserve, and a
+/// well-formed token a node does not know is judged after the shape (a follower relays it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_17_a_request_that_proves_no_identity_is_401_before_its_shape_is_checked() {
+    let (cluster, leader, _) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let at = bearer(&cluster.admin_token());
+    let before = wait_all_applied(&cluster, leader).await;
+    let huge = {
+        let mut body = br#"{"key":"s/huge","value":""#.to_vec();
+        body.resize(body.len() + 2 * 1024 * 1024 + 1024, b'a');
+        body.extend_from_slice(br#""}"#);
+        body
+    };
+    let requests: Vec<(Method, &str, Vec<u8>, u16)> = vec![
+        (Method::POST, "/v1/write", b"{bad".to_vec(), 400),
+        (
+            Method::POST,
+            "/v1/write",
+            br#"{"key":"s/a","value":1,"zz":1}"#.to_vec(),
+            400,
+        ),
+        (Method::POST, "/v1/write", huge, 413),
+        (Method::POST, "/v1/read", br#"{"key":""}"#.to_vec(), 400),
+        (Method::GET, "/v1/watch?bogus=1", Vec::new(), 400),
+        (Method::GET, "/v1/tombstones/zz", Vec::new(), 400),
+        (
+            Method::POST,
+            "/v1/auth/principals/%FF/rotate",
+            Vec::new(),
+            400,
+        ),
+        (Method::POST, "/cluster/compact?x=1", Vec::new(), 400),
+        (Method::POST, "/cluster/join", b"[]".to_vec(), 400),
+    ];
+    for id in cluster.ids() {
+        for (method, path, body, status) in &requests {
+            for auth in [None, Some("Bearer nope"), Some("Basic YTpi")] {
+                let got = send_raw(&api, id, method.clone(), path, auth, body.clone()).await;
+                assert_eq!(
+                    got,
+                    (401, "unauthenticated".to_string()),
+                    "node {id}: {method} {path} with {auth:?}"
+                );
+            }
+            let got = send_raw(&api, id, method.clone(), path, Some(&at), body.clone()).await;
+            assert_eq!(
+                got.0, *status,
+                "node {id}: {method} {path} with the admin token: {got:?}"
+            );
+            let unknown = bearer(&unknown_token());
+            let got = send_raw(&api, id, method.clone(), path, Some(&unknown), body.clone()).await;
+            assert_eq!(
+                got.0, *status,
+                "node {id}: {method} {path} with an unknown token: {got:?}"
+            );
+        }
+        // Public routes keep answering without a token.
+        let got = send_raw(&api, id, Method::GET, "/healthz?x=1", None, Vec::new()).await;
+        assert_eq!(got.0, 400, "node {id}: /healthz with a query parameter");
+    }
+    assert_eq!(
+        last_log_index(&cluster, leader).await,
+        before,
+        "a refused request reached the log"
     );
 }

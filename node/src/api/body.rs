@@ -54,30 +54,65 @@ impl<T: DeserializeOwned> FromRequest<SharedApp> for JsonBody<T> {
 /// The request's whole body, at most `limit` bytes ([`read_limited`], told the declared
 /// `Content-Length` and `limits.request_body_timeout_ms`).
 async fn read_body(req: Request, limit: usize, limits: &Limits) -> Result<Bytes, ApiError> {
+    let (body, content_length, stall) = body_parts(req, limits);
+    read_limited(body, content_length, limit, stall).await
+}
+
+/// Reads and drops the body of a request refused before its body was looked at (at most
+/// the node's body limit, with the same stall timer), so that a client still sending it
+/// reads the refusal instead of a reset connection. Nothing of it is kept or decoded.
+pub async fn discard(req: Request, limits: &Limits) {
+    let (body, content_length, stall) = body_parts(req, limits);
+    let _ = read_frames(body, content_length, body_bytes_max(limits), stall, drop).await;
+}
+
+/// The body, its declared `Content-Length` and how long it may stall.
+fn body_parts(req: Request, limits: &Limits) -> (Body, Option<u64>, Duration) {
     let content_length = req
         .headers()
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     let stall = Duration::from_millis(limits.request_body_timeout_ms);
-    read_limited(req.into_body(), content_length, limit, stall).await
+    (req.into_body(), content_length, stall)
 }
 
-/// The whole body, unless it is longer than `limit` bytes: then 413 `too_large` with
-/// `field: "body"`, `limit` and `size`. Reading stops at the limit (as axum's own limit
-/// did), so without a `Content-Length` the size is the bytes read by then, a lower bound,
-/// and the message says so.
-///
-/// A body that stops arriving (nothing of it for `stall`) is 400 `invalid_request` with
-/// `field: "body"`. The handler then answers without having read the body to its end, so
-/// the HTTP layer closes the connection after that answer.
+/// The whole body ([`read_frames`]), in one piece.
 async fn read_limited(
-    mut body: Body,
+    body: Body,
     content_length: Option<u64>,
     limit: usize,
     stall: Duration,
 ) -> Result<Bytes, ApiError> {
     let mut chunks: Vec<Bytes> = Vec::new();
+    let read = read_frames(body, content_length, limit, stall, |data| chunks.push(data)).await?;
+    Ok(match chunks.len() {
+        0 => Bytes::new(),
+        1 => chunks.pop().expect("one chunk"),
+        _ => {
+            let mut all = Vec::with_capacity(read);
+            chunks.iter().for_each(|c| all.extend_from_slice(c));
+            Bytes::from(all)
+        }
+    })
+}
+
+/// Hands every chunk of the body to `take` and answers how many bytes it read, unless the
+/// body is longer than `limit` bytes: then 413 `too_large` with `field: "body"`, `limit`
+/// and `size`. Reading stops at the limit (as axum's own limit did), so without a
+/// `Content-Length` the size is the bytes read by then, a lower bound, and the message
+/// says so.
+///
+/// A body that stops arriving (nothing of it for `stall`) is 400 `invalid_request` with
+/// `field: "body"`. The handler then answers without having read the body to its end, so
+/// the HTTP layer closes the connection after that answer.
+async fn read_frames(
+    mut body: Body,
+    content_length: Option<u64>,
+    limit: usize,
+    stall: Duration,
+    mut take: impl FnMut(Bytes),
+) -> Result<usize, ApiError> {
     let mut read = 0usize;
     loop {
         // A small body came with its head and is ready now: no timer is armed for it.
@@ -97,17 +132,9 @@ async fn read_limited(
         if read > limit {
             return Err(body_too_large(content_length, read, limit));
         }
-        chunks.push(data);
+        take(data);
     }
-    Ok(match chunks.len() {
-        0 => Bytes::new(),
-        1 => chunks.pop().expect("one chunk"),
-        _ => {
-            let mut all = Vec::with_capacity(read);
-            chunks.iter().for_each(|c| all.extend_from_slice(c));
-            Bytes::from(all)
-        }
-    })
+    Ok(read)
 }
 
 fn body_stalled(content_length: Option<u64>, read: usize, stall: Duration) -> ApiError {

@@ -130,7 +130,7 @@ pub fn router(app: SharedApp) -> Router {
     let served = routes::routes()
         .into_iter()
         .fold(Router::new(), |router, route| {
-            router.route(route.path, route.handler)
+            router.route(route.path, route.gated(&app))
         });
     served
         .fallback(error::unknown_route)

@@ -6,13 +6,17 @@
 //! documented without being served. What the table says about bodies and errors is
 //! checked against live nodes by `scripts/fuzz-api` (schemathesis).
 
+use axum::extract::{Request, State};
 use axum::handler::Handler;
 use axum::http::Method;
+use axum::middleware::{from_fn_with_state, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
 use cairn_api::ErrorCode::{self, *};
 use cairn_api::*;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
 
+use super::error::ApiError;
 use super::mutations::{self, SingleOp};
 use super::{auth, cluster, openapi, reads, watch, SharedApp};
 
@@ -181,43 +185,83 @@ where
     T: 'static,
 {
     let filter = MethodFilter::try_from(method.clone()).expect("a routable method");
-    let mut handler = on(filter, handler);
     let mut operation = operation;
     if operation.query.is_none() {
-        handler = handler.route_layer(axum::middleware::from_fn(refuse_query));
         operation = operation.errors(&[&[InvalidRequest]]);
     }
     Route {
         method,
         path,
         operation,
-        handler,
+        handler: on(filter, handler),
     }
 }
 
-/// A route that takes no query parameters refuses any it is given (SPEC §5 extension: an
-/// unknown query parameter is 400 `invalid_request` naming it), as the routes that take
-/// some refuse those they do not know. A bare `?` carries none.
-async fn refuse_query(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let first = request
-        .uri()
-        .query()
-        .and_then(|q| q.split('&').find(|pair| !pair.is_empty()));
-    match first {
-        None => next.run(request).await,
-        Some(pair) => {
-            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-            super::error::ApiError::invalid(format!(
-                "invalid query string: unknown parameter {name:?}; this endpoint takes none"
-            ))
-            .with("field", name)
-            .into_response()
+impl Route {
+    /// The handler behind its [`Gate`], when the route has one.
+    pub(super) fn gated(self, app: &SharedApp) -> MethodRouter<SharedApp> {
+        let gate = Gate {
+            takes_token: self.operation.token != TokenUse::Never,
+            takes_query: self.operation.query.is_some(),
+        };
+        if !gate.takes_token && gate.takes_query {
+            return self.handler;
+        }
+        self.handler
+            .route_layer(from_fn_with_state((app.clone(), gate), admit))
+    }
+}
+
+/// The checks a route makes before its handler sees the request.
+#[derive(Clone, Copy)]
+struct Gate {
+    takes_token: bool,
+    takes_query: bool,
+}
+
+/// Runs a route's [`Gate`], in this order:
+///
+/// - While auth is on, a request without a token or with a malformed one is 401 before
+///   its query or body is looked at (SPEC §8): a client that proved nothing learns nothing
+///   of what the node would accept, and the node decodes nothing for it (the body is read
+///   and dropped, so that the client reads the 401 rather than a reset). A well-formed
+///   token the node does not know waits for the handler: a follower relays it to the
+///   leader, which may know it already.
+/// - A route that takes no query parameters refuses any it is given (SPEC §5 extension:
+///   an unknown query parameter is 400 `invalid_request` naming it), as the routes that
+///   take some refuse those they do not know. A bare `?` carries none.
+async fn admit(
+    State((app, gate)): State<(SharedApp, Gate)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if gate.takes_token {
+        if let Err(refused) = auth::refuse_malformed(&app, request.headers()) {
+            super::body::discard(request, &app.config.limits).await;
+            return refused.into_response();
         }
     }
+    if !gate.takes_query {
+        if let Some(refused) = unknown_query(&request) {
+            return refused.into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// 400 naming the first query parameter of a request to a route that takes none.
+fn unknown_query(request: &Request) -> Option<ApiError> {
+    let pair = request
+        .uri()
+        .query()
+        .and_then(|q| q.split('&').find(|pair| !pair.is_empty()))?;
+    let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+    Some(
+        ApiError::invalid(format!(
+            "invalid query string: unknown parameter {name:?}; this endpoint takes none"
+        ))
+        .with("field", name),
+    )
 }
 
 /// A single-operation mutation: its path comes from its request type ([`SingleOp`]).
