@@ -257,6 +257,29 @@ impl Cluster {
             .find(|r| r.metrics().borrow().state == ServerState::Leader)
     }
 
+    /// Each node's Raft position, for a failure message.
+    fn describe(&self) -> String {
+        let nodes = self.nodes.lock().unwrap();
+        let lines: Vec<String> = nodes
+            .iter()
+            .map(|(id, node)| {
+                let m = node.raft.metrics().borrow().clone();
+                format!(
+                    "node {id}: {:?} term {} leader {:?} last_log {:?} applied {:?} snapshot {:?} purged {:?} replication {:?}",
+                    m.state,
+                    m.current_term,
+                    m.current_leader,
+                    m.last_log_index,
+                    m.last_applied.map(|l| l.index),
+                    m.snapshot.map(|l| l.index),
+                    m.purged.map(|l| l.index),
+                    m.replication
+                )
+            })
+            .collect();
+        lines.join("; ")
+    }
+
     fn heal(&self) {
         *self.net.faults.lock().unwrap() = Faults::default();
     }
@@ -436,7 +459,8 @@ async fn converge(cluster: &Cluster) -> Vec<(NodeId, String)> {
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "cluster did not converge within {CONVERGE_TIMEOUT:?}"
+            "cluster did not converge within {CONVERGE_TIMEOUT:?}: {}",
+            cluster.describe()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
