@@ -533,9 +533,25 @@ async fn run_seed(seed: u64) {
     }
 }
 
+/// The seeds run: 1 and 2, or those of `CAIRN_T50_SEEDS` (comma-separated, e.g. `2,2,2`
+/// to replay a failed seed several times).
+fn seeds() -> Vec<u64> {
+    match std::env::var("CAIRN_T50_SEEDS") {
+        Ok(list) => list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .expect("CAIRN_T50_SEEDS: comma-separated numbers")
+            })
+            .collect(),
+        Err(_) => vec![1, 2],
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn t50_faults_never_lose_acknowledged_mutations_and_replicas_converge() {
-    for seed in [1, 2] {
+    for seed in seeds() {
         run_seed(seed).await;
     }
 }
