@@ -15,7 +15,7 @@ use cairn_api::{
     RotatedToken, SetGrantsRequest, WhoAmI,
 };
 
-use super::{caller, caller_with, catch_up, presented, refuse_malformed, Caller};
+use super::{caller, caller_with, catch_up, presented, Caller};
 use crate::api::body::{JsonBody, NoFields, StrictPath};
 use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
@@ -41,7 +41,8 @@ async fn apply(app: &App, change: AccessChange) -> Result<u64> {
     Ok(acl_revision)
 }
 
-/// Relays an access request to the leader (refusing a malformed token first).
+/// Relays an access request to the leader (its route's gate refused a missing or
+/// malformed token already).
 async fn relay(
     app: &App,
     method: Method,
@@ -49,7 +50,6 @@ async fn relay(
     path: &str,
     raw: Bytes,
 ) -> Result<Response> {
-    refuse_malformed(app, headers)?;
     let kind = if method == Method::GET {
         Kind::Query
     } else {

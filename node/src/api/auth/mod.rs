@@ -181,14 +181,15 @@ pub async fn session(app: &App, headers: &HeaderMap) -> Result<Option<Session>, 
 /// auth was off. Never logged, never echoed.
 pub struct Presented(Option<Token>);
 
-/// A missing or malformed token while auth is on: the check a follower makes before
-/// relaying a mutation (a malformed token is malformed on every node).
+/// A missing or malformed token while auth is on: the check every route that takes a
+/// token makes first, in its gate (`routes::admit`), on any node (a malformed token is
+/// malformed on every node, so a follower relays none).
 pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
     presented(app, headers).map(drop)
 }
 
 /// [`refuse_malformed`], keeping the parsed token for the authentication that follows a
-/// read's barrier, so that a read decodes its token once.
+/// read's barrier, so that the read does not parse it again after the barrier.
 pub fn presented(app: &App, headers: &HeaderMap) -> Result<Presented, ApiError> {
     if !app.view.access().enabled() {
         return Ok(Presented(None));
