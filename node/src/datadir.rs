@@ -17,6 +17,10 @@ pub enum DataDirError {
     },
     #[error("data dir {0} is in use by another cairn-node process (exclusive lock held)")]
     Locked(PathBuf),
+    #[error(
+        "data dir {0} exists and is not a directory; name a directory (a missing one is created)"
+    )]
+    NotADirectory(PathBuf),
     #[error("data dir {dir} belongs to node {found}, not node {wanted}; refusing to start")]
     WrongNode {
         dir: PathBuf,
@@ -40,6 +44,9 @@ impl DataDir {
             dir: root.to_path_buf(),
             source,
         };
+        if fs::metadata(root).is_ok_and(|m| !m.is_dir()) {
+            return Err(DataDirError::NotADirectory(root.to_path_buf()));
+        }
         fs::create_dir_all(root).map_err(io)?;
         let lock = OpenOptions::new()
             .create(true)
@@ -108,6 +115,22 @@ mod tests {
         ));
         drop(first);
         DataDir::open(dir.path(), 1).unwrap();
+    }
+
+    #[test]
+    fn a_file_is_refused_as_not_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("data");
+        fs::write(&file, b"not a dir").unwrap();
+        assert!(matches!(
+            DataDir::open(&file, 1),
+            Err(DataDirError::NotADirectory(path)) if path == file
+        ));
+        assert_eq!(
+            fs::read(&file).unwrap(),
+            b"not a dir",
+            "the file was left as it was"
+        );
     }
 
     #[test]

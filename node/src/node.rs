@@ -49,7 +49,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum RunError {
     /// The configuration names something the node cannot use: a certificate, key or peer
     /// secret that cannot be loaded (before anything else is touched), or a data dir
-    /// that belongs to another node id.
+    /// that belongs to another node id or is not a directory.
     #[error(transparent)]
     Config(anyhow::Error),
     /// Anything else: the data dir's disk or lock, a port, storage, Raft.
@@ -62,7 +62,9 @@ pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> Result<(
     let transport = Transport::load(&config).map_err(RunError::Config)?;
     transport.announce(&config);
     let data_dir = DataDir::open(&config.data_dir, config.id).map_err(|e| match e {
-        DataDirError::WrongNode { .. } => RunError::Config(e.into()),
+        DataDirError::WrongNode { .. } | DataDirError::NotADirectory(_) => {
+            RunError::Config(e.into())
+        }
         other => RunError::Failed(other.into()),
     })?;
     Ok(run_with(config, transport, data_dir, stop).await?)

@@ -468,6 +468,33 @@ async fn a_data_dir_of_another_node_is_refused() {
     assert_eq!(owner.trim(), "1");
 }
 
+/// A data dir path that names a file is a configuration error (exit code 2), and the file
+/// is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_data_dir_that_is_a_file_exits_with_code_2() {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("data");
+    std::fs::write(&file, b"notes").unwrap();
+    let (client_addr, peer_addr) = free_addr_pair();
+    let args = [
+        "--id",
+        "1",
+        "--data-dir",
+        file.to_str().unwrap(),
+        "--client-addr",
+        &client_addr,
+        "--peer-addr",
+        &peer_addr,
+    ];
+    let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cairn-node: config:") && stderr.contains("exists and is not a directory"),
+        "{stderr}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), b"notes");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_taken_port_stops_the_node_before_it_touches_anything_else() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
