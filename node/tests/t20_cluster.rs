@@ -408,21 +408,26 @@ async fn every_node_snapshots_and_purges_once_its_log_grows_by_snapshot_log_byte
     }
 }
 
+/// The flags that start node `id` on `data_dir` and the two addresses.
+fn node_flags<'a>(id: &'a str, data_dir: &'a str, client: &'a str, peer: &'a str) -> [&'a str; 8] {
+    [
+        "--id",
+        id,
+        "--data-dir",
+        data_dir,
+        "--client-addr",
+        client,
+        "--peer-addr",
+        peer,
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_second_process_on_a_locked_data_dir_is_refused() {
     let mut cluster = Cluster::start(3).await;
     let data_dir = cluster.data_dir(2);
     let (client_addr, peer_addr) = free_addr_pair();
-    let args = [
-        "--id",
-        "2",
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-        "--client-addr",
-        &client_addr,
-        "--peer-addr",
-        &peer_addr,
-    ];
+    let args = node_flags("2", data_dir.to_str().unwrap(), &client_addr, &peer_addr);
     let scratch = tempfile::tempdir().unwrap();
     let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
@@ -445,16 +450,7 @@ async fn a_data_dir_of_another_node_is_refused() {
     cluster.terminate(1);
     let data_dir = cluster.data_dir(1);
     let (client_addr, peer_addr) = free_addr_pair();
-    let args = [
-        "--id",
-        "7",
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-        "--client-addr",
-        &client_addr,
-        "--peer-addr",
-        &peer_addr,
-    ];
+    let args = node_flags("7", data_dir.to_str().unwrap(), &client_addr, &peer_addr);
     let scratch = tempfile::tempdir().unwrap();
     let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
     // The operator named the wrong dir or id: a configuration error.
@@ -476,16 +472,7 @@ async fn a_data_dir_that_is_a_file_exits_with_code_2() {
     let file = scratch.path().join("data");
     std::fs::write(&file, b"notes").unwrap();
     let (client_addr, peer_addr) = free_addr_pair();
-    let args = [
-        "--id",
-        "1",
-        "--data-dir",
-        file.to_str().unwrap(),
-        "--client-addr",
-        &client_addr,
-        "--peer-addr",
-        &peer_addr,
-    ];
+    let args = node_flags("1", file.to_str().unwrap(), &client_addr, &peer_addr);
     let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
     assert_eq!(status.code(), Some(2), "{stderr}");
     assert!(
@@ -502,16 +489,7 @@ async fn a_taken_port_stops_the_node_before_it_touches_anything_else() {
     let scratch = tempfile::tempdir().unwrap();
     let data_dir = scratch.path().join("data");
     let peer_addr = free_addr();
-    let args = [
-        "--id",
-        "1",
-        "--data-dir",
-        data_dir.to_str().unwrap(),
-        "--client-addr",
-        &taken_addr,
-        "--peer-addr",
-        &peer_addr,
-    ];
+    let args = node_flags("1", data_dir.to_str().unwrap(), &taken_addr, &peer_addr);
     let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(
@@ -558,18 +536,9 @@ struct BadConfig {
 fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
     let (a, b) = free_addr_pair();
     let flags = |id: &str, client: &str, peer: &str| {
-        [
-            "--id",
-            id,
-            "--data-dir",
-            data_dir,
-            "--client-addr",
-            client,
-            "--peer-addr",
-            peer,
-        ]
-        .map(String::from)
-        .to_vec()
+        node_flags(id, data_dir, client, peer)
+            .map(String::from)
+            .to_vec()
     };
     let with_file = |id: &str| {
         [
@@ -714,19 +683,10 @@ async fn a_node_takes_host_names_for_its_addresses() {
     let (client_addr, peer_addr) = free_addr_pair();
     let (client_addr, peer_addr) = (named(client_addr), named(peer_addr));
     let mut node = tokio::process::Command::from(support::node_command(scratch.path()));
-    node.args([
-        "--id",
-        "1",
-        "--data-dir",
-        "data",
-        "--client-addr",
-        &client_addr,
-        "--peer-addr",
-        &peer_addr,
-    ])
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::null())
-    .kill_on_drop(true);
+    node.args(node_flags("1", "data", &client_addr, &peer_addr))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true);
     let _node = node.spawn().expect("spawning cairn-node");
     let base = format!("http://{client_addr}");
     let http = reqwest::Client::new();
