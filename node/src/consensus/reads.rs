@@ -143,38 +143,19 @@ impl ReadGate {
     /// entry the leader had committed when the barrier began, so a token rotated or
     /// deleted before the request arrived is unknown here too.
     ///
-    /// - On the leader: [`Self::linearizable`].
-    /// - On a follower: one ReadIndex RPC to the leader (asked after the request arrived,
-    ///   never a shared older token), then the apply wait. The answer is kept as the
-    ///   newest read token, which bounded reads may use.
+    /// - A token asked for now ([`Self::fresh_token_now`]), never a shared older one, then
+    ///   the apply wait (`reads.min_revision_wait_ms`). The token is kept as the newest,
+    ///   which bounded reads may use.
     /// - No known leader: `NotLeader`; the leader unreachable, or the index not applied
-    ///   within `reads.min_revision_wait_ms`: `StaleRead`.
+    ///   in time: `StaleRead`.
     pub async fn caught_up(self: &Arc<Self>) -> Result<u64, ReadError> {
-        let metrics = self.raft.metrics().borrow().clone();
-        if metrics.state == ServerState::Leader {
-            return self.linearizable().await;
-        }
-        let Some((leader_id, leader)) = super::known_leader_node(&metrics) else {
-            return Err(ReadError::NotLeader {
-                leader_id: None,
-                leader: None,
-            });
-        };
-        let asked_at = Instant::now();
-        let index = self
-            .peer
-            .read_index(&leader.peer_addr, self.rpc_timeout)
-            .await
-            .map_err(|e| {
-                tracing::debug!(error = %e, leader_id, "catch-up read index refused");
-                ReadError::StaleRead(format!(
-                    "could not learn the commit index of leader {leader_id}"
-                ))
-            })?;
-        self.store_token(Token { index, asked_at });
-        self.wait_applied(index, Duration::from_millis(self.cfg.min_revision_wait_ms))
-            .await?;
-        Ok(index)
+        let token = self.fresh_token_now().await?;
+        self.wait_applied(
+            token.index,
+            Duration::from_millis(self.cfg.min_revision_wait_ms),
+        )
+        .await?;
+        Ok(token.index)
     }
 
     /// Bounded-staleness barrier: returns the token that justifies serving, after the
@@ -357,26 +338,33 @@ impl ReadGate {
         }
     }
 
-    /// One token refresh: a local round on the leader, a ReadIndex RPC to it elsewhere.
-    async fn refresh_token(self: &Arc<Self>) {
+    /// A read token asked for now, stored as the newest: a local round on the leader, a
+    /// ReadIndex RPC to it elsewhere.
+    async fn fresh_token_now(self: &Arc<Self>) -> Result<Token, ReadError> {
         let asked_at = Instant::now();
         let metrics = self.raft.metrics().borrow().clone();
         let index = if metrics.state == ServerState::Leader {
-            self.join_round().await.ok()
+            self.join_round().await?
         } else {
-            let leader = super::known_leader_node(&metrics).map(|(_, node)| node);
-            match leader {
-                Some(node) => self
-                    .peer
-                    .read_index(&node.peer_addr, self.rpc_timeout)
-                    .await
-                    .ok(),
-                None => None,
-            }
+            let Some((leader_id, leader)) = super::known_leader_node(&metrics) else {
+                return Err(ReadError::NotLeader {
+                    leader_id: None,
+                    leader: None,
+                });
+            };
+            self.peer
+                .read_index(&leader.peer_addr, self.rpc_timeout)
+                .await
+                .map_err(|e| {
+                    tracing::debug!(error = %e, leader_id, "read index refused");
+                    ReadError::StaleRead(format!(
+                        "could not learn the commit index of leader {leader_id}"
+                    ))
+                })?
         };
-        if let Some(index) = index {
-            self.store_token(Token { index, asked_at });
-        }
+        let token = Token { index, asked_at };
+        self.store_token(token);
+        Ok(token)
     }
 
     /// Background refresher; ends when `shutdown` fires.
@@ -388,7 +376,8 @@ impl ReadGate {
             let demanded = last_demand_ms != NEVER_DEMANDED
                 && now_ms.saturating_sub(last_demand_ms) <= DEMAND_WINDOW.as_millis() as u64;
             if demanded {
-                self.refresh_token().await;
+                // A failure keeps the old token; bounded reads judge its age.
+                let _ = self.fresh_token_now().await;
             }
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
