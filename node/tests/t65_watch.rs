@@ -25,28 +25,47 @@ async fn next_event(stream: &mut WatchStream) -> WatchEvent {
         .expect("an event, not an error")
 }
 
-/// The `id:` of the first event of a raw SSE answer.
-async fn first_event_id(mut answer: reqwest::Response) -> u64 {
+/// The first `n` events of a raw SSE answer, as `(id, key)`.
+async fn raw_events(answer: &mut reqwest::Response, n: usize) -> Vec<(String, String)> {
     let mut text = String::new();
     loop {
-        let chunk = answer
-            .chunk()
+        // Only whole events (each ends with a blank line): a chunk may end mid-number.
+        let whole: Vec<&str> = match text.rfind("\n\n") {
+            Some(end) => text[..end].split("\n\n").collect(),
+            None => Vec::new(),
+        };
+        if whole.len() >= n {
+            return whole[..n].iter().map(|event| id_and_key(event)).collect();
+        }
+        let chunk = tokio::time::timeout(EVENT_TIMEOUT, answer.chunk())
             .await
+            .expect("an event within the timeout")
             .expect("stream")
             .expect("an event before the end");
         text.push_str(&String::from_utf8_lossy(&chunk));
-        // Only whole events (each ends with a blank line): a chunk may end mid-number.
-        let Some(whole) = text.rfind("\n\n").map(|end| &text[..end]) else {
-            continue;
-        };
-        let id = whole
-            .lines()
-            .find_map(|line| line.strip_prefix("id:"))
-            .map(|id| id.trim().parse().expect("a numeric event id"));
-        if let Some(id) = id {
-            return id;
-        }
     }
+}
+
+fn id_and_key(event: &str) -> (String, String) {
+    let field = |name: &str| {
+        event
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {event:?}"))
+            .trim()
+            .to_string()
+    };
+    let data: serde_json::Value = serde_json::from_str(&field("data:")).expect("JSON data");
+    (
+        field("id:"),
+        data["key"].as_str().expect("a key").to_string(),
+    )
+}
+
+/// The `id:` of the first event of a raw SSE answer, a revision.
+async fn first_event_id(mut answer: reqwest::Response) -> u64 {
+    let (id, _) = raw_events(&mut answer, 1).await.remove(0);
+    id.parse().expect("a numeric event id")
 }
 
 async fn write(client: &Client, key: &str) -> u64 {
@@ -191,6 +210,110 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_refuses_older_star
             (&json!("invalid_request"), &json!(field)),
             "{query}: {body}"
         );
+    }
+}
+
+/// The events of one batch share a revision: each but the entry's last has the id
+/// `REVISION:SEQ`, so a client that reconnects with `Last-Event-ID` after any of them gets
+/// exactly the rest of the batch, then what follows, and nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resume_inside_a_batch_sends_exactly_the_rest_of_it() {
+    let cluster = Cluster::start(3).await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    let before = write(&client, "b/0").await;
+    let http = reqwest::Client::builder()
+        .timeout(EVENT_TIMEOUT)
+        .build()
+        .expect("http client");
+    let batch = json!({"ops": [
+        {"op": "write", "key": "b/1", "value": 1, "actor": "t65"},
+        {"op": "write", "key": "outside/1", "value": 1, "actor": "t65"},
+        {"op": "write", "key": "b/2", "value": 2, "actor": "t65"},
+        {"op": "forget", "key": "b/1", "actor": "t65", "reason": "test"},
+    ]});
+    let answer = http
+        .post(format!("{}/v1/batch", cluster.endpoint(1)))
+        .json(&batch)
+        .send()
+        .await
+        .expect("batch");
+    assert_eq!(answer.status().as_u16(), 200);
+    let after = write(&client, "b/3").await;
+    let rev = before + 1;
+    assert_eq!(
+        after,
+        rev + 1,
+        "the batch is one entry between the two writes"
+    );
+
+    let watch = |node: u64, query: String, last_event_id: Option<String>| {
+        let mut request = http.get(format!("{}/v1/watch?{query}", cluster.endpoint(node)));
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        request.send()
+    };
+    let mut all = watch(2, format!("from_revision={before}"), None)
+        .await
+        .expect("answer");
+    assert_eq!(all.status().as_u16(), 200);
+    assert_eq!(
+        raw_events(&mut all, 6).await,
+        [
+            (before.to_string(), "b/0"),
+            (format!("{rev}:0"), "b/1"),
+            (format!("{rev}:1"), "outside/1"),
+            (format!("{rev}:2"), "b/2"),
+            (rev.to_string(), "b/1"),
+            (after.to_string(), "b/3"),
+        ]
+        .map(|(id, key)| (id, key.to_string())),
+        "every event of the batch but its last carries its place"
+    );
+
+    // Under a prefix, from each place of the batch: the rest of it (filtered), then b/3.
+    let expected_after = [
+        (
+            format!("{rev}:0"),
+            vec![(format!("{rev}:2"), "b/2"), (rev.to_string(), "b/1")],
+        ),
+        (
+            format!("{rev}:1"),
+            vec![(format!("{rev}:2"), "b/2"), (rev.to_string(), "b/1")],
+        ),
+        (format!("{rev}:2"), vec![(rev.to_string(), "b/1")]),
+        (rev.to_string(), vec![]),
+    ];
+    for (last_seen, rest) in expected_after {
+        for node in cluster.ids() {
+            cluster.wait_applied(node, after, EVENT_TIMEOUT).await;
+            let mut resumed = watch(node, "prefix=b/".into(), Some(last_seen.clone()))
+                .await
+                .expect("answer");
+            assert_eq!(resumed.status().as_u16(), 200, "node {node}, {last_seen}");
+            let mut want: Vec<(String, String)> = rest
+                .iter()
+                .map(|(id, key)| (id.clone(), key.to_string()))
+                .collect();
+            want.push((after.to_string(), "b/3".to_string()));
+            assert_eq!(
+                raw_events(&mut resumed, want.len()).await,
+                want,
+                "node {node}, Last-Event-ID {last_seen}"
+            );
+        }
+    }
+    for malformed in [
+        format!("{rev}:"),
+        format!(":{rev}"),
+        format!("{rev}:1:2"),
+        "1.5".into(),
+    ] {
+        let refused = watch(1, String::new(), Some(malformed.clone()))
+            .await
+            .expect("answer");
+        assert_eq!(refused.status().as_u16(), 400, "{malformed}");
     }
 }
 

@@ -195,7 +195,8 @@ fn responses(generator: &mut SchemaGenerator, op: &Operation, error_body: &Value
             out.insert(
                 "200".into(),
                 json!({
-                    "description": "One event per change, in revision order: `id: REVISION`, \
+                    "description": "One event per change, in revision order: `id:` the revision \
+                        (`REVISION:SEQ` on every event of a batch but its last), \
                         `event: change`, `data:` one JSON object of `x-event-data`'s schema",
                     "content": {"text/event-stream": {
                         "schema": {"type": "string"},

@@ -1,7 +1,9 @@
 //! `GET /v1/watch?prefix=&from_revision=`: the change feed as Server-Sent Events.
 //!
-//! One event per change, in revision order, each with `id: REVISION` so a client resumes
-//! with `from_revision = last id + 1`, or with the standard `Last-Event-ID: last id`. The
+//! One event per change, in revision order. An event's SSE `id` is its revision when it
+//! is the last event of its entry, else `REVISION:SEQ` (its place among the entry's
+//! events), so the standard `Last-Event-ID: last id` resumes right after it, even between
+//! the events of one batch; `from_revision` starts at a whole revision. The
 //! stream serves this node's applied state (like a `consistency=any` read) and ends when
 //! the node shuts down. With auth on, the node first catches up with the leader, so a
 //! rotated or deleted token opens no stream anywhere; only changes of keys the watching
@@ -28,6 +30,7 @@ use super::body::StrictQuery;
 use super::error::ApiError;
 use super::{App, SharedApp};
 use crate::consensus::state_machine::FEED_WINDOW_REVISIONS;
+use crate::consensus::view::FeedPosition;
 
 /// Events read from the feed per page.
 const PAGE_EVENTS_MAX: usize = 256;
@@ -58,14 +61,14 @@ pub async fn watch(
     let slot = watcher_slot(&app)?;
     let resume_after = last_event_id(&headers)?;
     let asked = match (q.from_revision, resume_after) {
-        (Some(from), _) => Some((from, "from_revision")),
-        (None, Some(id)) => Some((id.saturating_add(1), "Last-Event-ID")),
+        (Some(from), _) => Some(((from, 0), "from_revision")),
+        (None, Some(next)) => Some((next, "Last-Event-ID")),
         (None, None) => None,
     };
     let from = match asked {
-        None => app.reads.applied_index() + 1,
-        Some((0, _)) => 0,
-        Some((from, field)) => check_retained(&app, from, field)?,
+        None => (app.reads.applied_index() + 1, 0),
+        Some(((0, 0), _)) => (0, 0),
+        Some(((revision, seq), field)) => (check_retained(&app, revision, field)?, seq),
     };
     Ok(Sse::new(events(app, slot, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
@@ -87,22 +90,43 @@ fn watcher_slot(app: &App) -> Result<OwnedSemaphorePermit, ApiError> {
 }
 
 /// `Last-Event-ID`, which an SSE client (a browser's `EventSource`, most SSE libraries)
-/// sends when it reconnects: the revision of the last event it received, so the stream
-/// resumes right after it. `from_revision` wins when both are given.
-fn last_event_id(headers: &HeaderMap) -> Result<Option<u64>, ApiError> {
+/// sends when it reconnects: the id of the last event it received, so the stream resumes
+/// right after that event ([`resume_after`]). `from_revision` wins when both are given.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<FeedPosition>, ApiError> {
     let Some(value) = headers.get("last-event-id") else {
         return Ok(None);
     };
-    let revision = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    match revision {
-        Some(revision) => Ok(Some(revision)),
-        None => Err(
-            ApiError::invalid("Last-Event-ID must be an event's id: a revision number")
-                .with("field", "Last-Event-ID"),
-        ),
+    match value.to_str().ok().and_then(resume_after) {
+        Some(next) => Ok(Some(next)),
+        None => Err(ApiError::invalid(
+            "Last-Event-ID must be an event's id: REVISION or REVISION:SEQ",
+        )
+        .with("field", "Last-Event-ID")),
+    }
+}
+
+/// The feed position right after the event whose id is `id` ([`event_id`]): the next
+/// entry after a bare revision (its entry was complete), the next event of the same entry
+/// after `REVISION:SEQ`.
+fn resume_after(id: &str) -> Option<FeedPosition> {
+    let id = id.trim();
+    match id.split_once(':') {
+        None => Some((id.parse::<u64>().ok()?.saturating_add(1), 0)),
+        Some((revision, seq)) => Some((
+            revision.parse().ok()?,
+            seq.parse::<u64>().ok()?.saturating_add(1),
+        )),
+    }
+}
+
+/// An event's SSE id: its revision alone when it is the last event of its entry (a
+/// resume may start at the next revision), else `REVISION:SEQ` (a resume must start
+/// inside the entry, at the next event).
+fn event_id((revision, seq): FeedPosition, last_of_entry: bool) -> String {
+    if last_of_entry {
+        revision.to_string()
+    } else {
+        format!("{revision}:{seq}")
     }
 }
 
@@ -140,7 +164,7 @@ struct Cursor {
     /// the token no longer authenticates it (rotated, or the principal deleted).
     reader: Option<Session>,
     prefix: String,
-    position: (u64, u64),
+    position: FeedPosition,
     pending: std::collections::VecDeque<Event>,
 }
 
@@ -149,14 +173,14 @@ fn events(
     slot: OwnedSemaphorePermit,
     reader: Option<Session>,
     prefix: String,
-    from: u64,
+    from: FeedPosition,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
     let cursor = Cursor {
         app,
         _slot: slot,
         reader,
         prefix,
-        position: (from, 0),
+        position: from,
         pending: Default::default(),
     };
     stream::unfold(cursor, |mut c| async move {
@@ -203,29 +227,85 @@ impl Cursor {
     fn fill(&mut self) -> Result<bool, ApiError> {
         let applied = self.app.reads.applied_index();
         let caller = self.caller()?;
-        let mut page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
-        page.retain(|((rev, _), _)| *rev <= applied);
-        let Some(((rev, seq), _)) = page.last() else {
-            // Every event up to `applied` is behind the cursor: the next one to send is
-            // of a later entry, so the stream waits until one is applied.
-            self.position = self.position.max((applied + 1, 0));
-            return Ok(false);
-        };
-        self.position = (*rev, seq + 1);
-        for (_, event) in page {
+        let page = self.app.view.feed_page(self.position, PAGE_EVENTS_MAX)?;
+        let ends = entry_ends(&page, page.len() < PAGE_EVENTS_MAX);
+        let mut sent_through = None;
+        for ((position, event), last_of_entry) in page.into_iter().zip(ends) {
+            if position.0 > applied {
+                break;
+            }
+            sent_through = Some(position);
             if event.key.starts_with(&self.prefix) && caller.may(Permission::Read, &event.key) {
-                let revision = event.revision;
                 // The stored record is the key model's; clients get the wire type's JSON.
                 let wire = cairn_api::WatchEvent::from(event);
                 let data = serde_json::to_string(&wire).map_err(ApiError::internal)?;
                 self.pending.push_back(
                     Event::default()
-                        .id(revision.to_string())
+                        .id(event_id(position, last_of_entry))
                         .event("change")
                         .data(data),
                 );
             }
         }
+        let Some((rev, seq)) = sent_through else {
+            // Every event up to `applied` is behind the cursor: the next one to send is
+            // of a later entry, so the stream waits until one is applied.
+            self.position = self.position.max((applied + 1, 0));
+            return Ok(false);
+        };
+        self.position = (rev, seq + 1);
         Ok(true)
+    }
+}
+
+/// For each event of a feed page, whether it is the last event of its entry: the next
+/// one in the page is of a later revision, or it ends a page that holds everything up to
+/// the feed's end (`page_complete`; an entry's events are stored in one write, so a page
+/// cut short only by its size may have left the rest of its last entry out).
+fn entry_ends(page: &[(FeedPosition, impl Sized)], page_complete: bool) -> Vec<bool> {
+    (0..page.len())
+        .map(|i| match page.get(i + 1) {
+            Some(((next_revision, _), _)) => *next_revision != page[i].0 .0,
+            None => page_complete,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_id_resumes_right_after_its_event() {
+        assert_eq!(resume_after("41"), Some((42, 0)));
+        assert_eq!(resume_after(" 41:2 "), Some((41, 3)));
+        assert_eq!(resume_after(&event_id((41, 2), false)), Some((41, 3)));
+        assert_eq!(resume_after(&event_id((41, 2), true)), Some((42, 0)));
+        assert_eq!(resume_after(&u64::MAX.to_string()), Some((u64::MAX, 0)));
+        for malformed in ["", "x", "41:", ":2", "41:2:3", "-1", "4.1"] {
+            assert_eq!(resume_after(malformed), None, "{malformed:?}");
+        }
+    }
+
+    #[test]
+    fn only_an_entry_seen_to_end_in_the_page_has_a_last_event() {
+        let page = [
+            ((7, 0), ()),
+            ((7, 1), ()),
+            ((8, 0), ()),
+            ((9, 0), ()),
+            ((9, 1), ()),
+        ];
+        assert_eq!(
+            entry_ends(&page, true),
+            [false, true, true, false, true],
+            "a page that reached the feed's end holds its last entry whole"
+        );
+        assert_eq!(
+            entry_ends(&page, false),
+            [false, true, true, false, false],
+            "a page cut by its size may have left the rest of its last entry out"
+        );
+        assert!(entry_ends(&[] as &[(FeedPosition, ())], true).is_empty());
     }
 }
