@@ -53,6 +53,17 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
             ]
             assert notes[0]["rendered"] == warning
 
+            # The node ranks by matched cues and cuts at the limit, which notes that matched
+            # more cues fill; the revoked warning still takes the first place.
+            cut = await client.call_tool("recall", {"cues": [retry_rs, topic], "limit": 1})
+            assert not cut.is_error
+            assert text(cut).splitlines() == [warning]
+            assert [n["key"] for n in cut.structured_content["notes"]] == [wrong]  # type: ignore[index]
+            active_only = await ok(
+                client, "recall", {"cues": [retry_rs, topic], "include": ["active"], "limit": 1}
+            )
+            assert [n["key"] for n in active_only["notes"]] == [right]
+
             # A write on a shared anchor carries the warning, before its own summary.
             result = await client.call_tool(
                 "write",

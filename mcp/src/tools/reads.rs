@@ -2,6 +2,8 @@
 //! keeps a session (SPEC §3), so a read never shows less than what that caller already
 //! wrote or saw, on any node.
 
+use std::collections::HashSet;
+
 use cairn_client::api::{
     Consistency, EventKind, HistoryEvent, HistoryResponse, ListRequest, ListResponse,
     ProbeResponse, ReadOptions, ReadResponse, RecallRequest, RecallResponse, State,
@@ -167,9 +169,48 @@ impl ReadArgs for RecallArgs {
         request.limit = self.limit;
         request.consistency = self.consistency;
         request.max_staleness_ms = self.max_staleness_ms;
-        let mut answer = client.recall(request).await?;
-        revoked_first(&mut answer.notes);
+        let mut answer = client.recall(request.clone()).await?;
+        if may_have_crowded_out_revoked(&request, &answer) {
+            let mut revoked_only = request;
+            revoked_only.include = Some(vec![State::Revoked]);
+            let revoked = client.recall(revoked_only).await?;
+            answer = revoked_before_the_rest(answer, revoked, self.limit);
+        } else {
+            revoked_first(&mut answer.notes);
+        }
         Ok(answer)
+    }
+}
+
+/// Whether notes that are not revoked may have taken the place of revoked ones in an
+/// answer: the node ranks by matched cues before state and then cuts at `limit` (or at
+/// its byte bound for a page), so a revoked note that matched fewer cues can fall off a
+/// full answer, and SPEC §9 delivers every revoked warning first.
+fn may_have_crowded_out_revoked(request: &RecallRequest, answer: &RecallResponse) -> bool {
+    let wants_revoked = request
+        .include
+        .as_ref()
+        .is_none_or(|states| states.contains(&State::Revoked));
+    wants_revoked && answer.notes.iter().any(|note| note.state != State::Revoked)
+}
+
+/// The revoked notes (asked for alone, so none is crowded out), then the rest of `answer`,
+/// at most `limit` in all (without one, as many as the larger answer). A key in both is
+/// taken from `revoked`, the later read.
+fn revoked_before_the_rest(
+    answer: RecallResponse,
+    revoked: RecallResponse,
+    limit: Option<u32>,
+) -> RecallResponse {
+    let cap = limit.map_or(answer.notes.len().max(revoked.notes.len()), |l| l as usize);
+    let revoked_keys: HashSet<String> = revoked.notes.iter().map(|n| n.key.clone()).collect();
+    let rest = answer
+        .notes
+        .into_iter()
+        .filter(|note| note.state != State::Revoked && !revoked_keys.contains(&note.key));
+    RecallResponse {
+        notes: revoked.notes.into_iter().chain(rest).take(cap).collect(),
+        served: revoked.served,
     }
 }
 
