@@ -27,13 +27,22 @@ const CLIENTS_MAX: usize = 256;
 /// actor_mismatch), never applied under the wrong identity.
 const AUTH_OFF_RECHECK: Duration = Duration::from_secs(1);
 
-/// One caller's handle on the cluster: a client sending that caller's token (or none).
+/// One caller's handle on the cluster: a client sending that caller's token (or none),
+/// and the principal the cluster named for that token (`None`: no token, or auth off).
 #[derive(Debug, Clone)]
-pub struct Caller(Client);
+pub struct Caller {
+    client: Client,
+    principal: Option<String>,
+}
 
 impl Caller {
     pub fn client(&self) -> &Client {
-        &self.0
+        &self.client
+    }
+
+    /// The principal this caller acts as, as the cluster named it when the request came.
+    pub fn principal(&self) -> Option<&str> {
+        self.principal.as_deref()
     }
 }
 
@@ -128,16 +137,17 @@ impl Gateway {
             Some(caller) => caller,
             None => self.settings.caller(Some(token))?,
         };
-        match caller.client().whoami().await {
+        let principal = match caller.client().whoami().await {
+            Ok(who) => Some(who.name),
             // InvalidTransition: auth is off, so any token is as good as none.
-            Ok(_) | Err(ClientError::InvalidTransition { .. }) => {}
+            Err(ClientError::InvalidTransition { .. }) => None,
             Err(err) => {
                 if matches!(err, ClientError::Unauthenticated { .. }) {
                     self.clients().remove(&key);
                 }
                 return Err(err);
             }
-        }
+        };
         if !is_kept {
             let mut clients = self.clients();
             if clients.len() >= CLIENTS_MAX {
@@ -145,7 +155,10 @@ impl Gateway {
             }
             clients.insert(key, caller.clone());
         }
-        Ok(caller)
+        Ok(Caller {
+            principal,
+            ..caller
+        })
     }
 
     fn auth_off_seen(&self) -> Option<Instant> {
@@ -216,6 +229,10 @@ impl ClientSettings {
         if let Some((cert, key)) = &self.identity {
             builder = builder.client_identity_files(cert, key);
         }
-        builder.build().map(Caller)
+        let client = builder.build()?;
+        Ok(Caller {
+            client,
+            principal: None,
+        })
     }
 }

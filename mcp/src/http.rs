@@ -9,18 +9,25 @@
 //!   [`crate::gateway`]); with auth off the request goes on without a token.
 //! - The layer attaches the caller to the HTTP request; the handler reads it from there
 //!   ([`crate::server`]). A request only ever acts with its own token.
+//! - An MCP session belongs to the principal that opened it ([`SessionOwners`]): a
+//!   request naming another principal's `Mcp-Session-Id` is answered 404, as an unknown
+//!   session is, so a session id that leaked gives no one else the session's
+//!   notifications (which carry key names) nor a way to close it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use cairn_client::{BearerToken, ClientError};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
@@ -37,15 +44,16 @@ pub async fn serve(
     let address = listener.local_addr()?;
     let config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts(address));
     let stop_sessions = config.cancellation_token.clone();
-    let sessions = gateway.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(CairnMcp::new(sessions.clone())),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = Arc::new(LocalSessionManager::default());
+    let layer = Arc::new(Layer {
+        gateway: gateway.clone(),
+        owners: SessionOwners::new(sessions.clone()),
+    });
+    let service =
+        StreamableHttpService::new(move || Ok(CairnMcp::new(gateway.clone())), sessions, config);
     let router = Router::new()
         .nest_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(gateway, authenticate));
+        .layer(axum::middleware::from_fn_with_state(layer, authenticate));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -62,9 +70,16 @@ fn allowed_hosts(address: SocketAddr) -> Vec<String> {
     hosts
 }
 
-/// Attaches the request's [`Caller`], or answers 401/503.
+/// What the layer in front of `/mcp` needs.
+struct Layer {
+    gateway: Arc<Gateway>,
+    owners: SessionOwners,
+}
+
+/// Attaches the request's [`Caller`] and admits it to its session, or answers 401/503
+/// (the caller) or 404 (a session of another principal).
 async fn authenticate(
-    State(gateway): State<Arc<Gateway>>,
+    State(layer): State<Arc<Layer>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -73,12 +88,125 @@ async fn authenticate(
         value.set_sensitive(true);
     }
     let header = request.headers().get(AUTHORIZATION).cloned();
-    match caller_of(&gateway, header).await {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
+    match caller_of(&layer.gateway, header).await {
+        Ok(caller) => layer.owners.admit(caller, request, next).await,
         Err(err) => refusal(&err),
+    }
+}
+
+/// Open MCP sessions a server keeps owners for; past it, a new session closes the
+/// oldest (its client gets 404 and opens another, as after a restart).
+const SESSIONS_MAX: usize = 1024;
+
+/// Which principal opened each MCP session (`None`: no principal, auth off).
+///
+/// - A session is recorded when the answer to a request without `Mcp-Session-Id` (an
+///   `initialize`) carries a new one, under that request's caller.
+/// - A request naming a recorded session of another principal is 404, the answer to an
+///   unknown session, before rmcp sees it. A session not recorded here is unknown to
+///   rmcp too (every session is opened through this layer), and rmcp answers it.
+/// - At most [`SESSIONS_MAX`] are kept: sessions rmcp no longer has are dropped first,
+///   then the oldest is closed.
+struct SessionOwners {
+    manager: Arc<LocalSessionManager>,
+    owners: Mutex<OwnerTable>,
+}
+
+#[derive(Default)]
+struct OwnerTable {
+    /// Session id → (owner, the order it was opened in).
+    by_session: HashMap<String, (Option<String>, u64)>,
+    opened: u64,
+}
+
+impl SessionOwners {
+    fn new(manager: Arc<LocalSessionManager>) -> SessionOwners {
+        SessionOwners {
+            manager,
+            owners: Mutex::default(),
+        }
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, OwnerTable> {
+        self.owners.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn admit(&self, caller: Caller, mut request: Request, next: Next) -> Response {
+        let principal = caller.principal().map(str::to_string);
+        request.extensions_mut().insert(caller);
+        let session = request
+            .headers()
+            .get(HEADER_SESSION_ID)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        let Some(session) = session else {
+            let response = next.run(request).await;
+            if let Some(opened) = response.headers().get(HEADER_SESSION_ID) {
+                if let Ok(opened) = opened.to_str() {
+                    self.record(opened, principal).await;
+                }
+            }
+            return response;
+        };
+        let owner = self
+            .table()
+            .by_session
+            .get(&session)
+            .map(|(owner, _)| owner.clone());
+        if owner.is_some_and(|owner| owner != principal) {
+            tracing::info!("refused a request on another principal's MCP session");
+            return (StatusCode::NOT_FOUND, "Session not found").into_response();
+        }
+        let closing = request.method() == Method::DELETE;
+        let response = next.run(request).await;
+        if closing && response.status().is_success() {
+            self.table().by_session.remove(&session);
+        }
+        response
+    }
+
+    async fn record(&self, session: &str, principal: Option<String>) {
+        if self.table().by_session.len() >= SESSIONS_MAX {
+            self.make_room().await;
+        }
+        let mut table = self.table();
+        table.opened += 1;
+        let order = table.opened;
+        table
+            .by_session
+            .insert(session.to_string(), (principal, order));
+    }
+
+    /// Drops the sessions rmcp no longer has; closes the oldest if that freed nothing.
+    async fn make_room(&self) {
+        let ids: Vec<String> = self.table().by_session.keys().cloned().collect();
+        for id in ids {
+            if !self
+                .manager
+                .has_session(&id.as_str().into())
+                .await
+                .unwrap_or(false)
+            {
+                self.table().by_session.remove(&id);
+            }
+        }
+        let oldest = {
+            let table = self.table();
+            if table.by_session.len() < SESSIONS_MAX {
+                return;
+            }
+            table
+                .by_session
+                .iter()
+                .min_by_key(|(_, (_, order))| *order)
+                .map(|(id, _)| id.clone())
+        };
+        if let Some(id) = oldest {
+            self.table().by_session.remove(&id);
+            if let Err(err) = self.manager.close_session(&id.as_str().into()).await {
+                tracing::warn!(error = %err, "closing the oldest MCP session failed");
+            }
+        }
     }
 }
 
@@ -123,4 +251,56 @@ fn refusal(err: &ClientError) -> Response {
             .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn open(owners: &SessionOwners, principal: &str) -> String {
+        let (id, _transport) = owners.manager.create_session().await.expect("session");
+        owners.record(&id, Some(principal.to_string())).await;
+        id.to_string()
+    }
+
+    async fn exists(owners: &SessionOwners, id: &str) -> bool {
+        owners
+            .manager
+            .has_session(&id.into())
+            .await
+            .expect("lookup")
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_sessions_rmcp_dropped_go_first_then_the_oldest_is_closed() {
+        let owners = SessionOwners::new(Arc::new(LocalSessionManager::default()));
+        let mut ids = Vec::new();
+        for _ in 0..SESSIONS_MAX {
+            ids.push(open(&owners, "agent").await);
+        }
+        owners
+            .manager
+            .close_session(&ids[5].as_str().into())
+            .await
+            .expect("close");
+        let newer = open(&owners, "agent").await;
+        assert_eq!(owners.table().by_session.len(), SESSIONS_MAX);
+        assert!(
+            exists(&owners, &ids[0]).await,
+            "a dropped session made the room"
+        );
+        assert!(!owners.table().by_session.contains_key(&ids[5]));
+
+        let newest = open(&owners, "other").await;
+        assert_eq!(owners.table().by_session.len(), SESSIONS_MAX);
+        assert!(!exists(&owners, &ids[0]).await, "the oldest was closed");
+        assert!(!owners.table().by_session.contains_key(&ids[0]));
+        for id in [&ids[1], &newer, &newest] {
+            assert!(exists(&owners, id).await && owners.table().by_session.contains_key(id));
+        }
+        assert_eq!(
+            owners.table().by_session[&newest].0.as_deref(),
+            Some("other")
+        );
+    }
 }

@@ -101,6 +101,41 @@ def test_http_a_token_rotated_away_or_deleted_gets_401_at_once(
         assert initialize(changed.json()["token"]).status_code == 200
 
 
+def test_http_a_session_answers_only_the_principal_that_opened_it(
+    cluster: LocalCluster, mcp_url: str, agent_token: str
+) -> None:
+    """Another principal that learns a session's id gets 404 for it, as for an unknown
+    session: no tool call, no notification stream and no close on the owner's session."""
+    opened = httpx.post(
+        mcp_url,
+        headers={**HEADERS, "Authorization": f"Bearer {agent_token}"},
+        json=INITIALIZE,
+        timeout=10,
+    )
+    assert opened.status_code == 200, opened.text
+    session_id = opened.headers["mcp-session-id"]
+
+    def session(token: str) -> dict[str, str]:
+        return {
+            **HEADERS,
+            "Authorization": f"Bearer {token}",
+            "Mcp-Session-Id": session_id,
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+
+    owner, other = session(agent_token), session(cluster.admin_token)
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(mcp_url, headers=owner, json=initialized, timeout=10).is_success
+    tools_list = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    for method, body in (("POST", tools_list), ("GET", None), ("DELETE", None)):
+        answer = httpx.request(method, mcp_url, headers=other, json=body, timeout=10)
+        assert answer.status_code == 404, f"{method}: {answer.status_code} {answer.text}"
+    assert httpx.post(mcp_url, headers=owner, json=tools_list, timeout=10).status_code == 200
+    assert httpx.delete(mcp_url, headers=owner, timeout=10).is_success
+    closed = httpx.post(mcp_url, headers=owner, json=tools_list, timeout=10)
+    assert closed.status_code == 404, closed.text
+
+
 async def test_http_client_without_token_cannot_connect(mcp_url: str) -> None:
     with anyio.fail_after(30), pytest.raises(Exception):  # noqa: B017, PT011
         async with http_client(mcp_url, None) as client:
