@@ -81,7 +81,8 @@ pub struct Args {
     #[arg(long)]
     pub insecure: bool,
     /// File holding the bearer token (stdio mode); beats CAIRN_TOKEN and CAIRN_TOKEN_FILE.
-    #[arg(long, value_name = "FILE")]
+    /// Not with --listen, where each request brings its own token.
+    #[arg(long, value_name = "FILE", conflicts_with = "listen")]
     pub token_file: Option<PathBuf>,
     /// CA certificate (PEM) of an HTTPS cluster; endpoints without a scheme are then https.
     #[arg(long, env = "CAIRN_CACERT", value_name = "FILE")]
@@ -136,6 +137,20 @@ mod tests {
         );
         let bad = Args::try_parse_from(["cairn-mcp", "--listen", "7390"]).unwrap_err();
         assert!(bad.to_string().contains("HOST:PORT"), "{bad}");
+    }
+
+    #[test]
+    fn a_token_file_is_refused_with_listen() {
+        let both = [
+            "cairn-mcp",
+            "--listen",
+            "127.0.0.1:7390",
+            "--token-file",
+            "t",
+        ];
+        let err = Args::try_parse_from(both).expect_err("--token-file with --listen");
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        assert!(Args::try_parse_from(["cairn-mcp", "--token-file", "t"]).is_ok());
     }
 
     #[test]

@@ -92,10 +92,12 @@ fn configure(args: &Args) -> Result<Gateway, String> {
                  tokens cross the network in clear unless a TLS proxy is in front"
             );
         }
-        if std::env::var_os("CAIRN_TOKEN").is_some() {
-            tracing::warn!(
-                "CAIRN_TOKEN is ignored with --listen: each request acts with its own bearer token"
-            );
+        for ignored in ["CAIRN_TOKEN", "CAIRN_TOKEN_FILE"] {
+            if std::env::var_os(ignored).is_some() {
+                tracing::warn!(
+                    "{ignored} is ignored with --listen: each request acts with its own bearer token"
+                );
+            }
         }
     }
     let token = match args.listen {
