@@ -206,8 +206,9 @@ fn note_of(record: Record) -> RecallNote {
 }
 
 /// Whether a warning look-up was refused for what the call itself carries (a key never
-/// written, a malformed key or anchor, one beyond the caller's grants): an expected
-/// outcome, logged at `debug`. Anything else (the cluster failed) is logged at `warn`.
+/// written, a malformed key or anchor, one beyond the caller's grants, no valid token,
+/// which the tool's own answer reports): an expected outcome, logged at `debug`. Anything
+/// else (the cluster failed) is logged at `warn`.
 fn refused_for_its_input(err: &ClientError) -> bool {
     matches!(
         err,
@@ -215,6 +216,7 @@ fn refused_for_its_input(err: &ClientError) -> bool {
             | ClientError::InvalidRequest { .. }
             | ClientError::TooLarge { .. }
             | ClientError::PermissionDenied { .. }
+            | ClientError::Unauthenticated { .. }
     )
 }
 
@@ -236,5 +238,27 @@ mod tests {
         for bad in ["bogus", "path:", "file:a", ":x", ""] {
             assert!(!well_formed_anchor(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn refusals_for_the_call_itself_are_expected_and_cluster_failures_are_not() {
+        let message = String::from("m");
+        let expected = [
+            ClientError::NotFound {
+                message: message.clone(),
+            },
+            ClientError::Unauthenticated {
+                message: message.clone(),
+            },
+        ];
+        for err in &expected {
+            assert!(refused_for_its_input(err), "{err}");
+        }
+        let failure = ClientError::Transport {
+            endpoint: "http://127.0.0.1:7401".into(),
+            message,
+            sent: true,
+        };
+        assert!(!refused_for_its_input(&failure));
     }
 }
