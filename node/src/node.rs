@@ -355,7 +355,7 @@ async fn start(
 
     let reads = ReadGate::new(
         raft.clone(),
-        peer,
+        peer.clone(),
         config.reads.clone(),
         rpc_timeout,
         applied,
@@ -381,6 +381,7 @@ async fn start(
         reads,
         view: StateView::new(state, log, engine, access),
         forwarder: relay_client(peer_ip, transport.relay.clone())?,
+        peers: peer,
         metrics: Arc::new(Metrics::default()),
         snapshot_trigger,
         compacting: tokio::sync::Mutex::new(()),

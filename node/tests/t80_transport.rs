@@ -770,6 +770,64 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
     }
 }
 
+/// On a cluster whose peers prove themselves with a secret, a node started without it
+/// catches up (it admits anyone, the leader included) but is not promoted: the members
+/// would refuse its own requests, so as a voter it could never lead. The same node with
+/// the secret joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_started_without_the_peer_secret_stays_a_learner() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret_path = dir.path().join("peer.secret");
+    fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
+    let config = format!(
+        "peer_secret_file = {:?}\n",
+        secret_path.display().to_string()
+    );
+    let mut cluster = Cluster::builder(3).config(&config).start().await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .no_proxy()
+        .build()
+        .unwrap();
+    let join_url = format!("{}/cluster/join", cluster.endpoint(leader));
+    let join = |spec: NodeSpec| {
+        http.post(&join_url)
+            .json(&json!({"id": spec.id, "client_addr": spec.client_addr, "peer_addr": spec.peer_addr}))
+            .send()
+    };
+
+    let open = cluster.add_node_configured(4, None).await;
+    let refused = join(open).await.expect("an answer");
+    assert_eq!(refused.status().as_u16(), 409);
+    let body: Value = refused.json().await.expect("an error body");
+    assert_eq!(body["error"]["code"], "invalid_transition", "{body}");
+    assert_eq!(body["error"]["id"], 4, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("peer secret"),
+        "{body}"
+    );
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![4]));
+
+    let proven = cluster.add_node(5).await;
+    let joined = join(proven).await.expect("an answer");
+    assert_eq!(
+        joined.status().as_u16(),
+        200,
+        "{}",
+        joined.text().await.unwrap()
+    );
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!(
+        (status.voters, status.learners),
+        (vec![1, 2, 3, 5], vec![4])
+    );
+}
+
 /// Runs `cairn-node` with `args` in `dir` until it exits (at most 30 s); exit code and
 /// everything it printed.
 async fn run_to_exit(dir: &Path, args: &[&str]) -> (Option<i32>, String) {

@@ -358,6 +358,7 @@ pub async fn join(
         }
     };
     wait_caught_up(&app, spec.id, joined_at).await?;
+    check_presents_proof(&app, spec).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
     let promoted = app
@@ -716,6 +717,46 @@ async fn wait_metric(
 /// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the
 /// node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on a storage
 /// error), so supervisors restart it instead of routing to it.
+/// A learner about to be promoted presents the peer proof the members require: on a
+/// cluster whose peers prove themselves with a secret, a node started without it admits
+/// anyone on its peer port (`open`) and sends no secret either. It would still receive the
+/// log, but the members refuse its own requests, so as a voter it could never win an
+/// election, and with one more node down no majority could elect a leader. Refused with
+/// 409 `invalid_transition`; the node stays a learner. (A node without the cluster's peer
+/// TLS never catches up: the handshake fails first.)
+///
+/// - Only a definite `open` answer refuses; a failed question is logged and the join goes
+///   on (the learner just caught up, so it is reachable).
+async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
+    let members_need_secret =
+        app.config.peer_secret_file.is_some() && app.config.peer_tls_cert.is_none();
+    if !members_need_secret {
+        return Ok(());
+    }
+    let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
+    match app
+        .peers
+        .proof_mode(spec.id, &spec.peer_addr, timeout)
+        .await
+    {
+        Ok(mode) if mode == "open" => Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "node {} was started without the peer secret: the members would refuse its \
+                 requests, so it could never lead; it stays a learner (restart it with \
+                 --peer-secret-file and join again, or remove it)",
+                spec.id
+            ),
+        )
+        .with("id", spec.id)),
+        Ok(_) => Ok(()),
+        Err(err) => {
+            tracing::warn!(id = spec.id, error = %err, "could not ask a joining node for its peer proof");
+            Ok(())
+        }
+    }
+}
+
 pub async fn healthz(State(app): State<SharedApp>) -> Response {
     let running = app.raft.metrics().borrow().running_state.is_ok();
     let body = Json(Health {

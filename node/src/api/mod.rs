@@ -22,6 +22,7 @@ pub mod reads;
 pub mod routes;
 pub mod watch;
 
+use crate::raft_rpc::network::PeerClient;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -50,6 +51,8 @@ pub struct App {
     /// store statistics. Handlers never hold a store handle.
     pub view: StateView,
     pub forwarder: reqwest::Client,
+    /// Peer RPCs of this node's own (a joining node's proof mode).
+    pub peers: PeerClient,
     pub metrics: Arc<Metrics>,
     /// Snapshots requested because the log grew by `raft.snapshot_log_bytes`.
     pub snapshot_trigger: SnapshotTrigger,

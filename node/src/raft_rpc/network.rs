@@ -34,7 +34,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::proof::{ClientProof, PEER_TARGET_HEADER};
-use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::{
+    APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
+};
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
 use crate::tls::configs::PeerTls;
@@ -180,6 +182,18 @@ impl PeerClient {
             .await?;
         self.idle.put_back(&key, conn);
         Ok(answer)
+    }
+
+    /// How node `target`'s peer port admits callers ([`PROOF_MODE_PATH`]).
+    pub async fn proof_mode(
+        &self,
+        target: NodeId,
+        peer_addr: &str,
+        timeout: Duration,
+    ) -> Result<String, String> {
+        self.call::<(), String, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
+            .await
+            .map_err(|e| e.to_string())?
     }
 
     /// Asks the leader for a quorum-confirmed commit index (ReadIndex).

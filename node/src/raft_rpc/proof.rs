@@ -92,6 +92,18 @@ pub enum ServerProof {
     Secret(PeerSecret),
 }
 
+impl ServerProof {
+    /// The mode's name, as [`super::PROOF_MODE_PATH`] answers it: never the secret.
+    pub fn mode(&self) -> String {
+        match self {
+            ServerProof::Open => "open",
+            ServerProof::Tls => "tls",
+            ServerProof::Secret(_) => "secret",
+        }
+        .to_string()
+    }
+}
+
 /// What a node presents when it calls a peer, besides its TLS certificate.
 #[derive(Debug, Clone)]
 pub struct ClientProof {

@@ -17,7 +17,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::proof::{self, PeerGate, ServerProof};
-use super::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH};
+use super::{
+    APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
+};
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig};
 use crate::metrics::Metrics;
@@ -36,6 +38,7 @@ const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 /// The peer routes. `proof` runs first on every route: a request without it never
 /// reaches a handler, so its body is neither read nor decoded and Raft never sees it.
 pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
+    let mode = proof.mode();
     let gate = PeerGate {
         proof,
         raft: raft.clone(),
@@ -46,6 +49,13 @@ pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(READ_INDEX_PATH, post(read_index))
+        .route(
+            PROOF_MODE_PATH,
+            post(move || {
+                let answer: Result<String, String> = Ok(mode.clone());
+                async move { reply(&answer) }
+            }),
+        )
         .route_layer(axum::middleware::from_fn_with_state(gate, proof::require))
         .layer(axum::extract::DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
         .with_state(raft)

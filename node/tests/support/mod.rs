@@ -462,14 +462,19 @@ impl Cluster {
     /// Starts a fresh node `id` (uninitialized: it waits for init or join) and waits until
     /// it serves `/healthz`. Retries with new ports if another process took one.
     pub async fn add_node(&mut self, id: u64) -> NodeSpec {
+        self.add_node_configured(id, self.config.clone()).await
+    }
+
+    /// [`Self::add_node`] with a config file of its own (`None`: none), not the cluster's.
+    pub async fn add_node_configured(&mut self, id: u64, config: Option<String>) -> NodeSpec {
         assert!(!self.nodes.contains_key(&id), "node {id} exists already");
         let host = self.host(id);
         let mut node = Node::new_on(id, &host);
-        if let Some(toml) = &self.config {
+        if let Some(toml) = &config {
             fs::write(node.config_path(), toml).expect("writing the node config");
         }
         for attempt in 1..=PORT_ATTEMPTS {
-            node.spawn(self.config.is_some());
+            node.spawn(config.is_some());
             self.nodes.insert(id, node);
             match self.wait_healthy(id).await {
                 Ok(()) => return self.spec(id),
