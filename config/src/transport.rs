@@ -15,8 +15,9 @@ use crate::NodeConfig;
 /// A shared peer secret shorter than this is refused (SPEC §8).
 pub const PEER_SECRET_BYTES_MIN: usize = 32;
 
-/// How the peer port's callers prove they are cluster members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the peer port's callers prove they are cluster members (a joining node is asked
+/// for its own, so it crosses the peer port too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PeerProof {
     /// Mutual TLS against `peer_tls_ca`; certificates name `node-<ID>`.
     Tls,

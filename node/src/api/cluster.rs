@@ -714,23 +714,18 @@ async fn wait_metric(
     }
 }
 
-/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the
-/// node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on a storage
-/// error), so supervisors restart it instead of routing to it.
 /// A learner about to be promoted presents the peer proof the members require: on a
 /// cluster whose peers prove themselves with a secret, a node started without it admits
-/// anyone on its peer port (`open`) and sends no secret either. It would still receive the
+/// anyone on its peer port ([`PeerProof::None`]) and sends no secret either. It would still receive the
 /// log, but the members refuse its own requests, so as a voter it could never win an
 /// election, and with one more node down no majority could elect a leader. Refused with
 /// 409 `invalid_transition`; the node stays a learner. (A node without the cluster's peer
 /// TLS never catches up: the handshake fails first.)
 ///
-/// - Only a definite `open` answer refuses; a failed question is logged and the join goes
+/// - Only a definite [`PeerProof::None`] refuses; a failed question is logged and the join goes
 ///   on (the learner just caught up, so it is reachable).
 async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
-    let members_need_secret =
-        app.config.peer_secret_file.is_some() && app.config.peer_tls_cert.is_none();
-    if !members_need_secret {
+    if app.config.peer_proof() != PeerProof::Secret {
         return Ok(());
     }
     let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
@@ -739,7 +734,7 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
         .proof_mode(spec.id, &spec.peer_addr, timeout)
         .await
     {
-        Ok(mode) if mode == "open" => Err(ApiError::new(
+        Ok(PeerProof::None) => Err(ApiError::new(
             ErrorCode::InvalidTransition,
             format!(
                 "node {} was started without the peer secret: the members would refuse its \
@@ -757,6 +752,9 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
     }
 }
 
+/// `GET /healthz` (SPEC §6 extension: `{ok, node_id, role}`, [`Health`]): 200 while the
+/// node serves its ports and Raft runs; 503 once Raft has stopped (e.g. on a storage
+/// error), so supervisors restart it instead of routing to it.
 pub async fn healthz(State(app): State<SharedApp>) -> Response {
     let running = app.raft.metrics().borrow().running_state.is_ok();
     let body = Json(Health {

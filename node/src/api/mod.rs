@@ -22,7 +22,6 @@ pub mod reads;
 pub mod routes;
 pub mod watch;
 
-use crate::raft_rpc::network::PeerClient;
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -38,6 +37,7 @@ use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::view::StateView;
 use crate::consensus::{NodeId, NodeInfo, Raft};
 use crate::metrics::Metrics;
+use crate::raft_rpc::network::PeerClient;
 use crate::serve::ConnectionBound;
 
 /// Everything a handler may touch. Cloned cheaply (`Arc`).

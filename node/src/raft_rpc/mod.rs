@@ -20,7 +20,7 @@ pub const VOTE_PATH: &str = "/raft/vote";
 pub const SNAPSHOT_PATH: &str = "/raft/snapshot";
 /// Leader confirms its commit index with a quorum (ReadIndex) for a follower's read token.
 pub const READ_INDEX_PATH: &str = "/raft/read-index";
-/// How a node's peer port admits callers (`open`, `secret` or `tls`): a leader asks a
+/// How a node's peer port admits callers (`cairn_config::PeerProof`): a leader asks a
 /// joining node before promoting it, since a node that admits anyone presents no proof
 /// either, and the members would refuse its own requests.
 pub const PROOF_MODE_PATH: &str = "/raft/proof-mode";

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use cairn_config::PeerProof;
 use futures::FutureExt;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -190,8 +191,8 @@ impl PeerClient {
         target: NodeId,
         peer_addr: &str,
         timeout: Duration,
-    ) -> Result<String, String> {
-        self.call::<(), String, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
+    ) -> Result<PeerProof, String> {
+        self.call::<(), PeerProof, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
             .await
             .map_err(|e| e.to_string())?
     }

@@ -28,6 +28,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use cairn_api::ErrorCode;
+use cairn_config::PeerProof;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -93,14 +94,14 @@ pub enum ServerProof {
 }
 
 impl ServerProof {
-    /// The mode's name, as [`super::PROOF_MODE_PATH`] answers it: never the secret.
-    pub fn mode(&self) -> String {
+    /// How this port admits callers, as [`super::PROOF_MODE_PATH`] answers it (never the
+    /// secret itself).
+    pub fn mode(&self) -> PeerProof {
         match self {
-            ServerProof::Open => "open",
-            ServerProof::Tls => "tls",
-            ServerProof::Secret(_) => "secret",
+            ServerProof::Open => PeerProof::None,
+            ServerProof::Tls => PeerProof::Tls,
+            ServerProof::Secret(_) => PeerProof::Secret,
         }
-        .to_string()
     }
 }
 

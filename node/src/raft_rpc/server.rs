@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use cairn_api::ErrorCode;
+use cairn_config::PeerProof;
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -52,7 +53,7 @@ pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
         .route(
             PROOF_MODE_PATH,
             post(move || {
-                let answer: Result<String, String> = Ok(mode.clone());
+                let answer: Result<PeerProof, String> = Ok(mode);
                 async move { reply(&answer) }
             }),
         )
