@@ -771,11 +771,11 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
 }
 
 /// On a cluster whose peers prove themselves with a secret, a node started without it
-/// catches up (it admits anyone, the leader included) but is not promoted: the members
-/// would refuse its own requests, so as a voter it could never lead. The same node with
-/// the secret joins.
+/// is refused before anything changes: it admits anyone, the leader included, so it would
+/// catch up, but the members would refuse its own requests, so as a voter it could never
+/// lead. A node with the secret joins.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_started_without_the_peer_secret_stays_a_learner() {
+async fn a_node_started_without_the_peer_secret_is_not_joined() {
     let dir = tempfile::tempdir().unwrap();
     let secret_path = dir.path().join("peer.secret");
     fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
@@ -810,8 +810,15 @@ async fn a_node_started_without_the_peer_secret_stays_a_learner() {
             .contains("peer secret"),
         "{body}"
     );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing changed"),
+        "{body}"
+    );
     let status = cluster.status(leader).await.expect("status");
-    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![4]));
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
 
     let proven = cluster.add_node(5).await;
     let joined = join(proven).await.expect("an answer");
@@ -822,10 +829,7 @@ async fn a_node_started_without_the_peer_secret_stays_a_learner() {
         joined.text().await.unwrap()
     );
     let status = cluster.status(leader).await.expect("status");
-    assert_eq!(
-        (status.voters, status.learners),
-        (vec![1, 2, 3, 5], vec![4])
-    );
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3, 5], vec![]));
 }
 
 /// Runs `cairn-node` with `args` in `dir` until it exits (at most 30 s); exit code and

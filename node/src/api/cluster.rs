@@ -349,6 +349,7 @@ pub async fn join(
         Some(Member::Voter) => return Ok(Json(membership(&app)).into_response()),
         Some(Member::Learner { since }) => since,
         None => {
+            check_presents_proof(&app, spec, false).await?;
             app.raft
                 .add_learner(spec.id, info, false)
                 .await
@@ -358,7 +359,7 @@ pub async fn join(
         }
     };
     wait_caught_up(&app, spec.id, joined_at).await?;
-    check_presents_proof(&app, spec).await?;
+    check_presents_proof(&app, spec, true).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
     let promoted = app
@@ -714,21 +715,30 @@ async fn wait_metric(
     }
 }
 
-/// A learner about to be promoted presents the peer proof the members require: on a
-/// cluster whose peers prove themselves with a secret, a node started without it admits
-/// anyone on its peer port ([`PeerProof::None`]) and sends no secret either. It would still receive the
-/// log, but the members refuse its own requests, so as a voter it could never win an
-/// election, and with one more node down no majority could elect a leader. Refused with
-/// 409 `invalid_transition`; the node stays a learner. (A node without the cluster's peer
-/// TLS never catches up: the handshake fails first.)
+/// A joining node presents the peer proof the members require: on a cluster whose peers
+/// prove themselves with a secret, a node started without it admits anyone on its peer
+/// port ([`PeerProof::None`]) and sends no secret either. It would still receive the log,
+/// but the members refuse its own requests, so as a voter it could never win an election,
+/// and with one more node down no majority could elect a leader. Refused with 409
+/// `invalid_transition` and `id`. (A node without the cluster's peer TLS never catches
+/// up: the handshake fails first.)
 ///
-/// - Only a definite [`PeerProof::None`] refuses; a failed question is logged and the join goes
-///   on (the learner just caught up, so it is reachable).
-async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
+/// - Asked before the node is added (`learner: false`), so a refusal changes nothing, and
+///   again once it caught up, before its promotion (`learner: true`; it stays a learner),
+///   since a node may be started only after its join was sent.
+/// - Only a definite [`PeerProof::None`] refuses. A question that fails is no answer: the
+///   join goes on (a node not running yet then fails to catch up, and one that caught up
+///   is reachable, so that failure is logged as a warning).
+async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Result<()> {
     if app.config.peer_proof() != PeerProof::Secret {
         return Ok(());
     }
     let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
+    let outcome = if learner {
+        "it stays a learner (restart it with --peer-secret-file and join again, or remove it)"
+    } else {
+        "nothing changed (restart it with --peer-secret-file and join again)"
+    };
     match app
         .peers
         .proof_mode(spec.id, &spec.peer_addr, timeout)
@@ -738,15 +748,18 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec) -> Result<()> {
             ErrorCode::InvalidTransition,
             format!(
                 "node {} was started without the peer secret: the members would refuse its \
-                 requests, so it could never lead; it stays a learner (restart it with \
-                 --peer-secret-file and join again, or remove it)",
+                 requests, so it could never lead; {outcome}",
                 spec.id
             ),
         )
         .with("id", spec.id)),
         Ok(_) => Ok(()),
-        Err(err) => {
+        Err(err) if learner => {
             tracing::warn!(id = spec.id, error = %err, "could not ask a joining node for its peer proof");
+            Ok(())
+        }
+        Err(err) => {
+            tracing::debug!(id = spec.id, error = %err, "a joining node did not answer for its peer proof yet");
             Ok(())
         }
     }
