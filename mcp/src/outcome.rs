@@ -160,13 +160,6 @@ fn rendered_revoked_first<'a>(
         .collect()
 }
 
-/// Moves revoked notes before the others, keeping the node's ranking within each group
-/// (the node ranks by matched cues first, so a revoked note may trail an active one
-/// that matched more cues; SPEC §9 delivers every revoked warning first).
-pub fn revoked_first(notes: &mut [RecallNote]) {
-    notes.sort_by_key(|note| note.state != State::Revoked);
-}
-
 impl Present for MutationOutput {
     fn lines(&self) -> Vec<String> {
         let r = &self.result;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 
 use super::{revoked_warning, ReadArgs};
 use crate::gateway::Caller;
-use crate::outcome::{revoked_first, ToolAnswer, Warned};
+use crate::outcome::{ToolAnswer, Warned};
 use crate::server::CairnMcp;
 
 /// Arguments of `read`, `history` and `probe`: one key.
@@ -169,16 +169,15 @@ impl ReadArgs for RecallArgs {
         request.limit = self.limit;
         request.consistency = self.consistency;
         request.max_staleness_ms = self.max_staleness_ms;
-        let mut answer = client.recall(request.clone()).await?;
-        if may_have_crowded_out_revoked(&request, &answer) {
-            let mut revoked_only = request;
-            revoked_only.include = Some(vec![State::Revoked]);
-            let revoked = client.recall(revoked_only).await?;
-            answer = revoked_before_the_rest(answer, revoked, self.limit);
-        } else {
-            revoked_first(&mut answer.notes);
+        let answer = client.recall(request.clone()).await?;
+        if !may_have_crowded_out_revoked(&request, &answer) {
+            // Only revoked notes, or none asked for: nothing to reorder.
+            return Ok(answer);
         }
-        Ok(answer)
+        let mut revoked_only = request;
+        revoked_only.include = Some(vec![State::Revoked]);
+        let revoked = client.recall(revoked_only).await?;
+        Ok(revoked_before_the_rest(answer, revoked, self.limit))
     }
 }
 
