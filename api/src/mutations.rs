@@ -48,9 +48,9 @@ pub struct WriteRequest {
     pub expected_version: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub based_on_revision: Option<u64>,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, deserialize_with = "flag", skip_serializing_if = "is_false")]
     pub clear_tombstone: bool,
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(default, deserialize_with = "flag", skip_serializing_if = "is_false")]
     pub override_revocation: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
@@ -416,20 +416,31 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// A flag sent as `null` is off, as `null` means "left out" for every optional field.
+fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))
+}
+
 /// An `actor` a body names must name someone. Leaving the field out is how a caller on an
 /// auth-on cluster asks for its principal's name (the field is then empty); an empty
 /// string sent on purpose is a malformed actor (SPEC §5: 1–128 bytes), refused as such
 /// rather than read as "left out".
+///
+/// The refusal's message starts with [`EMPTY_ACTOR`], by which a node adds the size details
+/// its other size refusals carry (decoding knows no limits).
 fn named_actor<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     let actor = String::deserialize(deserializer)?;
     if actor.is_empty() {
-        return Err(serde::de::Error::custom(
-            "actor must not be empty: name who acts (with auth on, leave the field out to \
-             act as the token's principal)",
-        ));
+        return Err(serde::de::Error::custom(format!(
+            "{EMPTY_ACTOR}: name who acts (with auth on, leave the field out to act as the \
+             token's principal)"
+        )));
     }
     Ok(actor)
 }
+
+/// How the refusal of an `actor` sent as `""` begins.
+pub const EMPTY_ACTOR: &str = "actor must not be empty";
 
 #[cfg(test)]
 mod tests {
@@ -454,6 +465,21 @@ mod tests {
         assert!(serde_json::from_str::<BatchRequest>(typo).is_err());
         let unknown_op = r#"{"ops":[{"op":"erase","key":"k"}]}"#;
         assert!(serde_json::from_str::<BatchRequest>(unknown_op).is_err());
+    }
+
+    #[test]
+    fn a_null_flag_is_a_flag_left_out() {
+        let null = r#"{"key":"k","value":1,"actor":"a","clear_tombstone":null,"override_revocation":null}"#;
+        let write: WriteRequest = serde_json::from_str(null).unwrap();
+        assert!(!write.clear_tombstone && !write.override_revocation);
+        let set = r#"{"key":"k","value":1,"actor":"a","clear_tombstone":true}"#;
+        assert!(
+            serde_json::from_str::<WriteRequest>(set)
+                .unwrap()
+                .clear_tombstone
+        );
+        let wrong = r#"{"key":"k","value":1,"actor":"a","clear_tombstone":"yes"}"#;
+        assert!(serde_json::from_str::<WriteRequest>(wrong).is_err());
     }
 
     #[test]

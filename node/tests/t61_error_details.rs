@@ -826,7 +826,31 @@ async fn a_follower_refuses_bad_input_itself_with_or_without_a_leader() {
         let (_, answer) = post_to(&cluster, follower, "/v1/write", body.to_string()).await;
         let message = answer["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(says), "{says:?} not in {answer}");
+        // Either way it is a size refusal of an actor (1 to 128 bytes), with its details.
+        assert_eq!(
+            (&answer["error"]["limit"], &answer["error"]["size"]),
+            (&json!(128), &json!(0)),
+            "{answer}"
+        );
     }
+    // An empty actor in a batch op: the same details, addressed to the op.
+    let batch = json!({"ops": [
+        {"op": "write", "key": "f/a", "value": 1, "actor": "a"},
+        {"op": "forget", "key": "f/b", "actor": "", "reason": "r"},
+    ]});
+    let (status, answer) = post_to(&cluster, follower, "/v1/batch", batch.to_string()).await;
+    assert_eq!(status, 400, "{answer}");
+    let error = &answer["error"];
+    assert_eq!(
+        (
+            &error["field"],
+            &error["op_index"],
+            &error["limit"],
+            &error["size"]
+        ),
+        (&json!("ops[1].actor"), &json!(1), &json!(128), &json!(0)),
+        "{answer}"
+    );
     assert_eq!(
         counter(&cluster, follower, "cairn_mutations_forwarded_total").await,
         forwarded,

@@ -52,6 +52,7 @@ pub fn cues(cues: &[String], l: &Limits) -> Result<(), OpError> {
 ///
 /// - An empty actor here was left out while auth is off (with auth on it has become the
 ///   principal's name by now): the message says it is required, not "0 bytes".
+/// - Whitespace alone names no one, as a blank `reason` explains nothing.
 pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
     if actor.is_empty() {
         return Err(invalid_size(
@@ -63,6 +64,9 @@ pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
             0,
             l.actor_bytes_max,
         ));
+    }
+    if actor.trim().is_empty() {
+        return Err(invalid("actor", "must not be blank: name who acts"));
     }
     single_line("actor", actor, l.actor_bytes_max)
 }

@@ -244,6 +244,8 @@ mod tests {
         assert_invalid(write(&left_out, &l()), "actor");
         left_out.actor = "x".repeat(129);
         assert_invalid(write(&left_out, &l()), "actor");
+        left_out.actor = " \t ".into();
+        assert_invalid(write(&left_out, &l()), "actor");
         assert_invalid(w(json!({"source": ""})), "source");
         assert_invalid(w(json!({"anchors": ["tag:x", "file:y"]})), "anchors[1]");
         assert_invalid(w(json!({"anchors": vec!["tag:x"; 65]})), "anchors");

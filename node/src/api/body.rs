@@ -11,7 +11,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::header::CONTENT_LENGTH;
 use cairn_api::{
     ErrorCode, FlagStaleRequest, ForgetRequest, ReinstateRequest, RevokeRequest, SupersedeRequest,
-    WriteRequest,
+    WriteRequest, EMPTY_ACTOR,
 };
 use cairn_config::Limits;
 use futures::FutureExt;
@@ -46,9 +46,23 @@ impl<T: DeserializeOwned> FromRequest<SharedApp> for JsonBody<T> {
 
     async fn from_request(req: Request, app: &SharedApp) -> Result<Self, ApiError> {
         let raw = read_body(req, body_bytes_max(&app.config.limits), &app.config.limits).await?;
-        let value = decode(&raw)?;
+        let value = decode(&raw).map_err(|e| sized_empty_actor(e, &app.config.limits))?;
         Ok(JsonBody { value, raw })
     }
+}
+
+/// An `actor` sent as `""` is refused while decoding (left out, it stands for the token's
+/// principal), where no limits are known: it gets the `limit` and `size` that every other
+/// size refusal carries (SPEC §5: an actor is 1 to 128 bytes).
+fn sized_empty_actor(error: ApiError, limits: &Limits) -> ApiError {
+    let on_actor = matches!(
+        error.details.get("field"),
+        Some(Value::String(field)) if field == "actor" || field.ends_with(".actor")
+    );
+    if !(on_actor && error.message.contains(EMPTY_ACTOR)) {
+        return error;
+    }
+    error.with("limit", limits.actor_bytes_max).with("size", 0)
 }
 
 /// The request's whole body, at most `limit` bytes ([`read_limited`], told the declared
