@@ -111,12 +111,18 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<FeedPosition>, ApiError> 
 fn resume_after(id: &str) -> Option<FeedPosition> {
     let id = id.trim();
     match id.split_once(':') {
-        None => Some((id.parse::<u64>().ok()?.saturating_add(1), 0)),
-        Some((revision, seq)) => Some((
-            revision.parse().ok()?,
-            seq.parse::<u64>().ok()?.saturating_add(1),
-        )),
+        None => Some((decimal(id)?.saturating_add(1), 0)),
+        Some((revision, seq)) => Some((decimal(revision)?, decimal(seq)?.saturating_add(1))),
     }
+}
+
+/// A number of an event id as the node writes it: decimal digits only (`u64`'s parser
+/// also takes a leading `+`, which no id carries).
+fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// An event's SSE id: its revision alone when it is the last event of its entry (a
@@ -282,7 +288,10 @@ mod tests {
         assert_eq!(resume_after(&event_id((41, 2), false)), Some((41, 3)));
         assert_eq!(resume_after(&event_id((41, 2), true)), Some((42, 0)));
         assert_eq!(resume_after(&u64::MAX.to_string()), Some((u64::MAX, 0)));
-        for malformed in ["", "x", "41:", ":2", "41:2:3", "-1", "4.1"] {
+        let malformed = [
+            "", "x", "41:", ":2", "41:2:3", "-1", "4.1", "+41", "41:+2", "4 1",
+        ];
+        for malformed in malformed {
             assert_eq!(resume_after(malformed), None, "{malformed:?}");
         }
     }
