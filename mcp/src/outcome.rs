@@ -231,7 +231,11 @@ impl Present for ListResponse {
                 .map(|record| (record.state, record.rendered.as_str())),
         );
         if lines.is_empty() {
-            lines.push("no key under this prefix".into());
+            // A page filtered by state may be empty with more keys after it.
+            lines.push(match self.next_after {
+                None => "no key under this prefix".into(),
+                Some(_) => "no key in these states on this page".into(),
+            });
         }
         if let Some(after) = &self.next_after {
             lines.push(format!("more: list again with after {after:?}"));
@@ -287,5 +291,38 @@ fn present(yes: bool) -> &'static str {
         "present"
     } else {
         "absent"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_client::api::{Consistency, Served};
+
+    fn page(next_after: Option<&str>) -> ListResponse {
+        ListResponse {
+            items: vec![],
+            next_after: next_after.map(str::to_string),
+            served: Served {
+                node_id: 1,
+                role: "leader".into(),
+                consistency: Consistency::Linearizable,
+                applied_index: 9,
+                leader_commit_index: 9,
+                ms_since_leader_contact: Some(0),
+            },
+        }
+    }
+
+    #[test]
+    fn an_empty_page_with_a_cursor_does_not_say_the_prefix_is_empty() {
+        assert_eq!(page(None).lines(), ["no key under this prefix"]);
+        assert_eq!(
+            page(Some("facts/9")).lines(),
+            [
+                "no key in these states on this page",
+                "more: list again with after \"facts/9\""
+            ]
+        );
     }
 }
