@@ -832,6 +832,62 @@ async fn a_node_started_without_the_peer_secret_is_not_joined() {
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3, 5], vec![]));
 }
 
+/// A node that cannot answer when its join is sent (here frozen, as one not started yet
+/// would be) is added as a learner; once it caught up, the leader asks again and, finding
+/// it without the peer secret, does not promote it: the join is 409 and it stays a
+/// learner, never a voter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_found_without_the_peer_secret_after_catching_up_stays_a_learner() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret_path = dir.path().join("peer.secret");
+    fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
+    let config = format!(
+        "peer_secret_file = {:?}\n",
+        secret_path.display().to_string()
+    );
+    let mut cluster = Cluster::builder(3).config(&config).start().await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let open = cluster.add_node_configured(4, None).await;
+    cluster.sigstop(4);
+    let join = reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/cluster/join", cluster.endpoint(leader)))
+        .json(&json!({"id": open.id, "client_addr": open.client_addr, "peer_addr": open.peer_addr}))
+        .send();
+    let join = tokio::spawn(join);
+
+    // The first question went unanswered, so the join goes on: node 4 becomes a learner.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !cluster
+        .status(leader)
+        .await
+        .expect("status")
+        .learners
+        .contains(&4)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node 4 was never added as a learner"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.sigcont(4);
+
+    let refused = join.await.unwrap().expect("an answer");
+    assert_eq!(refused.status().as_u16(), 409);
+    let body: Value = refused.json().await.expect("an error body");
+    assert_eq!(body["error"]["code"], "invalid_transition", "{body}");
+    assert_eq!(body["error"]["id"], 4, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("peer secret"), "{body}");
+    assert!(message.contains("it stays a learner"), "{body}");
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![4]));
+}
+
 /// Runs `cairn-node` with `args` in `dir` until it exits (at most 30 s); exit code and
 /// everything it printed.
 async fn run_to_exit(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
