@@ -390,6 +390,14 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 json!({"field": "states[1]"}),
             ),
             (
+                "absent in a list filter, which can match nothing",
+                "/v1/list",
+                json!({"prefix": "", "states": ["active", "absent"]}),
+                400,
+                invalid,
+                json!({"field": "states"}),
+            ),
+            (
                 "list limit 0",
                 "/v1/list",
                 json!({"prefix": "", "limit": 0}),

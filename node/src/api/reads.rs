@@ -338,6 +338,12 @@ pub async fn list(
 ) -> Result<Response> {
     let req = &body.value;
     admit::prefix("prefix", &req.prefix, &app.config.limits)?;
+    if req.states.iter().flatten().any(|s| *s == KeyState::Absent) {
+        return Err(ApiError::invalid(
+            "states: absent keys are never listed (a key never written has no record)",
+        )
+        .with("field", "states"));
+    }
     let limit = page_limit(&app, req.limit)?;
     let opts = read_opts(req.consistency, req.max_staleness_ms, req.min_revision);
     let (served, presented) =
