@@ -777,51 +777,16 @@ async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_started_without_the_peer_secret_is_not_joined() {
     let dir = tempfile::tempdir().unwrap();
-    let secret_path = dir.path().join("peer.secret");
-    fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
-    let config = format!(
-        "peer_secret_file = {:?}\n",
-        secret_path.display().to_string()
-    );
-    let mut cluster = Cluster::builder(3).config(&config).start().await;
-    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(90))
-        .no_proxy()
-        .build()
-        .unwrap();
-    let join_url = format!("{}/cluster/join", cluster.endpoint(leader));
-    let join = |spec: NodeSpec| {
-        http.post(&join_url)
-            .json(&json!({"id": spec.id, "client_addr": spec.client_addr, "peer_addr": spec.peer_addr}))
-            .send()
-    };
+    let (mut cluster, leader) = peer_secret_cluster(dir.path()).await;
 
     let open = cluster.add_node_configured(4, None).await;
-    let refused = join(open).await.expect("an answer");
-    assert_eq!(refused.status().as_u16(), 409);
-    let body: Value = refused.json().await.expect("an error body");
-    assert_eq!(body["error"]["code"], "invalid_transition", "{body}");
-    assert_eq!(body["error"]["id"], 4, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("peer secret"),
-        "{body}"
-    );
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("nothing changed"),
-        "{body}"
-    );
+    let refused = join(&cluster, leader, &open).await.expect("an answer");
+    assert_refused_without_the_secret(refused, "nothing changed").await;
     let status = cluster.status(leader).await.expect("status");
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
 
     let proven = cluster.add_node(5).await;
-    let joined = join(proven).await.expect("an answer");
+    let joined = join(&cluster, leader, &proven).await.expect("an answer");
     assert_eq!(
         joined.status().as_u16(),
         200,
@@ -839,25 +804,10 @@ async fn a_node_started_without_the_peer_secret_is_not_joined() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_found_without_the_peer_secret_after_catching_up_stays_a_learner() {
     let dir = tempfile::tempdir().unwrap();
-    let secret_path = dir.path().join("peer.secret");
-    fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
-    let config = format!(
-        "peer_secret_file = {:?}\n",
-        secret_path.display().to_string()
-    );
-    let mut cluster = Cluster::builder(3).config(&config).start().await;
-    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let (mut cluster, leader) = peer_secret_cluster(dir.path()).await;
     let open = cluster.add_node_configured(4, None).await;
     cluster.sigstop(4);
-    let join = reqwest::Client::builder()
-        .timeout(Duration::from_secs(90))
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(format!("{}/cluster/join", cluster.endpoint(leader)))
-        .json(&json!({"id": open.id, "client_addr": open.client_addr, "peer_addr": open.peer_addr}))
-        .send();
-    let join = tokio::spawn(join);
+    let joining = tokio::spawn(join(&cluster, leader, &open));
 
     // The first question went unanswered, so the join goes on: node 4 becomes a learner.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -876,16 +826,52 @@ async fn a_node_found_without_the_peer_secret_after_catching_up_stays_a_learner(
     }
     cluster.sigcont(4);
 
-    let refused = join.await.unwrap().expect("an answer");
-    assert_eq!(refused.status().as_u16(), 409);
-    let body: Value = refused.json().await.expect("an error body");
+    let refused = joining.await.unwrap().expect("an answer");
+    assert_refused_without_the_secret(refused, "it stays a learner").await;
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![4]));
+}
+
+/// A settled 3-node cluster whose peers prove themselves with a secret kept in `dir`, and
+/// its leader.
+async fn peer_secret_cluster(dir: &Path) -> (Cluster, u64) {
+    let secret_path = dir.join("peer.secret");
+    fs::write(&secret_path, "0123456789abcdef0123456789abcdef-cairn-t80\n").unwrap();
+    let config = format!(
+        "peer_secret_file = {:?}\n",
+        secret_path.display().to_string()
+    );
+    let cluster = Cluster::builder(3).config(&config).start().await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    (cluster, leader)
+}
+
+/// `POST /cluster/join` of `spec` at `leader`, with room for the join's catch-up wait.
+fn join(
+    cluster: &Cluster,
+    leader: u64,
+    spec: &NodeSpec,
+) -> impl std::future::Future<Output = reqwest::Result<reqwest::Response>> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(90))
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(format!("{}/cluster/join", cluster.endpoint(leader)))
+        .json(&json!({"id": spec.id, "client_addr": spec.client_addr, "peer_addr": spec.peer_addr}))
+        .send()
+}
+
+/// The join's answer is 409 `invalid_transition` for node 4, naming the peer secret and
+/// `outcome`.
+async fn assert_refused_without_the_secret(answer: reqwest::Response, outcome: &str) {
+    assert_eq!(answer.status().as_u16(), 409);
+    let body: Value = answer.json().await.expect("an error body");
     assert_eq!(body["error"]["code"], "invalid_transition", "{body}");
     assert_eq!(body["error"]["id"], 4, "{body}");
     let message = body["error"]["message"].as_str().unwrap();
     assert!(message.contains("peer secret"), "{body}");
-    assert!(message.contains("it stays a learner"), "{body}");
-    let status = cluster.status(leader).await.expect("status");
-    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![4]));
+    assert!(message.contains(outcome), "{body}");
 }
 
 /// Runs `cairn-node` with `args` in `dir` until it exits (at most 30 s); exit code and
