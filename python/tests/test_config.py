@@ -21,6 +21,9 @@ def test_endpoints_are_normalized_like_the_rust_client(monkeypatch: pytest.Monke
     monkeypatch.setenv("CAIRN_ENDPOINTS", "a:1, http://b:2")
     with Cairn() as from_env:
         assert from_env.endpoints == ["http://a:1", "http://b:2"]
+        pinned = from_env.pinned("b:2")
+        assert pinned.endpoints == ["http://b:2"]
+        assert "http://a:1" not in repr(pinned)
 
 
 @pytest.mark.parametrize("endpoints", [[], ["ftp://h:1"], ["http://:1"], ["h:port"]])

@@ -75,8 +75,9 @@ class ClientBase:
 
     @property
     def endpoints(self) -> list[str]:
-        """The normalized endpoints (``http[s]://host:port``)."""
-        return list(self._core.settings.endpoints)
+        """The normalized endpoints (``http[s]://host:port``) this client sends to: a
+        pinned client's one node."""
+        return list(self._core.nodes.endpoints)
 
     @property
     def session(self) -> Session | None:
