@@ -58,8 +58,10 @@ def test_a_principal_acts_within_its_grants_and_as_itself(
     )
     with pytest.raises(PermissionDenied):
         agent.write("elsewhere/x", 1)
-    with pytest.raises(ActorMismatch):
+    with pytest.raises(ActorMismatch) as spoofed:
         agent.write(f"{prefix}note", "spoofed", actor="someone-else")
+    assert spoofed.value.actor == "someone-else"
+    assert spoofed.value.principal == agent.whoami().name
 
 
 def test_grants_change_rotation_stops_the_old_token_and_deletion_ends_it(

@@ -198,6 +198,11 @@ def test_batch_applies_all_operations_or_none(api: Cairn, prefix: str) -> None:
     assert refused.value.op_index == 1
     assert api.read(b).value == 2, "nothing of a refused batch is applied"
 
+    # Refused on a state an earlier op of the same batch would have made.
+    with pytest.raises(KeyForgotten) as on_its_own_forget:
+        api.batch([ForgetRequest(key=b, reason="r"), WriteRequest(key=b, value=5)])
+    assert (on_its_own_forget.value.op_index, on_its_own_forget.value.after_op_index) == (1, 0)
+
 
 def test_list_pages_and_list_all_walks_every_page(api: Cairn, prefix: str) -> None:
     keys = [f"{prefix}{i:02}" for i in range(5)]

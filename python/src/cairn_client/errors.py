@@ -97,6 +97,11 @@ class CairnError(Exception):
         """Index of the failing operation when the request was a batch."""
         return _detail_int(self.details, "op_index")
 
+    @property
+    def after_op_index(self) -> int | None:
+        """In a batch refused on a state an earlier op of it made: that op's index."""
+        return _detail_int(self.details, "after_op_index")
+
 
 class InvalidRequest(CairnError):
     """400: the request was malformed or violated a limit (``field`` names it)."""
@@ -296,6 +301,16 @@ class ActorMismatch(CairnError):
     code = "actor_mismatch"
     status_default = 403
 
+    @property
+    def actor(self) -> str | None:
+        """The actor the request named."""
+        return _detail_str(self.details, "actor")
+
+    @property
+    def principal(self) -> str | None:
+        """The name of the principal the token authenticated."""
+        return _detail_str(self.details, "principal")
+
 
 class Internal(CairnError):
     """500: the node failed internally (storage or Raft)."""
@@ -444,6 +459,11 @@ def _detail_int(details: dict[str, Any], name: str) -> int | None:
     without it."""
     value = details.get(name)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _detail_str(details: dict[str, Any], name: str) -> str | None:
+    value = details.get(name)
+    return value if isinstance(value, str) else None
 
 
 def _detail_model(details: dict[str, Any], name: str, model: type[_Model]) -> _Model | None:
