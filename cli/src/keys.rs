@@ -27,7 +27,7 @@ pub async fn run(ctx: &Ctx, command: KeyCommand) -> Result<()> {
     let client = &ctx.client;
     match command {
         KeyCommand::Write(a) => {
-            let request = ctx.actor(a.request());
+            let request = ctx.actor(a.request()?);
             ctx.emit(&client.write(request).await?, print_mutation)
         }
         KeyCommand::Forget(a) => {
@@ -158,15 +158,15 @@ impl Common {
 }
 
 impl WriteArgs {
-    fn request(self) -> WriteRequest {
-        let mut request = WriteRequest::new(self.key, parse_value(&self.value), "");
+    fn request(self) -> Result<WriteRequest> {
+        let mut request = WriteRequest::new(self.key, parse_value(&self.value)?, "");
         request.source = self.source;
         request.anchors = non_empty(self.anchors);
         request.tags = non_empty(self.tags);
         request.clear_tombstone = self.clear_tombstone;
         request.override_revocation = self.override_revocation;
         request.reason = self.reason;
-        self.common.apply(request)
+        Ok(self.common.apply(request))
     }
 }
 
@@ -239,8 +239,21 @@ impl RecallArgs {
 }
 
 /// VALUE as JSON when it parses (`42`, `true`, `{"a":1}`, `"quoted"`), else the raw string.
-fn parse_value(raw: &str) -> Value {
-    serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.to_string()))
+/// JSON nested deeper than the parser goes is refused, not sent as a string: it is JSON,
+/// which the node refuses too (SPEC §5 extension: at most 126 levels in a write's value).
+fn parse_value(raw: &str) -> Result<Value> {
+    match serde_json::from_str(raw) {
+        Ok(value) => Ok(value),
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            Err(ClientError::InvalidInput {
+                message: format!(
+                    "VALUE nests deeper than the node accepts (at most 126 levels of arrays \
+                     and objects): {e}"
+                ),
+            })
+        }
+        Err(_) => Ok(Value::String(raw.to_string())),
+    }
 }
 
 #[cfg(test)]
@@ -274,7 +287,7 @@ mod tests {
         let KeyCommand::Write(args) = key_command(&["write", "k", "v"]) else {
             panic!()
         };
-        let request = args.request();
+        let request = args.request().unwrap();
         assert_eq!(request.actor, "");
         assert_eq!(ctx(None).actor(request.clone()).actor, "cli");
         assert_eq!(ctx(Some("cairn_x")).actor(request).actor, "");
@@ -309,7 +322,7 @@ mod tests {
         let KeyCommand::Write(args) = command else {
             panic!()
         };
-        let request = args.request();
+        let request = args.request().unwrap();
         assert_eq!(request.value, json!({"a": 1}));
         assert_eq!(request.actor, "agent");
         assert_eq!(
@@ -324,10 +337,15 @@ mod tests {
 
     #[test]
     fn values_are_json_when_they_parse() {
-        assert_eq!(parse_value("42"), json!(42));
-        assert_eq!(parse_value("\"42\""), json!("42"));
-        assert_eq!(parse_value("hello world"), json!("hello world"));
-        assert_eq!(parse_value("[1,"), json!("[1,"));
+        assert_eq!(parse_value("42").unwrap(), json!(42));
+        assert_eq!(parse_value("\"42\"").unwrap(), json!("42"));
+        assert_eq!(parse_value("hello world").unwrap(), json!("hello world"));
+        assert_eq!(parse_value("[1,").unwrap(), json!("[1,"));
+        let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+        assert!(matches!(
+            parse_value(&deep),
+            Err(ClientError::InvalidInput { message }) if message.contains("126 levels")
+        ));
     }
 
     #[test]

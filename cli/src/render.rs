@@ -226,6 +226,9 @@ pub fn print_list(list: &ListResponse) {
 }
 
 pub fn print_recall(recall: &RecallResponse) {
+    if recall.notes.is_empty() {
+        say("no note matches these cues");
+    }
     for note in &recall.notes {
         say(&note.rendered);
         say(format_args!("    matched: {}", joined(&note.matched)));

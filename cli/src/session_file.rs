@@ -8,11 +8,29 @@ use cairn_client::{Client, Session};
 use crate::{io_error, Result};
 
 /// The session in `path`; a missing or empty file is a new session.
+///
+/// - A missing file in a directory that does not exist is refused here, before anything
+///   is sent: its save would fail after the command had taken effect.
 pub fn load(path: &Path) -> Result<Session> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(Session::new()),
         Ok(text) => Session::import_token(&text),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Session::new()),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+            match dir {
+                Some(dir) if !dir.is_dir() => Err(io_error(
+                    path.display(),
+                    std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "directory {} does not exist; nothing was sent",
+                            dir.display()
+                        ),
+                    ),
+                )),
+                _ => Ok(Session::new()),
+            }
+        }
         Err(err) => Err(io_error(path.display(), err)),
     }
 }
@@ -40,6 +58,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("session");
         assert_eq!(load(&path).unwrap(), Session::new(), "missing file");
+        let nowhere = dir.path().join("absent-dir").join("session");
+        let refused = load(&nowhere).unwrap_err();
+        assert_eq!(refused.exit_code(), 1);
+        assert!(
+            refused.to_string().contains("nothing was sent"),
+            "{refused}"
+        );
         std::fs::write(&path, "garbage!").unwrap();
         assert_eq!(load(&path).unwrap_err().exit_code(), 2);
         let mut session = Session::new();
