@@ -240,15 +240,15 @@ impl RecallArgs {
 
 /// VALUE as JSON when it parses (`42`, `true`, `{"a":1}`, `"quoted"`), else the raw string.
 /// JSON nested deeper than the parser goes is refused, not sent as a string: it is JSON,
-/// which the node refuses too (SPEC §5 extension: at most 126 levels in a write's value).
+/// which the node refuses too (SPEC §5 extension: its nesting limit).
 fn parse_value(raw: &str) -> Result<Value> {
     match serde_json::from_str(raw) {
         Ok(value) => Ok(value),
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
             Err(ClientError::InvalidInput {
                 message: format!(
-                    "VALUE nests deeper than the node accepts (at most 126 levels of arrays \
-                     and objects): {e}"
+                    "VALUE nests deeper than the node accepts (its nesting limit is in \
+                     docs/api.md): {e}"
                 ),
             })
         }
@@ -344,7 +344,7 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
         assert!(matches!(
             parse_value(&deep),
-            Err(ClientError::InvalidInput { message }) if message.contains("126 levels")
+            Err(ClientError::InvalidInput { message }) if message.contains("nests deeper")
         ));
     }
 
