@@ -73,6 +73,12 @@ impl DataDir {
         })
     }
 
+    /// The directory itself (small files of its own live here: the node id, the
+    /// admission).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     pub fn db_path(&self) -> PathBuf {
         self.root.join("db")
     }

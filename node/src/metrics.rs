@@ -23,6 +23,9 @@ pub struct Metrics {
     /// Peer-port requests refused for their proof or target (SPEC §8), before their body
     /// was read.
     pub peer_refused: AtomicU64,
+    /// Votes, appends and snapshots refused because this node was not admitted, or came
+    /// from a leader or term its admission rules out (`raft_rpc::admission`).
+    pub peer_not_admitted: AtomicU64,
     /// TLS handshakes that failed or timed out on the client port; shared with its accept
     /// loop.
     pub client_handshakes_failed: Arc<AtomicU64>,
@@ -45,7 +48,7 @@ impl Metrics {
 
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 14] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "cairn_mutations_ok_total",
                 "mutations applied",
@@ -105,6 +108,11 @@ impl Metrics {
                 "cairn_peer_requests_refused_total",
                 "peer-port requests refused for a missing or wrong proof or target",
                 &self.peer_refused,
+            ),
+            (
+                "cairn_peer_requests_not_admitted_total",
+                "votes, appends and snapshots refused because this node was not admitted to answer them",
+                &self.peer_not_admitted,
             ),
             (
                 "cairn_client_tls_handshakes_failed_total",

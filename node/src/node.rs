@@ -24,6 +24,7 @@ use crate::consensus::Raft;
 use crate::datadir::{DataDir, DataDirError};
 use crate::metrics::Metrics;
 use crate::native_heap;
+use crate::raft_rpc::admission::{Admission, AdmissionState};
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
 use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
@@ -31,6 +32,7 @@ use crate::serve::{serve, ConnectionBound, ServeOptions};
 use crate::store::{blob_gc, Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
 use crate::tls::configs::{self as tls_configs, PeerTls};
 use crate::tls::validity;
+use openraft::storage::RaftLogStorage;
 
 /// How often the node checks whether Raft stopped on a fatal error (then it exits).
 const FATAL_POLL: Duration = Duration::from_millis(100);
@@ -84,7 +86,7 @@ async fn run_with(
     let storage = Storage::open(&config, &data_dir)?;
     let engine = storage.engine.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let node = start(&config, &transport, storage, shutdown_rx.clone()).await?;
+    let node = start(&config, &transport, storage, &data_dir, shutdown_rx.clone()).await?;
     tokio::spawn(native_heap::trim_periodically(shutdown_rx.clone()));
     tokio::spawn(steer_blob_gc_periodically(
         engine.clone(),
@@ -124,6 +126,7 @@ async fn run_with(
         peer_server::router(
             node.raft.clone(),
             transport.server_proof.clone(),
+            node.app.admission.clone(),
             node.app.metrics.clone(),
         ),
         shutdown_rx,
@@ -134,6 +137,7 @@ async fn run_with(
         peer = %config.peer_addr,
         client_tls = transport.client_port.is_some(),
         peer_proof = ?config.peer_proof(),
+        admitted = node.app.admission.state() == AdmissionState::Admitted,
         "node ready"
     );
 
@@ -320,6 +324,7 @@ async fn start(
     config: &NodeConfig,
     transport: &Transport,
     storage: Storage,
+    data_dir: &DataDir,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<Running> {
     let Storage {
@@ -339,6 +344,12 @@ async fn start(
         transport.client_proof.clone(),
         transport.peer_tls.as_ref().map(|t| t.client.clone()),
     );
+    // Before Raft starts, so that nothing it writes at startup counts as held state.
+    let admission = Admission::open(
+        data_dir.root(),
+        holds_raft_state(&log, applied_on_disk).await?,
+    )
+    .context("reading the admission")?;
     let raft_config = Arc::new(openraft_config(&config.raft)?);
     let network = NetworkFactory::new(peer.clone());
     let raft = Raft::new(config.id, raft_config, network, log.clone(), sm)
@@ -382,6 +393,7 @@ async fn start(
         view: StateView::new(state, log, engine, access),
         forwarder: relay_client(peer_ip, transport.relay.clone())?,
         peers: peer,
+        admission: Arc::new(admission),
         metrics: Arc::new(Metrics::default()),
         snapshot_trigger,
         compacting: tokio::sync::Mutex::new(()),
@@ -395,6 +407,17 @@ async fn start(
         refresher,
         snapshotter,
     })
+}
+
+/// Whether the data dir holds Raft state: a vote cast, a log entry (or a purged one), or
+/// an applied entry. A data dir without any is new or was wiped
+/// ([`crate::raft_rpc::admission`]). Read before Raft starts, from the stores themselves.
+async fn holds_raft_state(log: &LogStore, applied_on_disk: u64) -> anyhow::Result<bool> {
+    let mut log = log.clone();
+    let state = log.get_log_state().await.context("reading the log state")?;
+    let vote = log.read_vote().await.context("reading the vote")?;
+    let voted = vote.is_some_and(|v| v.leader_id.term > 0 || v.leader_id.voted_for().is_some());
+    Ok(voted || state.last_log_id.is_some() || applied_on_disk > 0)
 }
 
 /// The client that relays a follower's requests to the leader. Relays leave from the

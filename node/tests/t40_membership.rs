@@ -381,3 +381,86 @@ async fn removal_is_refused_when_the_remaining_voter_is_frozen() {
 async fn removal_is_refused_when_both_followers_are_dead() {
     removal_without_live_quorum_is_refused(Fault::KillBoth).await;
 }
+
+/// A voter whose data dir is wiped and that comes back under its old id has forgotten its
+/// vote and the entries it acknowledged. Here it holds the only other copy of an
+/// acknowledged write (the third node was frozen while it was written); with the leader
+/// dead, its empty log would grant the lagging node's vote, and the write would be lost.
+/// It is not admitted, so it refuses: no leader until the old leader is back, and the
+/// write survives. A join of it as a voter says what happened; removed and joined again,
+/// it is admitted and catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_voter_wiped_in_place_is_refused_until_removed_and_joined_again() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let followers: Vec<u64> = cluster
+        .ids()
+        .into_iter()
+        .filter(|id| *id != leader)
+        .collect();
+    let (lagging, wiped) = (followers[0], followers[1]);
+    let client = cluster.client();
+    let write = |value: &'static str| WriteRequest::new("wiped/k", json!(value), "t40");
+    client.write(write("v1")).await.expect("write v1");
+
+    cluster.sigstop(lagging);
+    let acknowledged = client.write(write("v2")).await.expect("write v2").revision;
+    cluster.kill9(wiped);
+    std::fs::remove_dir_all(cluster.data_dir(wiped)).expect("wipe");
+    cluster.restart(wiped).await;
+    cluster.kill9(leader);
+    cluster.sigcont(lagging);
+
+    // Several election timeouts: the lagging node campaigns, the wiped one refuses.
+    let watched = std::time::Instant::now();
+    while watched.elapsed() < Duration::from_secs(4) {
+        for id in [lagging, wiped] {
+            if let Ok(status) = cluster.status(id).await {
+                assert_ne!(status.role, "leader", "node {id} leads: {status:?}");
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let metrics = client
+        .metrics(&cluster.endpoint(wiped))
+        .await
+        .expect("metrics");
+    let refused: u64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("cairn_peer_requests_not_admitted_total ")?
+                .parse()
+                .ok()
+        })
+        .expect("the refusal counter");
+    assert!(refused > 0, "the wiped node was never asked:\n{metrics}");
+
+    cluster.restart(leader).await;
+    let read = client
+        .read("wiped/k", linearizable())
+        .await
+        .expect("read after the leader is back");
+    assert_eq!(read.record.value, Some(json!("v2")), "{read:?}");
+
+    match patient_client(&cluster).join(cluster.spec(wiped)).await {
+        Err(ClientError::InvalidTransition { message, .. }) => {
+            assert!(message.contains("holds no Raft state"), "{message}")
+        }
+        other => panic!("join of a wiped voter: {other:?}"),
+    }
+    client.remove(wiped).await.expect("remove the wiped voter");
+    let joined = patient_client(&cluster)
+        .join(cluster.spec(wiped))
+        .await
+        .expect("join it again");
+    assert_eq!(joined.voters, cluster.ids(), "{joined:?}");
+    cluster
+        .wait_applied(wiped, acknowledged, CATCH_UP_TIMEOUT)
+        .await;
+    let on_wiped = cluster
+        .client_for(wiped)
+        .read("wiped/k", any_at(acknowledged))
+        .await
+        .expect("read on the rejoined node");
+    assert_eq!(on_wiped.record.value, Some(json!("v2")), "{on_wiped:?}");
+}

@@ -15,6 +15,7 @@ use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde_json::json;
 
+use super::admit;
 use super::auth::{self, endpoints};
 use super::body::{JsonBody, NoFields};
 use super::error::ApiError;
@@ -24,6 +25,7 @@ use cairn_config::PeerProof;
 
 use crate::consensus::{NodeId, NodeInfo};
 use crate::metrics::{counter, gauge};
+use crate::raft_rpc::admission::Floor;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -224,6 +226,13 @@ pub async fn init(
         cairn_access::validate::name("auth.admin", &auth.admin)?;
     }
     check_init_addresses(&app, &members)?;
+    app.admission
+        .admit(Floor {
+            term: 0,
+            leader: app.node_id,
+        })
+        .map_err(ApiError::internal)?;
+    admit::first_members(&app, &members).await;
     match app
         .raft
         .initialize(members.into_iter().collect::<BTreeMap<_, _>>())
@@ -346,7 +355,10 @@ pub async fn join(
     require_admin(&app, &headers)?;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
     let joined_at = match membership_of(&app, spec.id, &info)? {
-        Some(Member::Voter) => return Ok(Json(membership(&app)).into_response()),
+        Some(Member::Voter) => {
+            admit::check_voter_admitted(&app, spec).await?;
+            return Ok(Json(membership(&app)).into_response());
+        }
         Some(Member::Learner { since }) => since,
         None => {
             check_presents_proof(&app, spec, false).await?;
@@ -358,7 +370,7 @@ pub async fn join(
                 .index
         }
     };
-    wait_caught_up(&app, spec.id, joined_at).await?;
+    wait_caught_up(&app, spec, joined_at).await?;
     check_presents_proof(&app, spec, true).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
@@ -439,15 +451,19 @@ fn membership_of(app: &App, id: NodeId, info: &NodeInfo) -> Result<Option<Member
     Ok(Some(Member::Learner { since }))
 }
 
-/// Waits until the leader has replicated to learner `id` every entry up to `index` (its
-/// own membership entry), so it is caught up before it counts toward quorum.
+/// Waits until the leader has replicated to learner `spec.id` every entry up to `index`
+/// (its own membership entry), so it is caught up before it counts toward quorum. Until
+/// the learner answers its admission ([`admit::joining`]) it is asked again every
+/// [`admit::RETRY_INTERVAL`]: it refuses the leader's entries until admitted.
 ///
 /// openraft's own blocking `add_learner` judges "caught up" by a lag threshold of
 /// entries, which a node that never answered meets while the log is shorter than the
 /// threshold: a dead address would become a voter. Here only entries the learner
 /// acknowledged count.
-async fn wait_caught_up(app: &App, id: NodeId, index: u64) -> Result<()> {
+async fn wait_caught_up(app: &App, spec: &NodeSpec, index: u64) -> Result<()> {
+    let id = spec.id;
     let timeout = Duration::from_millis(app.config.raft.join_catch_up_timeout_ms);
+    let deadline = tokio::time::Instant::now() + timeout;
     let caught_up = |m: &RaftMetrics| {
         m.replication
             .as_ref()
@@ -455,22 +471,30 @@ async fn wait_caught_up(app: &App, id: NodeId, index: u64) -> Result<()> {
             .is_some_and(|matched| matched.index >= index)
     };
     let mut rx = app.raft.metrics();
-    let waited = tokio::time::timeout(timeout, rx.wait_for(|m| caught_up(m)))
-        .await
-        .map(|seen| seen.map(drop));
-    match waited {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(ApiError::internal("raft stopped during the join")),
-        Err(_) => Err(ApiError::new(
-            ErrorCode::InvalidTransition,
-            format!(
-                "node {id} did not catch up within {} ms: it stays a learner (not counted \
-                 toward quorum); start it and join again, or remove it",
-                timeout.as_millis()
-            ),
-        )
-        .with("id", id)),
+    let mut admitted = false;
+    loop {
+        admitted = admitted || admit::joining(app, id, &spec.peer_addr).await;
+        let until = if admitted {
+            deadline
+        } else {
+            deadline.min(tokio::time::Instant::now() + admit::RETRY_INTERVAL)
+        };
+        match tokio::time::timeout_at(until, rx.wait_for(|m| caught_up(m))).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(_)) => return Err(ApiError::internal("raft stopped during the join")),
+            Err(_) if tokio::time::Instant::now() < deadline => continue,
+            Err(_) => break,
+        }
     }
+    Err(ApiError::new(
+        ErrorCode::InvalidTransition,
+        format!(
+            "node {id} did not catch up within {} ms: it stays a learner (not counted \
+             toward quorum); start it and join again, or remove it",
+            timeout.as_millis()
+        ),
+    )
+    .with("id", id))
 }
 
 pub async fn remove(

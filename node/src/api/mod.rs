@@ -11,6 +11,7 @@
 //! - `routes`: the route table, which builds both the router and the OpenAPI document.
 //! - `openapi`: `GET /openapi.json`, generated from the route table and the wire types.
 
+mod admit;
 pub mod auth;
 pub mod body;
 pub mod cluster;
@@ -37,6 +38,7 @@ use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::view::StateView;
 use crate::consensus::{NodeId, NodeInfo, Raft};
 use crate::metrics::Metrics;
+use crate::raft_rpc::admission::Admission;
 use crate::raft_rpc::network::PeerClient;
 use crate::serve::ConnectionBound;
 
@@ -51,8 +53,10 @@ pub struct App {
     /// store statistics. Handlers never hold a store handle.
     pub view: StateView,
     pub forwarder: reqwest::Client,
-    /// Peer RPCs of this node's own (a joining node's proof mode).
+    /// Peer RPCs of this node's own (a joining node's proof mode and admission).
     pub peers: PeerClient,
+    /// Whether this node may answer Raft; cluster routes admit the nodes they add.
+    pub admission: Arc<Admission>,
     pub metrics: Arc<Metrics>,
     /// Snapshots requested because the log grew by `raft.snapshot_log_bytes`.
     pub snapshot_trigger: SnapshotTrigger,

@@ -1,6 +1,8 @@
 //! Raft RPCs between peers: HTTP on the peer port, bincode bodies (no JSON on this path).
 //!
 //! - `server`: axum routes that hand requests to the local `Raft`.
+//! - `admission`: whether this node may answer votes, appends and snapshots at all (a
+//!   data dir without Raft state answers only once an init or a join admitted it).
 //! - `proof`: peer proof (mutual TLS naming `node-<ID>`, or a shared secret on loopback),
 //!   checked before a request's body is read.
 //! - bodies are `store::codec` frames, decoded bounded by their length (the body itself
@@ -11,6 +13,7 @@
 //!
 //! Paths are shared by both sides through the constants below.
 
+pub mod admission;
 pub mod network;
 pub mod proof;
 pub mod server;
@@ -24,4 +27,7 @@ pub const READ_INDEX_PATH: &str = "/raft/read-index";
 /// joining node before promoting it, since a node that admits anyone presents no proof
 /// either, and the members would refuse its own requests.
 pub const PROOF_MODE_PATH: &str = "/raft/proof-mode";
+/// A node's admission (`admission::AdmitRequest`): asked, or given by the node that
+/// initializes the cluster or the leader that joins it.
+pub const ADMIT_PATH: &str = "/raft/admit";
 pub const CONTENT_TYPE: &str = "application/x-cairn-bincode";

@@ -34,9 +34,11 @@ use openraft::RaftMetrics;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::admission::{AdmissionState, AdmitRequest};
 use super::proof::{ClientProof, PEER_TARGET_HEADER};
 use super::{
-    APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH,
+    VOTE_PATH,
 };
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
@@ -195,6 +197,21 @@ impl PeerClient {
         self.call::<(), PeerProof, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
             .await
             .map_err(|e| e.to_string())?
+    }
+
+    /// Node `target`'s admission, after admitting it if asked ([`ADMIT_PATH`]).
+    pub async fn admit(
+        &self,
+        target: NodeId,
+        peer_addr: &str,
+        request: AdmitRequest,
+        timeout: Duration,
+    ) -> Result<AdmissionState, String> {
+        self.call::<AdmitRequest, AdmissionState, String>(
+            target, peer_addr, ADMIT_PATH, &request, timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())?
     }
 
     /// Asks the leader for a quorum-confirmed commit index (ReadIndex).
@@ -407,9 +424,14 @@ impl PeerConn {
                     .await
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
-                return Err(CallError::Network(std::io::Error::other(refusal_text(
-                    status, &body,
-                ))));
+                let refused = std::io::Error::other(refusal_text(status, &body));
+                // A peer that refuses this node (no proof, not a member, not admitted)
+                // refuses the next attempt too: back off as from an unreachable one,
+                // instead of retrying (and logging) at every heartbeat.
+                if status.is_client_error() {
+                    return Err(CallError::Unreachable(refused));
+                }
+                return Err(CallError::Network(refused));
             }
             let collected = response.into_body().collect().await.map_err(network)?;
             Ok(collected.to_bytes())

@@ -1,5 +1,7 @@
 //! The server side of the peer transport: bincode in, bincode out, behind the peer proof
-//! ([`super::proof`]), which refuses a caller before its body is read.
+//! ([`super::proof`]), which refuses a caller before its body is read, and the node's
+//! admission ([`super::admission`]), which refuses a vote, append or snapshot that this
+//! node may not answer before Raft sees it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,12 +19,14 @@ use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::admission::{Admission, AdmissionState, AdmitRequest};
 use super::proof::{self, PeerGate, ServerProof};
 use super::{
-    APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH,
+    VOTE_PATH,
 };
 use crate::api::error::ApiError;
-use crate::consensus::{NodeId, Raft, TypeConfig};
+use crate::consensus::{NodeId, Raft, TypeConfig, Vote};
 use crate::metrics::Metrics;
 use crate::store::codec;
 
@@ -36,13 +40,31 @@ pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
 /// A ReadIndex round must finish within this, or the follower's token request fails.
 const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// What the peer handlers share.
+#[derive(Clone)]
+struct Peer {
+    raft: Raft,
+    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
+}
+
 /// The peer routes. `proof` runs first on every route: a request without it never
 /// reaches a handler, so its body is neither read nor decoded and Raft never sees it.
-pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
+pub fn router(
+    raft: Raft,
+    proof: ServerProof,
+    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
+) -> Router {
     let mode = proof.mode();
     let gate = PeerGate {
         proof,
         raft: raft.clone(),
+        metrics: metrics.clone(),
+    };
+    let peer = Peer {
+        raft,
+        admission,
         metrics,
     };
     Router::new()
@@ -50,6 +72,7 @@ pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
         .route(VOTE_PATH, post(vote))
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(READ_INDEX_PATH, post(read_index))
+        .route(ADMIT_PATH, post(admit))
         .route(
             PROOF_MODE_PATH,
             post(move || {
@@ -59,7 +82,7 @@ pub fn router(raft: Raft, proof: ServerProof, metrics: Arc<Metrics>) -> Router {
         )
         .route_layer(axum::middleware::from_fn_with_state(gate, proof::require))
         .layer(axum::extract::DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
-        .with_state(raft)
+        .with_state(peer)
 }
 
 /// The request body, or the refusal in the client port's error body (SPEC §5): 413
@@ -101,30 +124,77 @@ fn reply<T: Serialize>(value: &T) -> Response {
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], codec::encode(value)).into_response()
 }
 
-async fn append(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn append(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
     match decode_body::<AppendEntriesRequest<TypeConfig>>(body) {
-        Ok(req) => reply(&raft.append_entries(req).await),
+        Ok(req) => match peer.admitted(Admission::check_leader, &req.vote) {
+            Ok(()) => reply(&peer.raft.append_entries(req).await),
+            Err(r) => r,
+        },
         Err(r) => r,
     }
 }
 
-async fn vote(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn vote(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
     match decode_body::<VoteRequest<NodeId>>(body) {
-        Ok(req) => reply(&raft.vote(req).await),
+        Ok(req) => match peer.admitted(Admission::check_candidate, &req.vote) {
+            Ok(()) => reply(&peer.raft.vote(req).await),
+            Err(r) => r,
+        },
         Err(r) => r,
     }
 }
 
-async fn snapshot(State(raft): State<Raft>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn snapshot(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
     match decode_body::<InstallSnapshotRequest<TypeConfig>>(body) {
-        Ok(req) => reply(&raft.install_snapshot(req).await),
+        Ok(req) => match peer.admitted(Admission::check_leader, &req.vote) {
+            Ok(()) => reply(&peer.raft.install_snapshot(req).await),
+            Err(r) => r,
+        },
         Err(r) => r,
     }
+}
+
+impl Peer {
+    /// Passes a request this node's admission allows, else refuses it with 409
+    /// `invalid_transition` before Raft sees it: term, vote and log stay as they were.
+    /// Counted in `cairn_peer_requests_not_admitted_total`; logged at debug only, since a
+    /// leader retries a refused node several times a second.
+    #[allow(clippy::result_large_err)]
+    fn admitted(
+        &self,
+        check: fn(&Admission, &Vote) -> Result<(), String>,
+        vote: &Vote,
+    ) -> Result<(), Response> {
+        check(&self.admission, vote).map_err(|reason| {
+            Metrics::inc(&self.metrics.peer_not_admitted);
+            tracing::debug!(%reason, "peer request refused by admission");
+            ApiError::new(ErrorCode::InvalidTransition, reason).into_response()
+        })
+    }
+}
+
+/// `POST /raft/admit`: answers this node's [`AdmissionState`], after admitting it if
+/// asked ([`AdmitRequest::Admit`]; a node admitted once keeps its first admission). A
+/// failed write of the admission file is an `Err` answer, and the node stays as it was.
+async fn admit(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
+    let req = match decode_body::<AdmitRequest>(body) {
+        Ok(req) => req,
+        Err(r) => return r,
+    };
+    let answer: Result<AdmissionState, String> = match req {
+        AdmitRequest::Ask => Ok(peer.admission.state()),
+        AdmitRequest::Admit(floor) => peer.admission.admit(floor).map_err(|e| {
+            tracing::error!(error = %e, "could not write the admission file");
+            format!("could not write the admission file: {e}")
+        }),
+    };
+    reply(&answer)
 }
 
 /// ReadIndex for a follower's bounded-read token: confirms leadership with a quorum and
 /// answers the index every read must have applied. Only a leader answers `Ok`.
-async fn read_index(State(raft): State<Raft>) -> Response {
+async fn read_index(State(peer): State<Peer>) -> Response {
+    let raft = peer.raft;
     let answer: Result<u64, String> =
         match tokio::time::timeout(READ_INDEX_TIMEOUT, raft.get_read_log_id()).await {
             Ok(Ok((read_log_id, _applied))) => Ok(read_log_id.map(|id| id.index).unwrap_or(0)),
