@@ -174,7 +174,8 @@ fn check_proof(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
                 check_certificate_names(&cert.der, id)?;
                 let _ = cert.valid_for_node.set(id);
             }
-            check_member(&gate.raft, id)
+            let from_leader = request.uri().path() != super::VOTE_PATH;
+            check_member(&gate.raft, id, from_leader)
         }
     }
 }
@@ -246,12 +247,21 @@ fn check_certificate_names(
 
 /// Once this node knows a membership (any voter), only its voters and learners may call.
 /// A node that was never initialized knows none, and must accept the first leader.
-fn check_member(raft: &Raft, id: NodeId) -> Result<(), Refusal> {
+///
+/// Except for a vote request, the node this one last voted for or followed passes too: it
+/// was a member (or no membership was known) when this node accepted it, and a learner
+/// that installs an older snapshot from that leader takes the snapshot's older
+/// membership, which may not list the leader yet (it joined later). Refusing its entries
+/// then would leave the learner stuck on that snapshot (found by a secure chaos
+/// campaign, seed 1205). Vote requests get no such pass: a node removed after this one
+/// followed it must not move this node's term by campaigning.
+fn check_member(raft: &Raft, id: NodeId, from_leader: bool) -> Result<(), Refusal> {
     let metrics = raft.metrics();
     let metrics = metrics.borrow();
     let membership = metrics.membership_config.membership();
     let known = membership.voter_ids().next().is_some();
-    if known && membership.get_node(&id).is_none() {
+    let followed = from_leader && metrics.vote.leader_id.voted_for() == Some(id);
+    if known && !followed && membership.get_node(&id).is_none() {
         return Err(forbidden(format!("node {id} is not a cluster member")));
     }
     Ok(())
