@@ -5,8 +5,9 @@
 //! - [`process`]: crash (kill -9, restart at heal) and pause (SIGSTOP, SIGCONT at heal).
 //! - [`membership`]: remove a voter and re-join it with a fresh data dir, or join an
 //!   extra node and remove it.
-//! - [`snapshot`]: compact the leader, wipe a follower (in place, or removed and joined
-//!   again) so it needs a snapshot, and kill the leader while it catches up.
+//! - [`snapshot`]: compact the leader, wipe a follower and kill the leader: in place
+//!   (the wiped voter must stay out of Raft until removed and joined again at heal), or
+//!   removed and joined again, the leader killed while the snapshot streams.
 //! - [`schedule`]: the seeded schedule; liveness is probed only after heals.
 //!
 //! Every injected fault returns an [`Active`] that knows how to undo it; [`Nemesis::heal_all`]
@@ -115,6 +116,8 @@ pub enum Active {
     Removed(u64),
     /// An extra node joined: remove it, stop it and delete its data.
     Added(u64),
+    /// A killed leader to restart, and a voter wiped in place to remove and join again.
+    WipedInPlace { killed: u64, wiped: u64 },
     /// Killed leader(s) to restart, and a wiped node's join to complete.
     Rejoining {
         killed: Vec<u64>,
@@ -238,6 +241,9 @@ impl Nemesis {
                 joining,
                 join,
             } => snapshot::finish_rejoin(self, killed, joining, join).await,
+            Active::WipedInPlace { killed, wiped } => {
+                snapshot::finish_in_place(self, killed, wiped).await
+            }
         }
     }
 

@@ -1,18 +1,23 @@
-//! A leader killed while a follower catches up from a snapshot. Two shapes:
+//! A follower wiped, and the leader killed. Two shapes:
 //!
-//! - `snapshot-kill` (in place): kill -9 a follower, wipe its data dir and start it
-//!   empty under the same id; it is still a voter and needs the leader's snapshot.
+//! - `snapshot-kill` (in place): kill -9 a follower, wipe its data dir, start it empty
+//!   under the same id, and kill -9 the leader. The wiped node is still a voter in the
+//!   membership but has forgotten its vote and the entries it acknowledged; cairn refuses
+//!   to let it answer Raft until it is removed and joined again (it was not admitted), so
+//!   the one other voter cannot be elected with its vote and lose what only the dead
+//!   leader and the wiped node held. At heal the leader restarts, and the wiped node is
+//!   removed and joined again, as docs/operations.md tells an operator to, catching up
+//!   from the leader's compacted snapshot.
 //! - `snapshot-rejoin`: remove a follower, wipe it, start it empty and `POST
-//!   /cluster/join` it again (learner first, so the join itself waits for the snapshot).
+//!   /cluster/join` it again (learner first, so the join itself waits for the snapshot),
+//!   and kill the leader as soon as the snapshot is in flight: a `*.partial` file shows
+//!   up in the follower's data dir (watched from outside, as an operator could), or the
+//!   follower already applied something. At heal the leader restarts and the join is
+//!   completed.
 //!
 //! Both first make the snapshot worth streaming (once per run, a few MiB of filler
 //! under `fill/`, several 1 MiB chunks) and `POST /cluster/compact` the leader, so the
-//! log the follower would need is gone. Then the leader is killed -9 as soon as the
-//! snapshot is in flight: a `*.partial` file shows up in the follower's data dir
-//! (watched from outside, as an operator could), or the follower already applied
-//! something. Either way the wiped follower has adopted the leader's term first, so it
-//! cannot use its forgotten vote twice in a term it already voted in. At heal the old
-//! leader restarts on its data dir (and, for the rejoin, the join is completed).
+//! log the follower needs is gone.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -112,21 +117,40 @@ async fn snapshot_moment(n: &Nemesis, leader: u64, follower: u64) -> Option<&'st
     None
 }
 
+/// Voters needed for an in-place wipe: without the wiped voter the rest must still be a
+/// majority once the leader is back, or no leader could ever remove it (a wiped voter of
+/// two is a lost quorum, which no operator procedure short of rebuilding recovers).
+const IN_PLACE_VOTERS_MIN: usize = 3;
+
 pub async fn in_place(n: &mut Nemesis) -> Result<(Active, String)> {
-    let (leader, follower, snapshot) = prepare(n, false).await?;
-    let Some(moment) = snapshot_moment(n, leader, follower).await else {
-        // Never kill a leader the wiped node has not followed yet (see the module docs).
+    let voters = n.cluster.members().len();
+    if voters < IN_PLACE_VOTERS_MIN {
         return Ok((
             Active::Crashed(Vec::new()),
-            format!(
-                "wiped follower {follower} never caught up from leader {leader}; leader spared"
-            ),
+            format!("skipped: {voters} voters, and a wiped one of them would leave no majority"),
         ));
-    };
+    }
+    let (leader, follower, snapshot) = prepare(n, false).await?;
     n.cluster.supervisor.kill9(leader)?;
     Ok((
-        Active::Crashed(vec![leader]),
-        format!("leader {leader} compacted (snapshot {snapshot}), follower {follower} wiped in place; leader killed {moment}"),
+        Active::WipedInPlace {
+            killed: leader,
+            wiped: follower,
+        },
+        format!(
+            "leader {leader} compacted (snapshot {snapshot}), follower {follower} wiped in \
+             place and started under its old id; leader killed"
+        ),
+    ))
+}
+
+/// Restarts the killed leader, then removes the wiped node and joins it again.
+pub async fn finish_in_place(n: &mut Nemesis, killed: u64, wiped: u64) -> Result<String> {
+    super::process::restart(n, &[killed]).await?;
+    n.cluster.remove(wiped, CHANGE_TIMEOUT).await?;
+    n.cluster.join(wiped, CHANGE_TIMEOUT).await?;
+    Ok(format!(
+        "restarted [{killed}]; wiped node {wiped} removed and joined again"
     ))
 }
 
