@@ -1,5 +1,6 @@
 //! A replicated cluster of real `cairn-node` processes: leader election, replication,
-//! relaying by followers, catch-up after downtime, the data-dir lock, and startup errors.
+//! relaying by followers, catch-up after downtime (a node listed at init but started
+//! later included), the data-dir lock, and startup errors.
 
 mod support;
 
@@ -325,6 +326,25 @@ async fn a_follower_that_was_down_catches_up_after_restart() {
     cluster.restart(down).await;
     cluster.wait_applied(down, revision, CATCH_UP_TIMEOUT).await;
     assert_keys_on(&cluster, down, "while-down", 100, revision).await;
+}
+
+/// A node listed at init answers Raft only once admitted; one that was not running at
+/// the init is admitted by the init's node as soon as it starts, and catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_listed_at_init_but_started_later_is_admitted_and_catches_up() {
+    let mut cluster = Cluster::builder(3).uninitialized().start().await;
+    cluster.kill9(3);
+    cluster.init().await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let revision = write_keys(&cluster, "late", 20).await;
+    cluster.restart(3).await;
+    cluster.wait_applied(3, revision, CATCH_UP_TIMEOUT).await;
+    assert_keys_on(&cluster, 3, "late", 20, revision).await;
+    let log = cluster.log_text(1);
+    assert!(
+        log.contains("admitted a first member that started after the init"),
+        "{log}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

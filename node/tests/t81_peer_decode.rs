@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_node::consensus::{Entry, NodeId, NodeInfo, TypeConfig, Vote};
+use cairn_node::raft_rpc::admission::{AdmissionState, AdmitRequest, Floor};
 use cairn_node::store::codec;
 use openraft::error::RaftError;
 use openraft::raft::{
@@ -67,6 +68,8 @@ fn decode_all(bytes: &[u8]) {
         let _ = codec::decode::<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>>(bytes);
         let _ = codec::decode::<Result<VoteResponse<NodeId>, RaftError<NodeId>>>(bytes);
         let _ = codec::decode::<Result<u64, String>>(bytes);
+        let _ = codec::decode::<AdmitRequest>(bytes);
+        let _ = codec::decode::<Result<AdmissionState, String>>(bytes);
     });
     assert!(
         peak <= bound,
@@ -127,6 +130,8 @@ fn valid_bodies() -> Vec<Vec<u8>> {
         codec::encode(&vote),
         codec::encode(&snapshot),
         codec::encode(&Ok::<u64, String>(42)),
+        codec::encode(&AdmitRequest::Admit(Floor { term: 7, leader: 2 })),
+        codec::encode(&Ok::<AdmissionState, String>(AdmissionState::Admitted)),
     ]
 }
 
@@ -172,6 +177,10 @@ fn valid_bodies_decode() {
     codec::decode::<AppendEntriesRequest<TypeConfig>>(&bodies[0]).unwrap();
     codec::decode::<VoteRequest<NodeId>>(&bodies[1]).unwrap();
     codec::decode::<InstallSnapshotRequest<TypeConfig>>(&bodies[2]).unwrap();
+    assert_eq!(
+        codec::decode::<AdmitRequest>(&bodies[4]).unwrap(),
+        AdmitRequest::Admit(Floor { term: 7, leader: 2 })
+    );
 }
 
 proptest! {

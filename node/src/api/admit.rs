@@ -3,9 +3,9 @@
 //! whose data was lost cannot come back under its old id unnoticed.
 //!
 //! - **Init** admits this node and then every other listed node, from term 0 (a new
-//!   cluster has no history to lose). A node that does not answer is asked again every
-//!   [`RETRY_INTERVAL`] until it does, while this process runs: the members may be
-//!   started after the init.
+//!   cluster has no history to lose). A node that does not answer is asked again, from
+//!   [`RETRY_INTERVAL`] backing off to [`RETRY_INTERVAL_MAX`], until it does, while this
+//!   process runs: the members may be started after the init.
 //! - **Join** admits the joining node from the leader's current term, while it waits for
 //!   the node to catch up (a node may be started after its join was sent).
 //! - A join of a node that is already a **voter** asks whether it is admitted: a voter
@@ -17,24 +17,31 @@ use std::time::Duration;
 use cairn_api::{ErrorCode, NodeSpec};
 
 use super::error::ApiError;
-use super::App;
+use super::{App, SharedApp};
 use crate::consensus::{NodeId, NodeInfo};
 use crate::raft_rpc::admission::{AdmissionState, AdmitRequest, Floor};
 
-/// How often an unanswered admission is asked again.
+/// How soon an unanswered admission is asked again.
 pub const RETRY_INTERVAL: Duration = Duration::from_millis(500);
+/// The longest wait between two askings of a first member that has not answered.
+const RETRY_INTERVAL_MAX: Duration = Duration::from_secs(10);
 
 fn rpc_timeout(app: &App) -> Duration {
     Duration::from_millis(app.config.raft.rpc_timeout_ms)
 }
 
 /// Admits this node, then the other first members of a cluster this node initializes.
-/// Those that do not answer are admitted in the background as soon as they do.
-pub async fn first_members(app: &std::sync::Arc<App>, members: &[(NodeId, NodeInfo)]) {
+/// Those that do not answer are admitted in the background as soon as they do. Fails
+/// only if this node's own admission cannot be written (then nothing was initialized).
+pub async fn first_members(
+    app: &SharedApp,
+    members: &[(NodeId, NodeInfo)],
+) -> Result<(), ApiError> {
     let floor = Floor {
         term: 0,
         leader: app.node_id,
     };
+    app.admission.admit(floor).map_err(ApiError::internal)?;
     let others = members.iter().filter(|(id, _)| *id != app.node_id);
     let asked = others.map(|(id, info)| async move {
         let answered = admit(app, *id, &info.peer_addr, floor).await;
@@ -53,20 +60,24 @@ pub async fn first_members(app: &std::sync::Arc<App>, members: &[(NodeId, NodeIn
         );
         tokio::spawn(keep_admitting(app.clone(), id, peer_addr, floor));
     }
+    Ok(())
 }
 
-/// Asks node `id` to take `floor` as its admission every [`RETRY_INTERVAL`] until it
-/// answers or this node shuts down.
-async fn keep_admitting(app: std::sync::Arc<App>, id: NodeId, peer_addr: String, floor: Floor) {
+/// Asks node `id` to take `floor` as its admission, backing off from [`RETRY_INTERVAL`]
+/// to [`RETRY_INTERVAL_MAX`], until it answers or this node shuts down.
+async fn keep_admitting(app: SharedApp, id: NodeId, peer_addr: String, floor: Floor) {
     let mut shutdown = app.shutdown.clone();
+    let mut interval = RETRY_INTERVAL;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(RETRY_INTERVAL) => {}
+            _ = tokio::time::sleep(interval) => {}
             _ = shutdown.changed() => return,
         }
         if admit(&app, id, &peer_addr, floor).await {
+            tracing::info!(id, "admitted a first member that started after the init");
             return;
         }
+        interval = (interval * 2).min(RETRY_INTERVAL_MAX);
     }
 }
 

@@ -25,7 +25,6 @@ use cairn_config::PeerProof;
 
 use crate::consensus::{NodeId, NodeInfo};
 use crate::metrics::{counter, gauge};
-use crate::raft_rpc::admission::Floor;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -226,13 +225,7 @@ pub async fn init(
         cairn_access::validate::name("auth.admin", &auth.admin)?;
     }
     check_init_addresses(&app, &members)?;
-    app.admission
-        .admit(Floor {
-            term: 0,
-            leader: app.node_id,
-        })
-        .map_err(ApiError::internal)?;
-    admit::first_members(&app, &members).await;
+    admit::first_members(&app, &members).await?;
     match app
         .raft
         .initialize(members.into_iter().collect::<BTreeMap<_, _>>())
