@@ -192,11 +192,7 @@ async fn metrics_report_raft_store_and_read_gate_gauges() {
 async fn followers_relay_writes_and_linearizable_reads_to_the_leader() {
     let cluster = Cluster::start(3).await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
+    let followers = cluster.others(leader);
     let written = cluster
         .client_for(followers[0])
         .write(WriteRequest::new("relayed", json!("via follower"), "t20"))

@@ -322,11 +322,7 @@ async fn removal_without_live_quorum_is_refused(fault: Fault) {
     let mut cluster = Cluster::start(3).await;
     write_keys(&cluster.client(), "quorum", 5).await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
+    let followers = cluster.others(leader);
     let (target, other) = (followers[0], followers[1]);
     match fault {
         Fault::StopOther => cluster.sigstop(other),
@@ -393,11 +389,7 @@ async fn removal_is_refused_when_both_followers_are_dead() {
 async fn a_voter_wiped_in_place_is_refused_until_removed_and_joined_again() {
     let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
+    let followers = cluster.others(leader);
     let (lagging, wiped) = (followers[0], followers[1]);
     let client = cluster.client();
     let write = |value: &'static str| WriteRequest::new("wiped/k", json!(value), "t40");

@@ -49,11 +49,7 @@ fn now_ms() -> u64 {
 /// The leader and the other nodes.
 async fn roles(cluster: &Cluster) -> (u64, Vec<u64>) {
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let followers = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
+    let followers = cluster.others(leader);
     (leader, followers)
 }
 

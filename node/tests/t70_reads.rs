@@ -1690,11 +1690,7 @@ async fn a_confirmation_that_misses_its_heartbeat_deadline_is_asked_again() {
     };
     let before = retries(&metrics().await);
 
-    let followers: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != leader)
-        .collect();
+    let followers = cluster.others(leader);
     for id in &followers {
         cluster.sigstop(*id);
     }

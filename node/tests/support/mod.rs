@@ -394,6 +394,11 @@ impl Cluster {
         self.nodes.keys().copied().collect()
     }
 
+    /// Every id but `id` (e.g. the followers of a leader), in order.
+    pub fn others(&self, id: u64) -> Vec<u64> {
+        self.nodes.keys().copied().filter(|n| *n != id).collect()
+    }
+
     /// Ids of the nodes whose process runs and is not stopped.
     pub fn running_ids(&self) -> Vec<u64> {
         self.nodes
