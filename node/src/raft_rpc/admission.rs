@@ -11,9 +11,10 @@
 //!
 //! So a node whose data dir holds no Raft state refuses every vote request, append and
 //! snapshot until it is **admitted**, by the node that initializes the cluster (for the
-//! first members) or by the leader that joins it (`POST /cluster/join`, which a leader
-//! accepts only for an id that is not a member, i.e. after any earlier node under that id
-//! was removed). The admission names the admitting leader's term:
+//! first members) or by the leader that joins it (`POST /cluster/join`, which admits a
+//! node only while it is not a voter: a new id, an id whose earlier node was removed, or
+//! a learner left by an unfinished join; a learner's acknowledgements count toward no
+//! quorum). The admission names the admitting leader's term:
 //!
 //! - from then on the node acts as if it had persisted a vote for that leader in that
 //!   term: it grants votes only in later terms and takes entries only from that leader or
