@@ -32,7 +32,7 @@
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -67,11 +67,14 @@ pub enum AdmissionState {
 }
 
 /// This node's admission, shared by the peer routes (which check it on every vote,
-/// append and snapshot) and the cluster routes (which admit the nodes they add).
+/// append and snapshot: one atomic load, since an admission never changes once given) and
+/// the cluster routes (which admit the nodes they add).
 #[derive(Debug)]
 pub struct Admission {
     path: PathBuf,
-    floor: Mutex<Option<Floor>>,
+    floor: OnceLock<Floor>,
+    /// Held while the admission file is written, so two admissions race to one file.
+    writing: Mutex<()>,
 }
 
 impl Admission {
@@ -80,18 +83,23 @@ impl Admission {
     pub fn open(dir: &Path, holds_raft_state: bool) -> io::Result<Admission> {
         let admission = Admission {
             path: dir.join(ADMISSION_FILE),
-            floor: Mutex::new(None),
+            floor: OnceLock::new(),
+            writing: Mutex::new(()),
         };
-        let stored = admission.read()?;
-        *admission.lock() = stored;
-        if stored.is_none() && holds_raft_state {
-            admission.admit(Floor { term: 0, leader: 0 })?;
+        match admission.read()? {
+            Some(stored) => {
+                let _ = admission.floor.set(stored);
+            }
+            None if holds_raft_state => {
+                admission.admit(Floor { term: 0, leader: 0 })?;
+            }
+            None => {}
         }
         Ok(admission)
     }
 
     pub fn state(&self) -> AdmissionState {
-        match *self.lock() {
+        match self.floor.get() {
             Some(_) => AdmissionState::Admitted,
             None => AdmissionState::NotAdmitted,
         }
@@ -100,10 +108,12 @@ impl Admission {
     /// Admits this node from `floor` on, durably, unless it already is (then nothing
     /// changes). Answers the state after the call.
     pub fn admit(&self, floor: Floor) -> io::Result<AdmissionState> {
-        let mut held = self.lock();
-        if held.is_none() {
+        // A panic while writing leaves no floor set, and the file old or whole (renamed
+        // into place): the lock's poison carries nothing to repair.
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        if self.floor.get().is_none() {
             write_durably(&self.path, &encode(floor))?;
-            *held = Some(floor);
+            let _ = self.floor.set(floor);
             tracing::info!(
                 term = floor.term,
                 leader = floor.leader,
@@ -143,18 +153,12 @@ impl Admission {
     }
 
     fn floor(&self) -> Result<Floor, String> {
-        self.lock().ok_or_else(|| {
+        self.floor.get().copied().ok_or_else(|| {
             "this node holds no Raft state and was not admitted by an init or a join: if it \
              was a member, its data dir was lost, and it stays refused until it is removed \
              and joined again"
                 .to_string()
         })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Floor>> {
-        // A panic while holding this lock cannot leave a half-written floor: it is one
-        // `Copy` value, assigned after the file is durable.
-        self.floor.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn read(&self) -> io::Result<Option<Floor>> {
