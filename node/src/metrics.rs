@@ -26,6 +26,9 @@ pub struct Metrics {
     /// Votes, appends and snapshots refused because this node was not admitted, or came
     /// from a leader or term its admission rules out (`raft_rpc::admission`).
     pub peer_not_admitted: AtomicU64,
+    /// Nodes this node's membership did not list, let in because a member it knows lists
+    /// them (`raft_rpc::vouch`).
+    pub peer_vouched: AtomicU64,
     /// TLS handshakes that failed or timed out on the client port; shared with its accept
     /// loop.
     pub client_handshakes_failed: Arc<AtomicU64>,
@@ -48,7 +51,7 @@ impl Metrics {
 
     /// Appends the counters in Prometheus text format.
     pub fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             (
                 "cairn_mutations_ok_total",
                 "mutations applied",
@@ -113,6 +116,11 @@ impl Metrics {
                 "cairn_peer_requests_not_admitted_total",
                 "votes, appends and snapshots refused because this node was not admitted to answer them",
                 &self.peer_not_admitted,
+            ),
+            (
+                "cairn_peer_members_vouched_total",
+                "nodes this node's membership did not list, let in because a member it knows lists them",
+                &self.peer_vouched,
             ),
             (
                 "cairn_client_tls_handshakes_failed_total",

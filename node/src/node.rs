@@ -28,6 +28,7 @@ use crate::raft_rpc::admission::{Admission, AdmissionState};
 use crate::raft_rpc::network::{NetworkFactory, PeerClient};
 use crate::raft_rpc::proof::{ClientProof, PeerSecret, ServerProof};
 use crate::raft_rpc::server as peer_server;
+use crate::raft_rpc::vouch::Vouches;
 use crate::serve::{serve, ConnectionBound, ServeOptions};
 use crate::store::{blob_gc, Engine, EngineOptions, LogEngine, SnapshotDir, StateEngine};
 use crate::tls::configs::{self as tls_configs, PeerTls};
@@ -127,6 +128,11 @@ async fn run_with(
             node.raft.clone(),
             transport.server_proof.clone(),
             node.app.admission.clone(),
+            Vouches::new(
+                node.raft.clone(),
+                node.app.peers.clone(),
+                node.app.metrics.clone(),
+            ),
             node.app.metrics.clone(),
         ),
         shutdown_rx,

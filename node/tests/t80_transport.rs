@@ -222,6 +222,26 @@ impl TlsCluster {
         self.post_ok(via, "/cluster/join", spec).await;
     }
 
+    /// The id of the leader once one of `ids` leads and another of them follows it.
+    async fn wait_leader_among(&self, ids: &[u64]) -> u64 {
+        wait_for(
+            LEADER_TIMEOUT,
+            &format!("a leader among {ids:?}"),
+            async || {
+                let mut statuses = Vec::new();
+                for &id in ids {
+                    statuses.extend(self.status(id).await);
+                }
+                let leader = statuses.iter().find(|s| s.role == "leader")?.node_id;
+                let followed = statuses
+                    .iter()
+                    .any(|s| s.node_id != leader && s.leader_id == Some(leader));
+                followed.then_some(leader)
+            },
+        )
+        .await
+    }
+
     fn url(&self, id: u64, path: &str) -> String {
         format!("https://{}{path}", self.specs[&id].client_addr)
     }
@@ -308,6 +328,12 @@ impl Drop for TlsCluster {
             let _ = child.wait();
         }
     }
+}
+
+fn signal(child: &Child, signal: libc::c_int) {
+    // SAFETY: kill(2) on the pid of a child this test spawned and has not waited for.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(rc, 0, "kill({}, {signal})", child.id());
 }
 
 // -- rogue peer requests --------------------------------------------------------------------
@@ -518,6 +544,65 @@ async fn a_learner_on_an_older_snapshot_takes_entries_from_the_leader_that_sent_
         cluster.log(4)
     );
     assert_eq!(cluster.wait_settled().await, leader);
+}
+
+/// A node that was stopped while nodes 4 and 5 joined and the two others were removed
+/// knows the membership `{1, 2, 3}` and none of the new leader's ids. It lets the new
+/// leader in once a member it knows (the removed nodes still run) vouches for it, and
+/// catches up; after that it votes for the new nodes, so the cluster survives the loss of
+/// its leader. Without the vouch it refused both new nodes for good ("not a cluster
+/// member"): a replica lost, and with one more node down, no majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_missed_a_join_lets_the_new_leader_in_once_a_member_vouches_for_it() {
+    let mut cluster = TlsCluster::start(3, false).await;
+    let first_leader = cluster.wait_settled().await;
+    let others: Vec<u64> = (1..=3).filter(|id| *id != first_leader).collect();
+    let (away, follower) = (others[0], others[1]);
+    signal(&cluster.children[&away], libc::SIGSTOP);
+    cluster.add(4, first_leader).await;
+    cluster.add(5, first_leader).await;
+    cluster
+        .post_ok(first_leader, "/cluster/remove", json!({"id": first_leader}))
+        .await;
+    let leader = cluster.wait_leader_among(&[follower, 4, 5]).await;
+    cluster
+        .post_ok(leader, "/cluster/remove", json!({"id": follower}))
+        .await;
+    let leader = cluster.wait_leader_among(&[4, 5]).await;
+
+    signal(&cluster.children[&away], libc::SIGCONT);
+    let leader_status = cluster.status(leader).await.expect("the leader's status");
+    assert_eq!(leader_status.voters, vec![away, 4, 5], "{leader_status:?}");
+    wait_until(
+        LEADER_TIMEOUT,
+        "the returning node to catch up",
+        async || {
+            cluster
+                .status(away)
+                .await
+                .is_some_and(|s| s.leader_id == Some(leader) && s.voters == leader_status.voters)
+        },
+    )
+    .await;
+    assert!(
+        cluster
+            .metric(away, "cairn_peer_members_vouched_total")
+            .await
+            >= 1
+    );
+
+    let mut deposed = cluster.children.remove(&leader).unwrap();
+    deposed.kill().unwrap();
+    deposed.wait().unwrap();
+    let other_new = if leader == 4 { 5 } else { 4 };
+    let next = cluster.wait_leader_among(&[away, other_new]).await;
+    cluster
+        .post_ok(
+            next,
+            "/v1/write",
+            json!({"key": "facts/after", "value": 1, "actor": "t"}),
+        )
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,6 +3,8 @@
 //! - `server`: axum routes that hand requests to the local `Raft`.
 //! - `admission`: whether this node may answer votes, appends and snapshots at all (a
 //!   data dir without Raft state answers only once an init or a join admitted it).
+//! - `vouch`: with mutual TLS, a node this node's membership does not list yet passes once
+//!   a member it does list says that its own membership lists it.
 //! - `proof`: peer proof (mutual TLS naming `node-<ID>`, or a shared secret on loopback),
 //!   checked before a request's body is read.
 //! - bodies are `store::codec` frames, decoded bounded by their length (the body itself
@@ -17,6 +19,7 @@ pub mod admission;
 pub mod network;
 pub mod proof;
 pub mod server;
+pub mod vouch;
 
 pub const APPEND_PATH: &str = "/raft/append";
 pub const VOTE_PATH: &str = "/raft/vote";
@@ -30,4 +33,6 @@ pub const PROOF_MODE_PATH: &str = "/raft/proof-mode";
 /// A node's admission (`admission::AdmitRequest`): asked, or given by the node that
 /// initializes the cluster or the leader that joins it.
 pub const ADMIT_PATH: &str = "/raft/admit";
+/// Whether the answering node's membership lists a node id (`vouch`).
+pub const MEMBER_PATH: &str = "/raft/member";
 pub const CONTENT_TYPE: &str = "application/x-cairn-bincode";

@@ -37,8 +37,8 @@ use serde::Serialize;
 use super::admission::{AdmissionState, AdmitRequest};
 use super::proof::{ClientProof, PEER_TARGET_HEADER};
 use super::{
-    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH,
-    VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH, READ_INDEX_PATH,
+    SNAPSHOT_PATH, VOTE_PATH,
 };
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
@@ -212,6 +212,19 @@ impl PeerClient {
         )
         .await
         .map_err(|e| e.to_string())?
+    }
+
+    /// Whether node `target`'s membership lists node `id` ([`MEMBER_PATH`]).
+    pub async fn lists_member(
+        &self,
+        target: NodeId,
+        peer_addr: &str,
+        id: NodeId,
+        timeout: Duration,
+    ) -> Result<bool, String> {
+        self.call::<NodeId, bool, String>(target, peer_addr, MEMBER_PATH, &id, timeout)
+            .await
+            .map_err(|e| e.to_string())?
     }
 
     /// Asks the leader for a quorum-confirmed commit index (ReadIndex).

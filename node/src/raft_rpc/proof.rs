@@ -3,8 +3,9 @@
 //! - **Mutual TLS**: the handshake already checked that the caller's certificate chains
 //!   to the cluster CA. [`require`] then checks that the certificate is valid for
 //!   `node-<ID>`, the id the caller claims in [`PEER_ID_HEADER`], and, once this node
-//!   knows a membership, that the id is one of its voters or learners. The name check
-//!   runs once per connection and id ([`valid_for_node`](crate::tls::PresentedCertificate::valid_for_node)); the
+//!   knows a membership, that the id is one of its voters or learners, or that a member
+//!   vouched for it ([`super::vouch`]). The name check runs once per connection and id
+//!   ([`valid_for_node`](crate::tls::PresentedCertificate::valid_for_node)); the
 //!   membership check runs on every request, so a removed node is refused at once.
 //! - **Shared secret** (loopback only): [`PEER_SECRET_HEADER`] must carry the secret;
 //!   compared as SHA-256 digests in constant time, so neither its bytes nor its length
@@ -37,6 +38,8 @@ use crate::consensus::{NodeId, Raft};
 use crate::metrics::Metrics;
 use crate::tls::configs::{names_node, node_dns_name};
 use crate::tls::PeerCertificate;
+
+use super::vouch::Vouches;
 
 /// The node id a peer request is sent by (its certificate must name `node-<ID>`).
 pub const PEER_ID_HEADER: &str = "x-cairn-peer-id";
@@ -124,12 +127,14 @@ impl ClientProof {
     }
 }
 
-/// The middleware's state: the proof demanded, Raft for the membership, and the node's
-/// counters (a refusal counts in `cairn_peer_requests_refused_total`).
+/// The middleware's state: the proof demanded, Raft for the membership, the vouches for
+/// nodes it does not list yet, and the node's counters (a refusal counts in
+/// `cairn_peer_requests_refused_total`).
 #[derive(Clone)]
 pub struct PeerGate {
     pub proof: ServerProof,
     pub raft: Raft,
+    pub vouches: Vouches,
     pub metrics: Arc<Metrics>,
 }
 
@@ -175,7 +180,7 @@ fn check_proof(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
                 let _ = cert.valid_for_node.set(id);
             }
             let from_leader = request.uri().path() != super::VOTE_PATH;
-            check_member(&gate.raft, id, from_leader)
+            check_member(gate, id, from_leader)
         }
     }
 }
@@ -248,23 +253,32 @@ fn check_certificate_names(
 /// Once this node knows a membership (any voter), only its voters and learners may call.
 /// A node that was never initialized knows none, and must accept the first leader.
 ///
-/// Except for a vote request, the node this one last voted for or followed passes too: it
-/// was a member (or no membership was known) when this node accepted it, and a learner
-/// that installs an older snapshot from that leader takes the snapshot's older
-/// membership, which may not list the leader yet (it joined later). Refusing its entries
-/// then would leave the learner stuck on that snapshot (found by a secure chaos
-/// campaign, seed 1205). Vote requests get no such pass: a node removed after this one
-/// followed it must not move this node's term by campaigning.
-fn check_member(raft: &Raft, id: NodeId, from_leader: bool) -> Result<(), Refusal> {
-    let metrics = raft.metrics();
-    let metrics = metrics.borrow();
-    let membership = metrics.membership_config.membership();
-    let known = membership.voter_ids().next().is_some();
-    let followed = from_leader && metrics.vote.leader_id.voted_for() == Some(id);
-    if known && !followed && membership.get_node(&id).is_none() {
-        return Err(forbidden(format!("node {id} is not a cluster member")));
+/// Two more pass:
+/// - except for a vote request, the node this one last voted for or followed: it was a
+///   member (or no membership was known) when this node accepted it, and a learner that
+///   installs an older snapshot from that leader takes the snapshot's older membership,
+///   which may not list the leader yet (it joined later). Refusing its entries then would
+///   leave the learner stuck on that snapshot (found by a secure chaos campaign, seed
+///   1205). Vote requests get no such pass: a node removed after this one followed it
+///   must not move this node's term by campaigning;
+/// - a node that a member this node knows vouched for ([`Vouches`]): this node missed
+///   its join. The first refusal starts the lookup; a later request passes.
+fn check_member(gate: &PeerGate, id: NodeId, from_leader: bool) -> Result<(), Refusal> {
+    let listed_or_followed = {
+        let metrics = gate.raft.metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        let known = membership.voter_ids().next().is_some();
+        let followed = from_leader && metrics.vote.leader_id.voted_for() == Some(id);
+        !known || followed || membership.get_node(&id).is_some()
+    };
+    if listed_or_followed || gate.vouches.vouched(id) {
+        return Ok(());
     }
-    Ok(())
+    Err(forbidden(format!(
+        "node {id} is not a cluster member (no member this node knows has vouched for it \
+         yet)"
+    )))
 }
 
 #[cfg(test)]

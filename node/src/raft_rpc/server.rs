@@ -21,9 +21,10 @@ use serde::Serialize;
 
 use super::admission::{Admission, AdmissionState, AdmitRequest};
 use super::proof::{self, PeerGate, ServerProof};
+use super::vouch::Vouches;
 use super::{
-    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, PROOF_MODE_PATH, READ_INDEX_PATH, SNAPSHOT_PATH,
-    VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH, READ_INDEX_PATH,
+    SNAPSHOT_PATH, VOTE_PATH,
 };
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig, Vote};
@@ -37,6 +38,10 @@ use crate::store::codec;
 /// 413 `too_large`), so a larger body is never buffered whole, whatever its
 /// `content-length` says.
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
+type Append = AppendEntriesRequest<TypeConfig>;
+type Ballot = VoteRequest<NodeId>;
+type Snapshot = InstallSnapshotRequest<TypeConfig>;
+
 /// A ReadIndex round must finish within this, or the follower's token request fails.
 const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -54,12 +59,14 @@ pub fn router(
     raft: Raft,
     proof: ServerProof,
     admission: Arc<Admission>,
+    vouches: Vouches,
     metrics: Arc<Metrics>,
 ) -> Router {
     let mode = proof.mode();
     let gate = PeerGate {
         proof,
         raft: raft.clone(),
+        vouches,
         metrics: metrics.clone(),
     };
     let peer = Peer {
@@ -73,6 +80,7 @@ pub fn router(
         .route(SNAPSHOT_PATH, post(snapshot))
         .route(READ_INDEX_PATH, post(read_index))
         .route(ADMIT_PATH, post(admit))
+        .route(MEMBER_PATH, post(member))
         .route(
             PROOF_MODE_PATH,
             post(move || {
@@ -125,52 +133,69 @@ fn reply<T: Serialize>(value: &T) -> Response {
 }
 
 async fn append(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
-    match decode_body::<AppendEntriesRequest<TypeConfig>>(body) {
-        Ok(req) => match peer.admitted(Admission::check_leader, &req.vote) {
-            Ok(()) => reply(&peer.raft.append_entries(req).await),
-            Err(r) => r,
-        },
-        Err(r) => r,
+    let admitted = peer.decode_admitted(body, Admission::check_leader, |r: &Append| &r.vote);
+    match admitted {
+        Ok(req) => reply(&peer.raft.append_entries(req).await),
+        Err(refusal) => refusal,
     }
 }
 
 async fn vote(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
-    match decode_body::<VoteRequest<NodeId>>(body) {
-        Ok(req) => match peer.admitted(Admission::check_candidate, &req.vote) {
-            Ok(()) => reply(&peer.raft.vote(req).await),
-            Err(r) => r,
-        },
-        Err(r) => r,
+    let admitted = peer.decode_admitted(body, Admission::check_candidate, |r: &Ballot| &r.vote);
+    match admitted {
+        Ok(req) => reply(&peer.raft.vote(req).await),
+        Err(refusal) => refusal,
     }
 }
 
 async fn snapshot(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
-    match decode_body::<InstallSnapshotRequest<TypeConfig>>(body) {
-        Ok(req) => match peer.admitted(Admission::check_leader, &req.vote) {
-            Ok(()) => reply(&peer.raft.install_snapshot(req).await),
-            Err(r) => r,
-        },
-        Err(r) => r,
+    let admitted = peer.decode_admitted(body, Admission::check_leader, |r: &Snapshot| &r.vote);
+    match admitted {
+        Ok(req) => reply(&peer.raft.install_snapshot(req).await),
+        Err(refusal) => refusal,
     }
 }
 
 impl Peer {
-    /// Passes a request this node's admission allows, else refuses it with 409
-    /// `invalid_transition` before Raft sees it: term, vote and log stay as they were.
-    /// Counted in `cairn_peer_requests_not_admitted_total`; logged at debug only, since a
-    /// leader retries a refused node several times a second.
+    /// The decoded request if this node's admission allows the `vote` it carries, else the
+    /// refusal: 400 for a body that does not decode ([`decode_body`]), 409
+    /// `invalid_transition` for a vote the admission rules out, both before Raft sees it,
+    /// so term, vote and log stay as they were. An admission refusal is counted in
+    /// `cairn_peer_requests_not_admitted_total` and logged at debug only, since a leader
+    /// retries a refused node several times a second.
     #[allow(clippy::result_large_err)]
-    fn admitted(
+    fn decode_admitted<Req: DeserializeOwned>(
         &self,
+        body: Result<Bytes, BytesRejection>,
         check: fn(&Admission, &Vote) -> Result<(), String>,
-        vote: &Vote,
-    ) -> Result<(), Response> {
-        check(&self.admission, vote).map_err(|reason| {
+        vote: fn(&Req) -> &Vote,
+    ) -> Result<Req, Response> {
+        let req = decode_body::<Req>(body)?;
+        check(&self.admission, vote(&req)).map_err(|reason| {
             Metrics::inc(&self.metrics.peer_not_admitted);
             tracing::debug!(%reason, "peer request refused by admission");
             ApiError::new(ErrorCode::InvalidTransition, reason).into_response()
-        })
+        })?;
+        Ok(req)
     }
+}
+
+/// `POST /raft/member`: whether this node's membership (its latest, committed or not)
+/// lists the node id in the body as a voter or learner; the answer a node asks for before
+/// it lets in a node its own membership does not list yet ([`super::vouch`]).
+async fn member(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
+    let id = match decode_body::<NodeId>(body) {
+        Ok(id) => id,
+        Err(refusal) => return refusal,
+    };
+    let metrics = peer.raft.metrics();
+    let listed = metrics
+        .borrow()
+        .membership_config
+        .membership()
+        .get_node(&id)
+        .is_some();
+    reply(&Ok::<bool, String>(listed))
 }
 
 /// `POST /raft/admit`: answers this node's [`AdmissionState`], after admitting it if
