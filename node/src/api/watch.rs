@@ -29,7 +29,7 @@ use super::auth::{self, Caller, Session};
 use super::body::StrictQuery;
 use super::error::ApiError;
 use super::{App, SharedApp};
-use crate::consensus::state_machine::FEED_WINDOW_REVISIONS;
+use crate::consensus::state_machine::feed_retained_from;
 use crate::consensus::view::FeedPosition;
 
 /// Events read from the feed per page.
@@ -68,7 +68,10 @@ pub async fn watch(
     let from = match asked {
         None => (app.reads.applied_index() + 1, 0),
         Some(((0, 0), _)) => (0, 0),
-        Some(((revision, seq), field)) => (check_retained(&app, revision, field)?, seq),
+        Some(((revision, seq), field)) => {
+            let applied = app.reads.applied_index();
+            (check_retained(revision, applied, field)?, seq)
+        }
     };
     Ok(Sse::new(events(app, slot, reader, q.prefix, from))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
@@ -136,21 +139,16 @@ fn event_id((revision, seq): FeedPosition, last_of_entry: bool) -> String {
     }
 }
 
-/// `from` unless it is older than the oldest retained event (SPEC extension: 400
-/// `invalid_request` with `oldest_revision`, and `field`: `from_revision`, or
+/// `from` unless events from it on may have been trimmed from the feed (SPEC extension:
+/// 400 `invalid_request` with `oldest_revision`, and `field`: `from_revision`, or
 /// `Last-Event-ID` when the resume point came from that header). The feed keeps the newest
-/// `FEED_WINDOW_REVISIONS` revisions; a resume from before its first event could skip
-/// changes without knowing, so the client is told where the feed starts (or asks with
-/// `from_revision=0`, "from the oldest retained event").
-fn check_retained(app: &App, from: u64, field: &str) -> Result<u64, ApiError> {
-    let window_floor = app
-        .reads
-        .applied_index()
-        .saturating_sub(FEED_WINDOW_REVISIONS);
-    let oldest = app
-        .view
-        .feed_first_revision()?
-        .map_or(window_floor, |first| first.max(window_floor));
+/// `FEED_WINDOW_REVISIONS` revisions; a resume from below its floor could skip changes
+/// without knowing, so the client is told where the feed starts (or asks with
+/// `from_revision=0`, "from the oldest retained event"). A start below the first event
+/// but at or above the floor skips nothing: no event was there (revision 1, the
+/// membership entry of `init`, has none).
+fn check_retained(from: u64, applied_index: u64, field: &str) -> Result<u64, ApiError> {
+    let oldest = feed_retained_from(applied_index);
     if from < oldest {
         return Err(ApiError::invalid(format!(
             "from_revision {from} is older than the feed's oldest revision {oldest}"
@@ -294,6 +292,21 @@ mod tests {
         for malformed in malformed {
             assert_eq!(resume_after(malformed), None, "{malformed:?}");
         }
+    }
+
+    #[test]
+    fn a_start_is_refused_only_below_the_trimmed_floor() {
+        // Trims run at multiples of 4096 and keep the last 1,000,000 revisions: the first
+        // at index 1,003,520 (245 × 4096) drops revisions below 3,520.
+        let first_trim = 1_003_520;
+        assert_eq!(check_retained(1, 5, "from_revision").unwrap(), 1);
+        assert_eq!(check_retained(1, first_trim - 1, "from_revision").unwrap(), 1);
+        let applied = first_trim + 17;
+        assert_eq!(check_retained(3_520, applied, "from_revision").unwrap(), 3_520);
+        let refused = check_retained(3_519, applied, "Last-Event-ID").unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidRequest);
+        assert_eq!(refused.details["field"], "Last-Event-ID");
+        assert_eq!(refused.details["oldest_revision"], 3_520);
     }
 
     #[test]

@@ -37,6 +37,15 @@ use crate::store::{codec, SnapshotDir, StateEngine, StateTxn, StoreError};
 pub const FEED_WINDOW_REVISIONS: u64 = 1_000_000;
 /// The feed is trimmed once every this many entries (one range deletion, not one per entry).
 const FEED_TRIM_EVERY: u64 = 4096;
+
+/// The revision from which a state machine that applied `applied_index` still holds every
+/// change-feed event: the floor of its last trim (0 before any). Events below it may be
+/// gone; none at or above it is. The same on every replica, since trims happen at fixed
+/// indices, and snapshots carry the feed.
+pub fn feed_retained_from(applied_index: u64) -> u64 {
+    let last_trim = applied_index - applied_index % FEED_TRIM_EVERY;
+    last_trim.saturating_sub(FEED_WINDOW_REVISIONS)
+}
 /// Dedup records expired per entry at most (bounds apply time).
 const DEDUP_EXPIRE_PER_ENTRY_MAX: usize = 256;
 
@@ -177,7 +186,7 @@ impl StateMachine {
                 }
             }
             if index % FEED_TRIM_EVERY == 0 {
-                txn.trim_feed(index.saturating_sub(FEED_WINDOW_REVISIONS));
+                txn.trim_feed(feed_retained_from(index));
             }
         }
         txn.put_meta(meta::LAST_APPLIED, &codec::encode(&last));

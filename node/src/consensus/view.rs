@@ -152,12 +152,6 @@ impl StateView {
         Ok(self.state.feed_page(from, limit)?)
     }
 
-    /// The oldest revision still in the locally applied change feed (`None`: empty).
-    #[inline]
-    pub fn feed_first_revision(&self) -> Result<Option<u64>> {
-        Ok(self.state.feed_first_revision()?)
-    }
-
     /// The highest committed index this node has saved (a hint, not fsynced; it may lag
     /// the leader's). Reported in `served`, status and metrics. An atomic load.
     #[inline]

@@ -143,20 +143,6 @@ impl StateEngine {
         Ok(out)
     }
 
-    /// Oldest revision still in the change feed (None when empty).
-    pub fn feed_first_revision(&self) -> Result<Option<u64>, StoreError> {
-        let family = self.engine.cf(cf::FEED);
-        match self
-            .engine
-            .state_db()
-            .iterator_cf(family, IteratorMode::Start)
-            .next()
-        {
-            None => Ok(None),
-            Some(item) => Ok(codec::u64_from_key(&item?.0)),
-        }
-    }
-
     /// sha256 over every key and value of the state families except `sm_meta` (applied id,
     /// membership, clock: they legitimately differ between replicas caught up to different
     /// points), in order, and then the access record (principals, grants, `acl_revision`,
