@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use cairn_client::api::State;
 
-use super::{parse_actor, parse_state};
+use super::{parse_actor, parse_listed_state, parse_recalled_state};
 use crate::help::{FORGET_HELP, READ_HELP, RECALL_HELP, REVOKE_HELP, WATCH_HELP, WRITE_HELP};
 
 /// The commands on keys, run by [`crate::keys`].
@@ -170,8 +170,8 @@ pub struct TombstoneArgs {
 pub struct ListArgs {
     #[arg(default_value = "")]
     pub prefix: String,
-    /// Only keys in this state (absent, active, revoked, forgotten); repeatable.
-    #[arg(long = "state", value_parser = parse_state)]
+    /// Only keys in this state (active, revoked, forgotten); repeatable.
+    #[arg(long = "state", value_parser = parse_listed_state)]
     pub states: Vec<State>,
     #[arg(long)]
     pub limit: Option<u32>,
@@ -191,7 +191,7 @@ pub struct RecallArgs {
     pub prefix: Option<String>,
     /// Only notes in this state (active, revoked); repeatable [default: active and
     /// revoked].
-    #[arg(long = "include", value_name = "STATE", value_parser = parse_state)]
+    #[arg(long = "include", value_name = "STATE", value_parser = parse_recalled_state)]
     pub include: Vec<State>,
     #[arg(long)]
     pub limit: Option<u32>,

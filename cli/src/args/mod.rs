@@ -175,9 +175,24 @@ fn parse_actor(raw: &str) -> Result<String, String> {
     }
 }
 
-fn parse_state(raw: &str) -> Result<State, String> {
-    serde_json::from_value(Value::String(raw.to_string()))
-        .map_err(|_| "expected absent, active, revoked or forgotten".to_string())
+/// A `--state` of `cairn list`: the states a listed key can be in (an absent key has no
+/// record to list, and the node refuses `absent`).
+fn parse_listed_state(raw: &str) -> Result<State, String> {
+    parse_state_among(raw, &[State::Active, State::Revoked, State::Forgotten])
+}
+
+/// An `--include` of `cairn recall`: forgotten notes are never recalled (SPEC §4).
+fn parse_recalled_state(raw: &str) -> Result<State, String> {
+    parse_state_among(raw, &[State::Active, State::Revoked])
+}
+
+fn parse_state_among(raw: &str, allowed: &[State]) -> Result<State, String> {
+    let names: Vec<&str> = allowed.iter().map(|s| s.as_str()).collect();
+    allowed
+        .iter()
+        .find(|s| s.as_str() == raw)
+        .copied()
+        .ok_or_else(|| format!("expected one of: {}", names.join(", ")))
 }
 
 /// `ID=CLIENT_ADDR,PEER_ADDR`
@@ -249,6 +264,24 @@ mod tests {
         assert!(err.to_string().contains("must not be empty"), "{err}");
         assert!(parse(&["forget", "k", "--reason", "r", "--actor", ""]).is_err());
         assert!(parse(&["write", "k", "1", "--actor", "a"]).is_ok());
+    }
+
+    #[test]
+    fn list_and_recall_take_only_the_states_the_node_accepts() {
+        let err = parse(&["list", "p/", "--state", "absent"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(
+            err.to_string()
+                .contains("expected one of: active, revoked, forgotten"),
+            "{err}"
+        );
+        assert!(parse(&["list", "p/", "--state", "forgotten"]).is_ok());
+        let err = parse(&["recall", "tag:x", "--include", "forgotten"]).unwrap_err();
+        assert!(
+            err.to_string().contains("expected one of: active, revoked"),
+            "{err}"
+        );
+        assert!(parse(&["recall", "tag:x", "--include", "revoked"]).is_ok());
     }
 
     #[test]
