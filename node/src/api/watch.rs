@@ -300,9 +300,15 @@ mod tests {
         // at index 1,003,520 (245 × 4096) drops revisions below 3,520.
         let first_trim = 1_003_520;
         assert_eq!(check_retained(1, 5, "from_revision").unwrap(), 1);
-        assert_eq!(check_retained(1, first_trim - 1, "from_revision").unwrap(), 1);
+        assert_eq!(
+            check_retained(1, first_trim - 1, "from_revision").unwrap(),
+            1
+        );
         let applied = first_trim + 17;
-        assert_eq!(check_retained(3_520, applied, "from_revision").unwrap(), 3_520);
+        assert_eq!(
+            check_retained(3_520, applied, "from_revision").unwrap(),
+            3_520
+        );
         let refused = check_retained(3_519, applied, "Last-Event-ID").unwrap_err();
         assert_eq!(refused.code, ErrorCode::InvalidRequest);
         assert_eq!(refused.details["field"], "Last-Event-ID");
