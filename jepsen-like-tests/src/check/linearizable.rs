@@ -27,13 +27,15 @@
 //!   interchangeable, so they are only linearized in invocation order: [`Model::Input`] is
 //!   `Eq + Hash` for this.
 //! - P-compositionality: operations with different [`Model::key`]s never interact, so each
-//!   key is checked on its own.
+//!   key is checked on its own, and the keys are spread over the machine's cores.
 //!
 //! Every partition runs under a [`Budget`]; running out gives [`Verdict::Unknown`], which
 //! callers must treat as a failure (nothing was proven).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::event_list::{completion, EventList, NIL};
@@ -125,30 +127,39 @@ pub struct Exhausted {
     pub elapsed: Duration,
 }
 
-/// Checks `history` against `model`, one partition (key) at a time.
+/// Checks `history` against `model`, one partition (key) at a time, on every core: the
+/// partitions share nothing, and a chaos run's check is the harness's longest step.
 ///
 /// A definite counterexample in any partition wins over another partition's `Unknown`: it
-/// proves the history is not linearizable whatever the rest would have said.
-pub fn check<M: Model>(
-    model: &M,
-    history: &History<M::Input, M::Output>,
-    budget: Budget,
-) -> Verdict {
+/// proves the history is not linearizable whatever the rest would have said. Once one is
+/// found no further partition is started. Among several, the one of the smallest key is
+/// reported, as a search in key order would; which ones were searched may vary with
+/// scheduling, the verdict does not. A search that runs past [`PROGRESS_EVERY`] says how
+/// far it got on stderr at that interval.
+pub fn check<M>(model: &M, history: &History<M::Input, M::Output>, budget: Budget) -> Verdict
+where
+    M: Model + Sync,
+    M::Input: Sync,
+    M::Output: Sync,
+    M::Key: Sync,
+{
+    let parts: Vec<Keyed<'_, M>> = partition(model, history).into_iter().collect();
+    let results = search_all(model, &parts, budget);
     let mut unknown = None;
-    for (key, part) in partition(model, history) {
-        match Search::new(model, &part).run(budget) {
-            Outcome::Linearizable => {}
-            Outcome::NotLinearizable(stuck) => {
+    for ((key, _), result) in parts.iter().zip(results) {
+        match result {
+            None | Some(PartResult::Linearizable) => {}
+            Some(PartResult::NotLinearizable(description)) => {
                 return Verdict::NotLinearizable(Counterexample {
                     partition: format!("{key:?}"),
-                    description: describe(&part, stuck.as_ref()),
+                    description,
                 })
             }
-            Outcome::Exhausted {
+            Some(PartResult::Exhausted {
                 limit,
                 steps,
                 elapsed,
-            } => {
+            }) => {
                 unknown.get_or_insert(Exhausted {
                     partition: format!("{key:?}"),
                     limit,
@@ -159,6 +170,129 @@ pub fn check<M: Model>(
         }
     }
     unknown.map_or(Verdict::Linearizable, Verdict::Unknown)
+}
+
+/// A partition and its key.
+type Keyed<'h, M> = (
+    <M as Model>::Key,
+    Part<'h, <M as Model>::Input, <M as Model>::Output>,
+);
+
+/// How often a long search reports its progress.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// One partition's outcome, without the model state (so it can leave its thread).
+enum PartResult {
+    Linearizable,
+    NotLinearizable(String),
+    Exhausted {
+        limit: Limit,
+        steps: u64,
+        elapsed: Duration,
+    },
+}
+
+/// Searches every partition, each on whichever worker takes it next (one worker per core,
+/// this thread one of them); `None` for a partition not started because another was found
+/// not linearizable.
+fn search_all<M>(model: &M, parts: &[Keyed<'_, M>], budget: Budget) -> Vec<Option<PartResult>>
+where
+    M: Model + Sync,
+    M::Input: Sync,
+    M::Output: Sync,
+    M::Key: Sync,
+{
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, parts.len().max(1));
+    let shared = Shared {
+        next: AtomicUsize::new(0),
+        done: AtomicUsize::new(0),
+        violated: AtomicBool::new(false),
+        results: parts.iter().map(|_| Mutex::new(None)).collect(),
+        progress: Mutex::new(Progress {
+            started: Instant::now(),
+            reported: Instant::now(),
+        }),
+    };
+    let work = || shared.work(model, parts, budget);
+    std::thread::scope(|scope| {
+        for _ in 1..workers {
+            scope.spawn(work);
+        }
+        work();
+    });
+    shared
+        .results
+        .into_iter()
+        .map(|r| r.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .collect()
+}
+
+/// What the workers of [`search_all`] share.
+struct Shared {
+    /// The next partition to take.
+    next: AtomicUsize,
+    done: AtomicUsize,
+    /// A partition was found not linearizable: take no more.
+    violated: AtomicBool,
+    results: Vec<Mutex<Option<PartResult>>>,
+    progress: Mutex<Progress>,
+}
+
+struct Progress {
+    started: Instant,
+    reported: Instant,
+}
+
+impl Shared {
+    fn work<M: Model>(&self, model: &M, parts: &[Keyed<'_, M>], budget: Budget) {
+        while !self.violated.load(Ordering::Relaxed) {
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some((_, part)) = parts.get(i) else { break };
+            let result = search_part(model, part, budget);
+            if matches!(result, PartResult::NotLinearizable(_)) {
+                self.violated.store(true, Ordering::Relaxed);
+            }
+            *self.results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+            let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+            self.report(done, parts.len());
+        }
+    }
+
+    /// Prints how many partitions are done, at most every [`PROGRESS_EVERY`].
+    fn report(&self, done: usize, total: usize) {
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if progress.reported.elapsed() >= PROGRESS_EVERY && done < total {
+            progress.reported = Instant::now();
+            eprintln!(
+                "linearizability search: {done} of {total} keys done after {:.0?}",
+                progress.started.elapsed()
+            );
+        }
+    }
+}
+
+fn search_part<M: Model>(
+    model: &M,
+    part: &Part<'_, M::Input, M::Output>,
+    budget: Budget,
+) -> PartResult {
+    match Search::new(model, part).run(budget) {
+        Outcome::Linearizable => PartResult::Linearizable,
+        Outcome::NotLinearizable(stuck) => {
+            PartResult::NotLinearizable(describe(part, stuck.as_ref()))
+        }
+        Outcome::Exhausted {
+            limit,
+            steps,
+            elapsed,
+        } => PartResult::Exhausted {
+            limit,
+            steps,
+            elapsed,
+        },
+    }
 }
 
 /// One partition's operations, with their indices in the whole history (for reports).
