@@ -784,10 +784,12 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert_eq!(keys, [key]);
     let revoked: RecallResponse = cluster.json(&["recall", "path:src/db/", "--include", "revoked"]);
     assert!(revoked.notes.is_empty(), "{revoked:?}");
-    cluster.fails(
-        &["recall", "path:src/db/", "--include", "forgotten"],
-        EXIT_INVALID_INPUT,
-        "invalid_request",
+    // Forgotten notes are never recalled: refused before any request, naming the choices.
+    let refused = cluster.cairn(&["recall", "path:src/db/", "--include", "forgotten"]);
+    assert_eq!(refused.code, EXIT_INVALID_INPUT, "{refused:?}");
+    assert!(
+        refused.stderr.contains("expected one of: active, revoked"),
+        "{refused:?}"
     );
 
     // --min-revision on every read: served once applied, else stale_read after the wait.

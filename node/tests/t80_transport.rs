@@ -18,6 +18,7 @@ use std::time::Duration;
 use cairn_api::{ClusterStatus, NodeSpec};
 use cairn_node::consensus::{NodeId, TypeConfig, Vote};
 use cairn_node::raft_rpc::proof::{PEER_ID_HEADER, PEER_SECRET_HEADER, PEER_TARGET_HEADER};
+use cairn_node::raft_rpc::vouch::UNVOUCHED_COOLDOWN;
 use cairn_node::raft_rpc::{APPEND_PATH, CONTENT_TYPE, READ_INDEX_PATH, VOTE_PATH};
 use cairn_node::store::codec;
 use cairn_node::tls::certs::{self, Generated};
@@ -734,6 +735,19 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     .await;
     let what = format!("member {member}'s connection, then claiming {leader}");
     answers_seen.push((what, answers, vec![Some(403), Some(403)]));
+    // (e) Node 9 again, once every node has asked its members about it (past the
+    // cooldown of a lookup that found no voucher): still refused, since no member lists it.
+    tokio::time::sleep(UNVOUCHED_COOLDOWN + Duration::from_millis(500)).await;
+    for target in cluster.specs.keys().copied() {
+        let url = |path: &str| cluster.peer_url(target, path);
+        let headers = [
+            (PEER_ID_HEADER, "9".to_string()),
+            (PEER_TARGET_HEADER, target.to_string()),
+        ];
+        let answers = send_rogue(&non_member, url, &headers, rogue_bodies(term, 9, last)).await;
+        let what = format!("node {target}, node 9 after its members were asked");
+        answers_seen.push((what, answers, vec![Some(403), Some(403)]));
+    }
     // Give a deposed leader time to show it.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = cluster.statuses().await;
@@ -749,7 +763,8 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     let log = cluster.log(leader);
     assert!(log.contains("peer request refused"), "refusals are logged");
     // And counted: on every node two refused handshakes for each of (a) and (b), and
-    // six refused requests for (c) and no id; on the leader two more for (d).
+    // eight refused requests for (c), no id and (e); on the leader two more for (d). No
+    // member vouched for node 9.
     for &id in cluster.specs.keys() {
         let handshakes = cluster
             .metric(id, "cairn_peer_tls_handshakes_failed_total")
@@ -758,8 +773,10 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
         let refused = cluster
             .metric(id, "cairn_peer_requests_refused_total")
             .await;
-        let expected = if id == leader { 8 } else { 6 };
+        let expected = if id == leader { 10 } else { 8 };
         assert_eq!(refused, expected, "node {id}: refused peer requests");
+        let vouched = cluster.metric(id, "cairn_peer_members_vouched_total").await;
+        assert_eq!(vouched, 0, "node {id}: vouched for node 9");
     }
 }
 

@@ -161,3 +161,20 @@ impl Vouches {
         standings.insert(id, standing);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_standing_lasts_its_own_time_and_a_lookup_under_way_never_expires() {
+        let at = Instant::now();
+        let after = |d: Duration| at + d;
+        assert!(!Standing::Vouched(at).expired(after(VOUCH_TTL - Duration::from_millis(1))));
+        assert!(Standing::Vouched(at).expired(after(VOUCH_TTL)));
+        let cooldown = UNVOUCHED_COOLDOWN;
+        assert!(!Standing::Unvouched(at).expired(after(cooldown - Duration::from_millis(1))));
+        assert!(Standing::Unvouched(at).expired(after(cooldown)));
+        assert!(!Standing::Asking.expired(after(VOUCH_TTL * 100)));
+    }
+}
