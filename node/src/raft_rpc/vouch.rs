@@ -43,8 +43,9 @@ pub const VOUCH_TTL: Duration = Duration::from_secs(10);
 pub const UNVOUCHED_COOLDOWN: Duration = Duration::from_secs(1);
 /// Bound on each member's answer.
 const ASK_TIMEOUT: Duration = Duration::from_secs(1);
-/// Ids remembered at most; past it, expired standings are dropped. Only an id whose
-/// certificate the cluster CA signed gets this far, so this is far above any real cluster.
+/// Ids remembered at most: past it, expired standings are dropped, and while none has
+/// expired no new lookup starts. Only an id whose certificate the cluster CA signed gets
+/// this far, so this is far above any real cluster.
 const STANDINGS_MAX: usize = 1024;
 
 /// What is known about one unlisted id.
@@ -102,6 +103,9 @@ impl Vouches {
         }
         if standings.len() >= STANDINGS_MAX {
             standings.retain(|_, standing| !standing.expired(now));
+            if standings.len() >= STANDINGS_MAX {
+                return false;
+            }
         }
         standings.insert(id, Standing::Asking);
         drop(standings);
