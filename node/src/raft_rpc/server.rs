@@ -38,12 +38,13 @@ use crate::store::codec;
 /// 413 `too_large`), so a larger body is never buffered whole, whatever its
 /// `content-length` says.
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
+/// A ReadIndex round must finish within this, or the follower's token request fails.
+const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The three requests that carry a vote and pass the admission check.
 type Append = AppendEntriesRequest<TypeConfig>;
 type Ballot = VoteRequest<NodeId>;
 type Snapshot = InstallSnapshotRequest<TypeConfig>;
-
-/// A ReadIndex round must finish within this, or the follower's token request fails.
-const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// What the peer handlers share.
 #[derive(Clone)]

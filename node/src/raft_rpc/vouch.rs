@@ -24,8 +24,8 @@
 //! - A vouch expires: a node removed since it was vouched for is refused again after
 //!   [`VOUCH_TTL`], once no member lists it.
 //! - When every member this node knows is gone (all removed and stopped while it was
-//!   away), nobody can vouch: the operator removes the node and joins it again
-//!   (docs/operations.md).
+//!   away), nobody can vouch: the operator removes the node, wipes its data dir (the old
+//!   membership in it is what it trusts) and joins it again (docs/operations.md).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -95,11 +95,8 @@ impl Vouches {
     pub fn vouched(&self, id: NodeId) -> bool {
         let now = Instant::now();
         let mut standings = self.standings.lock().unwrap_or_else(|p| p.into_inner());
-        match standings.get(&id) {
-            Some(standing) if !standing.expired(now) => {
-                return matches!(standing, Standing::Vouched(_))
-            }
-            _ => {}
+        if let Some(standing) = standings.get(&id).filter(|s| !s.expired(now)) {
+            return matches!(standing, Standing::Vouched(_));
         }
         if standings.len() >= STANDINGS_MAX {
             standings.retain(|_, standing| !standing.expired(now));
@@ -117,10 +114,10 @@ impl Vouches {
     /// Asks every other member this node knows, at once, whether it lists `id`; records
     /// the first that does, or that none did.
     async fn look_up(&self, id: NodeId) {
-        let own_id = self.raft.metrics().borrow().id;
         let members: Vec<(NodeId, String)> = {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow();
+            let own_id = metrics.id;
             let membership = metrics.membership_config.membership();
             let members = membership
                 .nodes()
