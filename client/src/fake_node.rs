@@ -24,6 +24,9 @@ pub(crate) enum Reply {
     Json(u16, String),
     /// Read the request, then close the connection without answering.
     Drop,
+    /// Read the request, then hold the connection open without answering (a stopped node:
+    /// its kernel still accepts connections).
+    Hang,
     /// A `text/event-stream` carrying these `data:` payloads, then closed.
     Events(Vec<String>),
 }
@@ -67,6 +70,10 @@ async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Se
     };
     let response = match script(&request, index) {
         Reply::Drop => return,
+        Reply::Hang => {
+            std::future::pending::<()>().await;
+            return;
+        }
         Reply::Json(status, body) => format!(
             "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
              connection: close\r\n\r\n{body}",

@@ -38,16 +38,17 @@ impl Client {
             .await
     }
 
-    /// `POST /cluster/join` at the leader: the node joins as a learner, then is promoted.
+    /// `POST /cluster/join` at the leader the nodes name now (not a cached one: the call
+    /// may wait [`JOIN_TIMEOUT`] there): the node joins as a learner, then is promoted.
     pub async fn join(&self, node: NodeSpec) -> Result<MembershipResponse> {
-        self.admin(Route::Leader, "join", encode(&node)?, JOIN_TIMEOUT)
+        self.admin(Route::CurrentLeader, "join", encode(&node)?, JOIN_TIMEOUT)
             .await
     }
 
-    /// `POST /cluster/remove` at the leader.
+    /// `POST /cluster/remove` at the leader the nodes name now.
     pub async fn remove(&self, id: u64) -> Result<MembershipResponse> {
         let body = encode(&RemoveRequest { id })?;
-        self.admin(Route::Leader, "remove", body, self.timeouts.request)
+        self.admin(Route::CurrentLeader, "remove", body, self.timeouts.request)
             .await
     }
 

@@ -3,7 +3,9 @@
 //! - **Leader discovery.** Mutations and linearizable reads go to the leader, found with
 //!   `GET /cluster/status` (`leader_id` → that node's `client_addr`) and cached until a call
 //!   to it fails. Without a known leader a call goes to the next endpoint: followers forward
-//!   mutations, or answer 503 `no_leader`, which is retried.
+//!   mutations, or answer 503 `no_leader`, which is retried. Membership changes (join,
+//!   remove) skip the cache and ask the nodes first: a join may wait minutes at the node it
+//!   reaches, and a cached leader that stopped answering would hold it for all of them.
 //! - **Bounded retries.** Every call makes at most `retries_max + 1` attempts with jittered
 //!   exponential backoff between `backoff_ms_min` and `backoff_ms_max`, rotating endpoints.
 //!   Only transient failures are retried (unreachable node, `no_leader`, `stale_read`,

@@ -105,7 +105,7 @@ impl Client {
             if !err.is_transient() {
                 return Err(err);
             }
-            if matches!(call.route, Route::Leader) {
+            if matches!(call.route, Route::Leader | Route::CurrentLeader) {
                 self.nodes.forget_leader(&base);
             }
             may_have_applied |= err.may_have_applied();

@@ -79,6 +79,11 @@ impl Scheme {
 #[derive(Debug, Clone, Copy)]
 pub(super) enum Route<'a> {
     Leader,
+    /// The leader the nodes name now, discovered afresh for every attempt, never the cached
+    /// one: for membership changes, which wait long at the node they reach, so a cached
+    /// leader that stopped answering (a paused or cut-off process whose kernel still
+    /// accepts connections) must not hold them for their whole timeout.
+    CurrentLeader,
     /// Round-robin over the endpoints.
     Spread,
     At(&'a str),
@@ -133,12 +138,18 @@ impl Client {
             Route::Spread => self.nodes.next_endpoint(),
             Route::Leader => match self.nodes.cached_leader() {
                 Some(leader) => leader,
-                // No leader known: any node will forward, or say `no_leader` (retried).
-                None => match self.discover_leader().await {
-                    Some(leader) => leader,
-                    None => self.nodes.next_endpoint(),
-                },
+                None => self.discovered_or_any().await,
             },
+            Route::CurrentLeader => self.discovered_or_any().await,
+        }
+    }
+
+    /// The leader the nodes name now; with none named, any node, which forwards or says
+    /// `no_leader` (retried).
+    async fn discovered_or_any(&self) -> String {
+        match self.discover_leader().await {
+            Some(leader) => leader,
+            None => self.nodes.next_endpoint(),
         }
     }
 }
@@ -196,9 +207,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::api::NodeSpec;
     use crate::client::test_support::*;
     use crate::client::transport::endpoint_url;
-    use crate::fake_node::FakeNode;
+    use crate::fake_node::{FakeNode, Reply};
 
     #[test]
     fn endpoints_are_normalized() {
@@ -242,6 +254,45 @@ mod tests {
         assert_eq!(
             leader_endpoint(&status, "http://10.0.0.1:7401").as_deref(),
             Some("http://10.0.0.2:7401")
+        );
+    }
+
+    #[tokio::test]
+    async fn membership_changes_pass_over_a_cached_leader_that_stopped_answering() {
+        let stopped = FakeNode::start(|_, _| Reply::Hang).await;
+        let leader = FakeNode::start(|seen, _| match seen.path.as_str() {
+            "/cluster/status" => ok(json!({"node_id": 2, "role": "leader", "leader_id": 2,
+                "term": 4, "last_log_index": 9, "commit_index": 9, "applied_index": 9,
+                "ms_since_leader_contact": 0, "voters": [1, 2, 3], "learners": [],
+                "nodes": [], "snapshot_index": 0, "log_purged_through": 0})),
+            _ => ok(json!({"voters": [1, 2, 3, 4], "learners": [], "nodes": []})),
+        })
+        .await;
+        let client = fast(vec![stopped.addr.clone(), leader.addr.clone()])
+            .discovery_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        client.nodes.set_leader(&stopped.addr);
+        let node = NodeSpec {
+            id: 4,
+            client_addr: "127.0.0.1:7404".into(),
+            peer_addr: "127.0.0.1:7504".into(),
+        };
+        let joined = tokio::time::timeout(Duration::from_secs(10), client.join(node))
+            .await
+            .expect("the join waited on the stopped node")
+            .unwrap();
+        assert_eq!(joined.voters, [1, 2, 3, 4]);
+        let at_leader: Vec<String> = leader.seen().into_iter().map(|s| s.path).collect();
+        assert_eq!(at_leader.last().map(String::as_str), Some("/cluster/join"));
+        let removed = tokio::time::timeout(Duration::from_secs(10), client.remove(4))
+            .await
+            .expect("the remove waited on the stopped node");
+        assert!(removed.is_ok(), "{removed:?}");
+        let joins_at_stopped = stopped.seen().iter().filter(|s| s.method == "POST").count();
+        assert_eq!(
+            joins_at_stopped, 0,
+            "a membership change went to the stopped node"
         );
     }
 

@@ -36,8 +36,8 @@ pub struct Args {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Comma-separated nemeses (default all): partition-halves, isolate-leader, bridge,
-    /// ring, lossy, crash, pause, membership, snapshot-kill, snapshot-rejoin. `none` for
-    /// no faults.
+    /// ring, lossy, crash, pause, membership, membership-paused, snapshot-kill,
+    /// snapshot-rejoin. `none` for no faults.
     #[arg(long, value_delimiter = ',')]
     pub nemeses: Vec<String>,
     /// Fault interval bounds, ms.

@@ -1,12 +1,20 @@
-//! Membership changes under load. Two shapes, chosen at random:
+//! Membership changes under load.
 //!
+//! `membership`, two shapes chosen at random:
 //! - remove a voter (`POST /cluster/remove`), stop it and wipe its data dir; at heal,
 //!   start it empty and `POST /cluster/join` it back (learner, caught up by snapshot or
 //!   log, then promoted);
 //! - join an extra node (id n+1, its own loopback address) and, at heal, remove it,
 //!   stop it and delete its data.
 //!
-//! Only the harness changes membership, and never during another fault.
+//! `membership-paused`: SIGSTOP one voter (the leader half the time), then join the extra
+//! node, so the joint configuration commits without the stopped voter; at heal the voter
+//! continues into a membership it never saw (a stopped leader wakes deposed), then the
+//! extra node is removed. The woken voter learns the new member from the leader's log
+//! before the new member speaks to it, so runs with mutual TLS do not reach the peers'
+//! vouching (`node/tests/t80_transport.rs` does).
+//!
+//! Only the harness changes membership, and only during these faults.
 
 use std::time::Duration;
 
@@ -34,19 +42,65 @@ pub async fn inject(n: &mut Nemesis, nodes: &[u64]) -> Result<(Active, String)> 
             format!("removed voter {id}, stopped and wiped it"),
         ))
     } else {
-        let id = n.cluster.base.iter().max().copied().unwrap_or(0) + 1;
-        let sup = n.cluster.supervisor.clone();
-        sup.kill9(id)?;
-        sup.wipe(id)?;
-        n.wipes.push((id, n.rec.clock.now()));
-        sup.start(id)?;
-        n.cluster.wait_healthy(id, START_TIMEOUT).await?;
-        n.cluster
-            .join(id, CHANGE_TIMEOUT)
-            .await
-            .with_context(|| format!("joining extra node {id}"))?;
+        let id = join_extra(n).await?;
         Ok((Active::Added(id), format!("joined extra node {id}")))
     }
+}
+
+/// Stops a voter, waits until the others agree on a leader among themselves (a new one
+/// when the leader was stopped), then joins the extra node without the stopped voter; on
+/// failure the voter continues.
+pub async fn inject_while_paused(n: &mut Nemesis, nodes: &[u64]) -> Result<(Active, String)> {
+    let leader = n.cluster.leader().await;
+    let paused = match leader {
+        Some(leader) if n.rng.gen_bool(0.5) => leader,
+        _ => *nodes.choose(&mut n.rng).context("no member to stop")?,
+    };
+    let role = if Some(paused) == leader {
+        "the leader"
+    } else {
+        "a voter"
+    };
+    let sup = n.cluster.supervisor.clone();
+    sup.pause(paused, true)?;
+    let awake: Vec<u64> = nodes.iter().copied().filter(|id| *id != paused).collect();
+    let joined = match n.cluster.wait_leader_among(&awake, CHANGE_TIMEOUT).await {
+        Ok(_) => join_extra(n).await,
+        Err(e) => Err(e),
+    };
+    match joined {
+        Ok(added) => Ok((
+            Active::PausedAcrossJoin { paused, added },
+            format!("SIGSTOP {paused} ({role}), then joined extra node {added} without it"),
+        )),
+        Err(e) => {
+            sup.pause(paused, false)?;
+            Err(e)
+        }
+    }
+}
+
+/// Starts the extra node (id n+1) empty and joins it as a voter; returns its id.
+async fn join_extra(n: &mut Nemesis) -> Result<u64> {
+    let id = n.cluster.base.iter().max().copied().unwrap_or(0) + 1;
+    let sup = n.cluster.supervisor.clone();
+    sup.kill9(id)?;
+    sup.wipe(id)?;
+    n.wipes.push((id, n.rec.clock.now()));
+    sup.start(id)?;
+    n.cluster.wait_healthy(id, START_TIMEOUT).await?;
+    n.cluster
+        .join(id, CHANGE_TIMEOUT)
+        .await
+        .with_context(|| format!("joining extra node {id}"))?;
+    Ok(id)
+}
+
+/// Continues the stopped voter, then removes the extra node.
+pub async fn continue_and_drop(n: &mut Nemesis, paused: u64, added: u64) -> Result<String> {
+    n.cluster.supervisor.pause(paused, false)?;
+    let dropped = drop_extra(n, added).await?;
+    Ok(format!("continued {paused}; {dropped}"))
 }
 
 /// Starts a removed node empty and joins it back.

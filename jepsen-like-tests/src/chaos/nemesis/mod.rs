@@ -4,7 +4,7 @@
 //! - [`partition`]: which links each network fault cuts (pure).
 //! - [`process`]: crash (kill -9, restart at heal) and pause (SIGSTOP, SIGCONT at heal).
 //! - [`membership`]: remove a voter and re-join it with a fresh data dir, or join an
-//!   extra node and remove it.
+//!   extra node and remove it; or join the extra node while a voter is stopped.
 //! - [`snapshot`]: compact the leader, wipe a follower and kill the leader: in place
 //!   (the wiped voter must stay out of Raft until removed and joined again at heal), or
 //!   removed and joined again, the leader killed while the snapshot streams.
@@ -48,12 +48,13 @@ pub enum Kind {
     Crash,
     Pause,
     Membership,
+    MembershipPaused,
     SnapshotKill,
     SnapshotRejoin,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::PartitionHalves,
         Kind::IsolateLeader,
         Kind::Bridge,
@@ -62,6 +63,7 @@ impl Kind {
         Kind::Crash,
         Kind::Pause,
         Kind::Membership,
+        Kind::MembershipPaused,
         Kind::SnapshotKill,
         Kind::SnapshotRejoin,
     ];
@@ -76,6 +78,7 @@ impl Kind {
             Kind::Crash => "crash",
             Kind::Pause => "pause",
             Kind::Membership => "membership",
+            Kind::MembershipPaused => "membership-paused",
             Kind::SnapshotKill => "snapshot-kill",
             Kind::SnapshotRejoin => "snapshot-rejoin",
         }
@@ -116,6 +119,8 @@ pub enum Active {
     Removed(u64),
     /// An extra node joined: remove it, stop it and delete its data.
     Added(u64),
+    /// A voter stopped while the extra node joined: continue it, then drop the extra node.
+    PausedAcrossJoin { paused: u64, added: u64 },
     /// A killed leader to restart, and a voter wiped in place to remove and join again.
     WipedInPlace { killed: u64, wiped: u64 },
     /// Killed leader(s) to restart, and a wiped node's join to complete.
@@ -213,6 +218,7 @@ impl Nemesis {
             Kind::Crash => process::crash(self, &nodes).await?,
             Kind::Pause => process::pause(self, &nodes).await?,
             Kind::Membership => membership::inject(self, &nodes).await?,
+            Kind::MembershipPaused => membership::inject_while_paused(self, &nodes).await?,
             Kind::SnapshotKill => snapshot::in_place(self).await?,
             Kind::SnapshotRejoin => snapshot::rejoin(self).await?,
         };
@@ -236,6 +242,9 @@ impl Nemesis {
             }
             Active::Removed(id) => membership::rejoin(self, id).await,
             Active::Added(id) => membership::drop_extra(self, id).await,
+            Active::PausedAcrossJoin { paused, added } => {
+                membership::continue_and_drop(self, paused, added).await
+            }
             Active::Rejoining {
                 killed,
                 joining,
