@@ -29,6 +29,8 @@ pub(crate) enum Reply {
     Hang,
     /// A `text/event-stream` carrying these `data:` payloads, then closed.
     Events(Vec<String>),
+    /// The same stream, then held open without another byte (a node stopped mid-watch).
+    EventsThenSilence(Vec<String>),
 }
 
 type Script = dyn Fn(&Seen, usize) -> Reply + Send + Sync;
@@ -68,7 +70,9 @@ async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Se
         log.push(request.clone());
         log.len() - 1
     };
-    let response = match script(&request, index) {
+    let reply = script(&request, index);
+    let silent_after = matches!(reply, Reply::EventsThenSilence(_));
+    let response = match reply {
         Reply::Drop => return,
         Reply::Hang => {
             std::future::pending::<()>().await;
@@ -79,7 +83,7 @@ async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Se
              connection: close\r\n\r\n{body}",
             body.len()
         ),
-        Reply::Events(payloads) => {
+        Reply::Events(payloads) | Reply::EventsThenSilence(payloads) => {
             let events: String = payloads.iter().map(|p| format!("data: {p}\n\n")).collect();
             format!(
                 "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n\
@@ -88,6 +92,9 @@ async fn serve(mut socket: TcpStream, script: Arc<Script>, log: Arc<Mutex<Vec<Se
         }
     };
     let _ = socket.write_all(response.as_bytes()).await;
+    if silent_after {
+        std::future::pending::<()>().await;
+    }
     let _ = socket.shutdown().await;
 }
 

@@ -35,7 +35,9 @@ pub(crate) async fn open(
     prefix: Option<String>,
     from_revision: u64,
 ) -> Result<WatchStream, ClientError> {
-    let chunks = client.open_watch(prefix.as_deref(), from_revision).await?;
+    let chunks = client
+        .open_watch(prefix.as_deref(), from_revision, false)
+        .await?;
     let state = Watch {
         client,
         prefix,
@@ -74,8 +76,10 @@ struct Watch {
 impl Watch {
     /// The next event, the error that ends the stream, or `None` once ended.
     ///
-    /// Each turn either delivers, reads one chunk (waiting for the server is the point of a
-    /// watch, so that wait has no bound), or makes one of the bounded reconnects.
+    /// Each turn either delivers, reads one chunk (waiting for events is the point of a
+    /// watch, but the node sends keep-alives, so a silence longer than the client's
+    /// `watch_silence` means a stopped node and counts as a broken stream), or makes one of
+    /// the bounded reconnects.
     async fn next_event(&mut self) -> Option<Result<WatchEvent, ClientError>> {
         loop {
             if let Some(event) = self.pending.pop_front() {
@@ -96,7 +100,16 @@ impl Watch {
         let Some(chunks) = self.chunks.as_mut() else {
             return self.reconnect().await;
         };
-        match chunks.next().await {
+        let silence_max = self.client.watch_silence();
+        let Ok(next) = tokio::time::timeout(silence_max, chunks.next()).await else {
+            self.broken(Some(ClientError::Transport {
+                endpoint: "watch".into(),
+                message: format!("no byte, not even a keep-alive, for {silence_max:?}"),
+                sent: true,
+            }));
+            return Ok(());
+        };
+        match next {
             Some(Ok(chunk)) => self.accept(&chunk),
             Some(Err(err)) => {
                 self.broken(Some(err));
@@ -142,7 +155,7 @@ impl Watch {
         tokio::time::sleep(retry.backoff(self.reconnects)).await;
         let chunks = self
             .client
-            .open_watch(self.prefix.as_deref(), self.resume_from)
+            .open_watch(self.prefix.as_deref(), self.resume_from, true)
             .await?;
         self.chunks = Some(chunks);
         // A partial line from the broken connection must not prefix the new stream.
@@ -321,6 +334,71 @@ mod tests {
         assert_eq!(paths[0], "/v1/watch?from_revision=5&prefix=p%2F");
         assert_eq!(paths[1], "/v1/watch?from_revision=5&prefix=p%2F");
         assert_eq!(paths[2], "/v1/watch?from_revision=6&prefix=p%2F");
+    }
+
+    #[tokio::test]
+    async fn a_silent_stream_is_reopened_at_the_leader_the_nodes_name_now() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::time::Duration;
+
+        use crate::fake_node::{FakeNode, Reply};
+        // The cached leader delivers one event, then stops: connections stay open, nothing
+        // more is sent, status asks hang too.
+        let stopped = FakeNode::start(|seen, _| match seen.path.starts_with("/v1/watch") {
+            true => Reply::EventsThenSilence(vec![event(5, "a")]),
+            false => Reply::Hang,
+        })
+        .await;
+        let watches = AtomicUsize::new(0);
+        let leader = FakeNode::start(move |seen, _| {
+            if seen.path == "/cluster/status" {
+                let status = serde_json::json!({"node_id": 2, "role": "leader",
+                    "leader_id": 2, "term": 4, "last_log_index": 9, "commit_index": 9,
+                    "applied_index": 9, "ms_since_leader_contact": 0, "voters": [1, 2, 3],
+                    "learners": [], "nodes": [], "snapshot_index": 0,
+                    "log_purged_through": 0});
+                return Reply::Json(200, status.to_string());
+            }
+            match watches.fetch_add(1, Ordering::Relaxed) {
+                0 => Reply::Events(vec![event(5, "a"), event(6, "b")]),
+                _ => Reply::Json(
+                    400,
+                    r#"{"error":{"code":"invalid_request","message":"stop"}}"#.into(),
+                ),
+            }
+        })
+        .await;
+        let client = Client::builder(vec![stopped.addr.clone(), leader.addr.clone()])
+            .backoff_ms(1, 5)
+            .discovery_timeout(Duration::from_millis(200))
+            .watch_silence_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        client.cache_leader(&stopped.addr);
+        let stream = client.watch(None, Some(5)).await.unwrap();
+        let items: Vec<_> = tokio::time::timeout(Duration::from_secs(10), stream.collect())
+            .await
+            .expect("the watch stayed on the stopped node");
+        let keys: Vec<String> = items
+            .iter()
+            .filter_map(|item| {
+                item.as_ref()
+                    .ok()
+                    .map(|e| format!("{}{}", e.revision, e.key))
+            })
+            .collect();
+        assert_eq!(keys, vec!["5a", "6b"]);
+        assert!(matches!(
+            items.last(),
+            Some(Err(ClientError::InvalidRequest { .. }))
+        ));
+        let reopened: Vec<String> = leader
+            .seen()
+            .into_iter()
+            .filter(|s| s.path.starts_with("/v1/watch"))
+            .map(|s| s.path)
+            .collect();
+        assert_eq!(reopened[0], "/v1/watch?from_revision=5");
     }
 
     #[tokio::test]

@@ -22,12 +22,15 @@ const REQUEST_TIMEOUT_DEFAULT: Duration = Duration::from_secs(10);
 /// `GET /cluster/status` is local to the node: a node slower than this is not a useful
 /// leader hint.
 const DISCOVERY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(2);
+/// Three of the node's 5 s keep-alive comments on an idle watch stream (docs/api.md).
+const WATCH_SILENCE_DEFAULT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Timeouts {
     pub(super) connect: Duration,
     pub(super) request: Duration,
     pub(super) discovery: Duration,
+    pub(super) watch_silence: Duration,
 }
 
 /// Configures a [`Client`]; start with [`Client::builder`].
@@ -67,6 +70,7 @@ impl Client {
                 connect: CONNECT_TIMEOUT_DEFAULT,
                 request: REQUEST_TIMEOUT_DEFAULT,
                 discovery: DISCOVERY_TIMEOUT_DEFAULT,
+                watch_silence: WATCH_SILENCE_DEFAULT,
             },
             defaults: ReadOptions::default(),
             session: None,
@@ -84,7 +88,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Time for one whole attempt, answer included (default 10 s). Watches have none.
+    /// Time for one whole attempt, answer included (default 10 s). Watches have none; see
+    /// [`ClientBuilder::watch_silence_timeout`].
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.request = timeout;
         self
@@ -93,6 +98,15 @@ impl ClientBuilder {
     /// Time for one `GET /cluster/status` during leader discovery (default 2 s).
     pub fn discovery_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.discovery = timeout;
+        self
+    }
+
+    /// How long an open watch may go without a byte, the node's keep-alive comments
+    /// included, before it is taken as broken and reopened at the leader the nodes name
+    /// then (default 15 s: three keep-alives). A stopped or cut-off leader keeps the
+    /// connection open without sending anything; this is how a watch leaves it.
+    pub fn watch_silence_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.watch_silence = timeout;
         self
     }
 

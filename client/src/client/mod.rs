@@ -105,6 +105,17 @@ impl Client {
         self.retry
     }
 
+    /// Takes `endpoint` as the leader until a call to it fails (tests outside this module).
+    #[cfg(test)]
+    pub(crate) fn cache_leader(&self, endpoint: &str) {
+        self.nodes.set_leader(endpoint);
+    }
+
+    /// How long an open watch may stay silent before it is reopened elsewhere.
+    pub(crate) fn watch_silence(&self) -> std::time::Duration {
+        self.timeouts.watch_silence
+    }
+
     /// A client that sends every call to `endpoint` (followers forward what they cannot
     /// serve). Shares this client's connections and session.
     pub fn pinned(&self, endpoint: &str) -> Result<Client> {

@@ -111,16 +111,22 @@ impl Client {
         watch::open(self.clone(), prefix.map(str::to_string), from_revision).await
     }
 
+    /// Opens `GET /v1/watch` at the leader: the cached one for a new watch, the one the
+    /// nodes name now when `reopening` (a stream broke, often because its leader went).
     pub(crate) async fn open_watch(
         &self,
         prefix: Option<&str>,
         from_revision: u64,
+        reopening: bool,
     ) -> Result<ChunkStream> {
         let mut query = vec![("from_revision", from_revision.to_string())];
         query.extend(prefix.map(|p| ("prefix", p.to_string())));
         let call = Call {
             method: Method::GET,
-            route: Route::Leader,
+            route: match reopening {
+                true => Route::CurrentLeader,
+                false => Route::Leader,
+            },
             path: &["v1", "watch"],
             query,
             body: None,

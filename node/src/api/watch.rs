@@ -74,8 +74,14 @@ pub async fn watch(
         }
     };
     Ok(Sse::new(events(app, slot, reader, q.prefix, from))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE_INTERVAL)))
 }
+
+/// How often an idle stream carries a `:` comment. Clients take a stream silent for a few
+/// of these as broken (a stopped node whose kernel keeps the connection open) and reopen
+/// it elsewhere, so this bounds how long a watch stays on a frozen leader; one comment is a
+/// dozen bytes.
+const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// One of the node's `limits.watchers_max` stream slots, held until the stream ends;
 /// none free is 503 `overloaded` with `field` and `limit`. Every open stream reads the
