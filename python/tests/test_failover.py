@@ -1,6 +1,7 @@
 """Faults on private real clusters: the leader SIGKILLed while both clients write (no write
 lost or doubled), an outcome that cannot be known (``OutcomeUnknown``) settled by a retry
-with the same ``request_id``, and the errors of a cluster without a majority."""
+with the same ``request_id``, the errors of a cluster without a majority, and a membership
+change while the leader the client knew is stopped."""
 
 from __future__ import annotations
 
@@ -211,3 +212,20 @@ def test_a_node_without_a_majority_answers_typed_unavailability(
             whole.write("k", 1)
         with pytest.raises(NoLeader):
             whole.read("k")
+
+
+@pytest.mark.timeout(60)
+def test_a_membership_change_passes_over_a_stopped_cached_leader(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    local = make_cluster(3)
+    client = connect(local.endpoints, actor="operator", timeout=3.0)
+    client.write("membership/x", 1)  # the client now knows the leader
+    stopped = local.leader_id()
+    local.pause(stopped)  # its kernel still accepts connections; nothing answers
+    try:
+        local.wait_for_leader(exclude=stopped)
+        membership = client.cluster_remove(stopped)
+    finally:
+        local.resume(stopped)
+    assert stopped not in membership.voters

@@ -13,6 +13,7 @@ from cairn_client import (
     Cairn,
     EventKind,
     ForgetRequest,
+    InvalidInput,
     InvalidRequest,
     InvalidTransition,
     KeyForgotten,
@@ -265,6 +266,33 @@ def test_errors_of_bad_input_are_typed(api: Cairn, prefix: str) -> None:
         api.tombstone("not-hex!")
     with pytest.raises(InvalidRequest):
         api.recall(["path:x"], include=["forgotten"])
+
+
+def test_an_explicit_empty_actor_or_request_id_is_refused_not_replaced(
+    api: Cairn, prefix: str
+) -> None:
+    key = f"{prefix}explicit"
+    api.write(key, "v1")
+    with pytest.raises(InvalidRequest) as no_actor:
+        api.write(key, "v2", actor="")
+    assert no_actor.value.field == "actor"
+    with pytest.raises(InvalidRequest) as no_actor_forget:
+        api.forget(key, "why", actor="")
+    assert no_actor_forget.value.field == "actor"
+    with pytest.raises(InvalidRequest) as no_id:
+        api.write(key, "v2", request_id="")
+    assert no_id.value.field == "request_id"
+    with pytest.raises(InvalidRequest) as no_batch_id:
+        api.batch([WriteRequest(key=key, value="v2")], request_id="")
+    assert no_batch_id.value.field == "request_id"
+    assert (api.read(key).version, api.read(key).value) == (1, "v1")
+
+
+def test_an_argument_too_long_for_a_url_is_invalid_input(api: Cairn) -> None:
+    with pytest.raises(InvalidInput):
+        api.tombstone("a" * 70_000)
+    with pytest.raises(InvalidInput):
+        api.rotate_token("n" * 70_000)
 
 
 def test_a_value_over_the_limit_is_too_large(api: Cairn, prefix: str) -> None:

@@ -1,5 +1,5 @@
-"""``watch()`` across a restart of the node serving it: the stream reconnects elsewhere and
-resumes at the last delivered revision, with no gap and no duplicate."""
+"""``watch()`` across a restart, and a stop, of the node serving it: the stream reconnects
+elsewhere and resumes at the last delivered revision, with no gap and no duplicate."""
 
 from __future__ import annotations
 
@@ -44,3 +44,29 @@ def test_watch_resumes_after_its_node_restarts_without_gaps_or_duplicates(
 
     assert [(e.key, e.version, e.revision) for e in seen] == expected[:-1]
     assert (after.key, after.revision) == ("feed/last", expected[-1][2]), "no duplicate"
+
+
+@pytest.mark.timeout(90)
+def test_watch_leaves_a_stopped_leader_for_the_new_one(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    local = make_cluster(3)
+    client = connect(
+        local.endpoints,
+        actor="feeder",
+        timeout=3.0,
+        retry=RetryPolicy(retries_max=10),
+        watch_silence_timeout=2.0,
+    )
+    with client.watch("stop/") as events:
+        first = client.write("stop/0", 0)
+        assert next(events).revision == first.revision
+        stopped = local.leader_id()  # the watch is served by the leader
+        local.pause(stopped)  # its kernel keeps the stream's connection open
+        try:
+            later = [client.write(f"stop/{i}", i) for i in range(1, 4)]
+            delivered = [next(events) for _ in later]
+            assert local.node(stopped).paused, "delivered only once the old leader was resumed"
+        finally:
+            local.resume(stopped)
+    assert [(e.key, e.revision) for e in delivered] == [(r.key, r.revision) for r in later]

@@ -13,6 +13,7 @@ from ._config import (
     CONNECT_TIMEOUT_DEFAULT,
     DISCOVERY_TIMEOUT_DEFAULT,
     REQUEST_TIMEOUT_DEFAULT,
+    WATCH_SILENCE_TIMEOUT_DEFAULT,
     CertPair,
     RetryPolicy,
     Settings,
@@ -46,6 +47,7 @@ class ClientBase:
         timeout: float = REQUEST_TIMEOUT_DEFAULT,
         connect_timeout: float = CONNECT_TIMEOUT_DEFAULT,
         discovery_timeout: float = DISCOVERY_TIMEOUT_DEFAULT,
+        watch_silence_timeout: float = WATCH_SILENCE_TIMEOUT_DEFAULT,
         retry: RetryPolicy | None = None,
         consistency: ConsistencyLike | None = None,
         max_staleness_ms: int | None = None,
@@ -59,7 +61,10 @@ class ClientBase:
             verify=verify,
             client_cert=client_cert,
             timeouts=Timeouts(
-                connect=connect_timeout, request=timeout, discovery=discovery_timeout
+                connect=connect_timeout,
+                request=timeout,
+                discovery=discovery_timeout,
+                watch_silence=watch_silence_timeout,
             ),
             retry=retry or RetryPolicy(),
             consistency=_consistency_name(consistency),

@@ -33,6 +33,8 @@ CONNECT_TIMEOUT_DEFAULT = 2.0
 REQUEST_TIMEOUT_DEFAULT = 10.0
 # GET /cluster/status is local to the node: one slower than this is no useful leader hint.
 DISCOVERY_TIMEOUT_DEFAULT = 2.0
+# Three of the node's 5 s keep-alive comments on an idle watch stream (docs/api.md).
+WATCH_SILENCE_TIMEOUT_DEFAULT = 15.0
 
 
 @dataclass(frozen=True)
@@ -55,11 +57,14 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds. ``request`` bounds each read and write of one attempt (watches have none)."""
+    """Seconds. ``request`` bounds each read and write of one attempt; a watch instead
+    waits up to ``watch_silence`` for each byte (the node's keep-alives included) before
+    it takes its stream as broken."""
 
     connect: float = CONNECT_TIMEOUT_DEFAULT
     request: float = REQUEST_TIMEOUT_DEFAULT
     discovery: float = DISCOVERY_TIMEOUT_DEFAULT
+    watch_silence: float = WATCH_SILENCE_TIMEOUT_DEFAULT
 
 
 class BearerToken:

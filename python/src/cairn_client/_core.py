@@ -232,6 +232,10 @@ class Mode(enum.Enum):
 
 class Route(enum.Enum):
     LEADER = "leader"
+    CURRENT_LEADER = "current_leader"
+    """The leader the nodes name now, discovered afresh for every attempt, never the cached
+    one: for calls that wait long at the node they reach (membership changes, a reopened
+    watch), so a cached leader that stopped answering cannot hold them."""
     SPREAD = "spread"
     """Round-robin over the endpoints."""
 
@@ -435,7 +439,7 @@ class Core:
                 # outcome: the retry carried the same request_id, so the node replayed it.
                 if not err.is_transient:
                     raise
-                if call.route is Route.LEADER:
+                if call.route in (Route.LEADER, Route.CURRENT_LEADER):
                     self.nodes.forget_leader(base)
                 may_have_applied |= err.may_have_applied
                 unsafe_to_retry = call.mode is Mode.ADMIN and err.may_have_applied
@@ -474,7 +478,7 @@ class Core:
         if route is Route.SPREAD:
             return self.nodes.next_endpoint()
         cached = self.nodes.cached_leader
-        if cached is not None:
+        if cached is not None and route is Route.LEADER:
             return cached
         # No leader known: any node will forward, or say no_leader (retried).
         found = yield from self.discover_leader()
@@ -536,7 +540,7 @@ class Core:
             WriteRequest,
             "write",
             key=key,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             source=source,
             anchors=anchors,
             tags=tags,
@@ -569,7 +573,7 @@ class Core:
             "forget",
             key=key,
             reason=reason,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             expected_version=expected_version,
             based_on_revision=based_on_revision,
             request_id=request_id,
@@ -593,7 +597,7 @@ class Core:
             "revoke",
             key=key,
             reason=reason,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             expected_version=expected_version,
             based_on_revision=based_on_revision,
             request_id=request_id,
@@ -616,7 +620,7 @@ class Core:
             "reinstate",
             key=key,
             reason=reason,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             expected_version=expected_version,
             based_on_revision=based_on_revision,
             request_id=request_id,
@@ -643,7 +647,7 @@ class Core:
             key=key,
             anchor=anchor,
             observed_hash=observed_hash,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             expected_version=expected_version,
             based_on_revision=based_on_revision,
             request_id=request_id,
@@ -668,7 +672,7 @@ class Core:
             key=key,
             by=by,
             reason=reason,
-            actor=actor or self.settings.actor,
+            actor=_actor_or(actor, self.settings.actor),
             expected_version=expected_version,
             based_on_revision=based_on_revision,
             request_id=request_id,
@@ -695,7 +699,9 @@ class Core:
     def mutate(self, request: _Mutation | BatchRequest, result: type[Answer]) -> Program[Answer]:
         """Sends any mutation: assigns a ``request_id`` if missing, retries under it, and
         records the result in the session."""
-        request_id = request.request_id or new_request_id()
+        # An explicit id, even an invalid one, goes as given: the node refuses a bad one
+        # rather than the call silently running under another.
+        request_id = request.request_id if request.request_id is not None else new_request_id()
         request = request.model_copy(update={"request_id": request_id})
         call = Call(
             "POST",
@@ -909,14 +915,15 @@ class Core:
     ) -> StreamProgram[WatchEvent]:
         """Changes under ``prefix`` from ``from_revision`` (inclusive) on, in revision order
         (``GET /v1/watch``). Without ``from_revision`` the watch starts after the leader's
-        applied index when it opens. A broken stream (a node restarting, a leader change)
-        is reopened at the last delivered revision, skipping what was delivered, with at
-        most ``retries_max`` reconnects in a row without an event."""
+        applied index when it opens. A broken stream (a node restarting, a leader change, a
+        stream silent for ``watch_silence`` seconds: a stopped node) is reopened at the
+        leader the nodes name then, at the last delivered revision, skipping what was
+        delivered, with at most ``retries_max`` reconnects in a row without an event."""
         if from_revision is None:
             status = yield from self.leader_status()
             from_revision = status.applied_index + 1
         position = WatchPosition(from_revision)
-        stream: Any = yield from self._open_watch(prefix, from_revision)
+        stream: Any = yield from self._open_watch(prefix, from_revision, Route.LEADER)
         yield READY
         parser = SseParser()
         reconnects = 0
@@ -929,7 +936,9 @@ class Core:
                         "watch", f"stream closed {reconnects} times without an event", sent=True
                     )
                 yield Sleep(retry.backoff(reconnects))
-                stream = yield from self._open_watch(prefix, position.resume_from)
+                stream = yield from self._open_watch(
+                    prefix, position.resume_from, Route.CURRENT_LEADER
+                )
                 # A partial line from the broken connection must not prefix the new stream.
                 parser = SseParser()
                 continue
@@ -948,15 +957,19 @@ class Core:
                 reconnects = 0
                 yield Emit(event)
 
-    def _open_watch(self, prefix: str | None, from_revision: int) -> Program[Any]:
+    def _open_watch(self, prefix: str | None, from_revision: int, route: Route) -> Program[Any]:
+        """Opens ``GET /v1/watch`` at the leader on ``route`` (the cached one for a new
+        watch, the one the nodes name now when reopening). Every read of the stream waits
+        at most ``watch_silence`` seconds: the node sends keep-alives, so a longer silence
+        is a stopped node, and the read fails like a broken connection."""
         params = [("from_revision", str(from_revision))]
         params += [("prefix", prefix)] if prefix is not None else []
         call = Call(
             "GET",
-            Route.LEADER,
+            route,
             ("v1", "watch"),
             Mode.READ,
-            None,
+            self.settings.timeouts.watch_silence,
             params=tuple(params),
             stream=True,
         )
@@ -1108,7 +1121,7 @@ class Core:
         )
         return (
             yield from self._admin(
-                Route.LEADER,
+                Route.CURRENT_LEADER,
                 ("cluster", "join"),
                 request,
                 MembershipResponse,
@@ -1120,7 +1133,9 @@ class Core:
         """``POST /cluster/remove``: the node leaves the membership."""
         request = build(RemoveRequest, "cluster_remove", id=node_id)
         return (
-            yield from self._admin(Route.LEADER, ("cluster", "remove"), request, MembershipResponse)
+            yield from self._admin(
+                Route.CURRENT_LEADER, ("cluster", "remove"), request, MembershipResponse
+            )
         )
 
     # --- auth --------------------------------------------------------------------------
@@ -1223,6 +1238,12 @@ def read_route(consistency: Consistency | None) -> Route:
     if consistency in (Consistency.BOUNDED, Consistency.ANY):
         return Route.SPREAD
     return Route.LEADER
+
+
+def _actor_or(actor: str | None, default: str | None) -> str | None:
+    """The call's ``actor`` when given, even an invalid one such as ``""`` (the node refuses
+    it with ``field: "actor"``), else the client's default."""
+    return actor if actor is not None else default
 
 
 def _max_or_none(a: int | None, b: int | None) -> int | None:

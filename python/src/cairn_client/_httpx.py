@@ -9,7 +9,7 @@ import httpx
 
 from ._config import Settings
 from ._core import Core, Exchange
-from .errors import ConnectionFailed
+from .errors import ConnectionFailed, InvalidInput
 
 # Failures that happen before any byte of the request left this process.
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.UnsupportedProtocol)
@@ -31,15 +31,19 @@ def build_request(
     http: httpx.Client | httpx.AsyncClient, core: Core, effect: Exchange
 ) -> httpx.Request:
     """The request of one exchange. The token goes in a header here, never into the
-    effect, so a logged or printed effect cannot leak it."""
-    return http.build_request(
-        effect.method,
-        effect.url,
-        params=list(effect.params),
-        content=effect.body,
-        headers=core.headers(effect.body is not None),
-        timeout=httpx.Timeout(effect.timeout, connect=core.settings.timeouts.connect),
-    )
+    effect, so a logged or printed effect cannot leak it. A URL httpx cannot build (a
+    path or query argument too long for it) is ``InvalidInput``: nothing was sent."""
+    try:
+        return http.build_request(
+            effect.method,
+            effect.url,
+            params=list(effect.params),
+            content=effect.body,
+            headers=core.headers(effect.body is not None),
+            timeout=httpx.Timeout(effect.timeout, connect=core.settings.timeouts.connect),
+        )
+    except httpx.InvalidURL as err:
+        raise InvalidInput(f"{effect.method} {'/'.join(effect.path)[:80]}: {err}") from err
 
 
 TRANSPORT_ERRORS = (httpx.RequestError, OSError)

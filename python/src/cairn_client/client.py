@@ -215,6 +215,9 @@ class Cairn(ClientBase):
             client ports that require client certificates.
         timeout, connect_timeout, discovery_timeout: seconds per attempt, per connection,
             per leader-discovery status request.
+        watch_silence_timeout: seconds an open watch may go without a byte (the node
+            sends a keep-alive every 5 s) before it is taken as broken and reopened at the
+            leader the nodes name then: how a watch leaves a stopped leader (default 15).
         retry: a ``RetryPolicy`` (default 8 retries, backoff 50 ms to 2 s).
         consistency, max_staleness_ms: defaults of reads that name none.
 
