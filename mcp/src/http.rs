@@ -13,6 +13,9 @@
 //!   request naming another principal's `Mcp-Session-Id` is answered 404, as an unknown
 //!   session is, so a session id that leaked gives no one else the session's
 //!   notifications (which carry key names) nor a way to close it.
+//! - Behind it, [`guard_message`] answers a posted message that cannot be decoded (too
+//!   long, nested too deep, not JSON-RPC) as stdio mode does ([`crate::framing`]): a
+//!   refused `tools/call` is a tool result with `isError`, not a bare HTTP error.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,7 +34,12 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
+use futures::StreamExt;
+use rmcp::service::RxJsonRpcMessage;
+use rmcp::RoleServer;
+
 use crate::args::MCP_PATH;
+use crate::framing::{self, judge, Scan, Unreadable, MESSAGE_BYTES_MAX};
 use crate::gateway::{Caller, Gateway};
 use crate::server::CairnMcp;
 
@@ -42,7 +50,9 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let address = listener.local_addr()?;
-    let config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts(address));
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(allowed_hosts(address))
+        .with_max_request_body_bytes(MESSAGE_BYTES_MAX);
     let stop_sessions = config.cancellation_token.clone();
     let sessions = Arc::new(LocalSessionManager::default());
     let layer = Arc::new(Layer {
@@ -53,6 +63,7 @@ pub async fn serve(
         StreamableHttpService::new(move || Ok(CairnMcp::new(gateway.clone())), sessions, config);
     let router = Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(guard_message))
         .layer(axum::middleware::from_fn_with_state(layer, authenticate));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
@@ -91,6 +102,53 @@ async fn authenticate(
     match caller_of(&layer.gateway, header).await {
         Ok(caller) => layer.owners.admit(caller, request, next).await,
         Err(err) => refusal(&err),
+    }
+}
+
+/// Most bytes of a posted message read to find whom to answer; a longer body is refused
+/// with a bare 413 (only its first [`MESSAGE_BYTES_MAX`] bytes are ever kept).
+const BODY_SCAN_BYTES_MAX: usize = 4 * MESSAGE_BYTES_MAX;
+
+/// Reads a posted message, scanning it as it arrives; one that cannot be decoded is
+/// answered here (JSON, 200; 202 for a notification), any other goes on to rmcp.
+async fn guard_message(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let mut chunks = body.into_data_stream();
+    let mut scan = Scan::default();
+    let mut kept = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let Ok(chunk) = chunk else {
+            return (StatusCode::BAD_REQUEST, "the request body broke off").into_response();
+        };
+        scan.push(&chunk);
+        if scan.bytes() > BODY_SCAN_BYTES_MAX {
+            let message = format!("request body: more than {BODY_SCAN_BYTES_MAX} bytes");
+            return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
+        }
+        if scan.bytes() <= MESSAGE_BYTES_MAX {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    let unreadable = match judge(&scan) {
+        Err(why) => why,
+        Ok(()) => match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&kept) {
+            Ok(_) => return next.run(Request::from_parts(parts, kept.into())).await,
+            Err(err) => Unreadable::NotJsonRpc {
+                reason: err.to_string(),
+            },
+        },
+    };
+    tracing::warn!(
+        ?unreadable,
+        bytes = scan.bytes(),
+        "answered a message that cannot be decoded"
+    );
+    match framing::refusal(&scan, &unreadable) {
+        Some(answer) => axum::Json(answer).into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
     }
 }
 

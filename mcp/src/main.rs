@@ -21,13 +21,17 @@
 //! - [`outcome`]: tool results: structured output, text with warnings first, errors.
 //! - [`resources`]: `cairn://key/{key}` URIs, resource reads, the change feed.
 //! - [`http`]: the streamable HTTP endpoint in axum and its bearer-token layer.
+//! - [`stdio`]: stdio mode's transport, which answers every request it cannot decode;
+//!   [`framing`]: how such a request is recognised and answered (both transports).
 
 mod args;
+mod framing;
 mod gateway;
 mod http;
 mod outcome;
 mod resources;
 mod server;
+mod stdio;
 mod tools;
 
 use std::process::ExitCode;
@@ -132,7 +136,7 @@ fn stdio_token(args: &Args) -> Result<Option<BearerToken>, ClientError> {
 
 async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
     tracing::info!("serving MCP over stdio");
-    let serving = CairnMcp::new(gateway).serve(rmcp::transport::stdio_pipes());
+    let serving = CairnMcp::new(gateway).serve(stdio::stdio());
     let running = tokio::select! {
         running = serving => running?,
         () = shutdown_signal() => return Ok(()),

@@ -1,0 +1,314 @@
+//! What the server does with a message it cannot hand to rmcp: one too long or nested too
+//! deep to decode, or not JSON-RPC at all. rmcp drops such a message with a debug log, so
+//! the client that sent it waits forever for an answer; here every such request gets one.
+//!
+//! - [`Scan`] reads a message's bytes as they arrive, keeping only its depth and its
+//!   top-level `id` and `method` (so a message too long to keep is still answered to the
+//!   request it was).
+//! - [`refusal`] is the answer: a `tools/call` gets a tool result with `isError` (the model
+//!   reads it and can act, as with any refused tool call), any other request a JSON-RPC
+//!   error, a notification nothing.
+
+use serde_json::{json, Value};
+
+/// Deepest message decoded. serde_json refuses nesting past 127 levels (its recursion
+/// limit); a `tools/call` spends three (the message, `params`, `arguments`), so a value
+/// written through MCP nests at most 124 levels, two fewer than `POST /v1/write` accepts.
+pub const MESSAGE_DEPTH_MAX: usize = 127;
+
+/// Longest message decoded. A value is at most 1 MiB of JSON; escaped inside a JSON-RPC
+/// string it can grow up to six times, so this leaves room for every value the cluster
+/// accepts and bounds what one message holds in memory.
+pub const MESSAGE_BYTES_MAX: usize = 16 << 20;
+
+/// Longest top-level `id` or `method` kept while scanning (the rest is not needed).
+const MEMBER_BYTES_MAX: usize = 256;
+
+/// JSON-RPC's code for a request that is not a valid request object.
+const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's code for bytes that are not JSON.
+const PARSE_ERROR: i64 = -32700;
+
+/// The depth, `id` and `method` of one message, fed its bytes in order.
+///
+/// Invariants:
+/// - `depth` counts the objects and arrays open at the current byte, outside strings;
+///   `depth_max` is the most seen, so a message is judged before it is decoded.
+/// - Only members of the top-level object are captured, each up to [`MEMBER_BYTES_MAX`].
+#[derive(Debug, Default)]
+pub struct Scan {
+    depth: usize,
+    depth_max: usize,
+    in_string: bool,
+    escaped: bool,
+    /// At depth 1, the next string is a member name.
+    expect_key: bool,
+    key: Vec<u8>,
+    /// The top-level member whose value is being captured (`id` or `method`).
+    capturing: Option<Member>,
+    captured: Vec<u8>,
+    id: Option<Vec<u8>>,
+    method: Option<Vec<u8>>,
+    bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Member {
+    Id,
+    Method,
+}
+
+impl Scan {
+    pub fn push(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.byte(byte);
+        }
+        self.bytes += bytes.len();
+    }
+
+    fn byte(&mut self, byte: u8) {
+        if self.capturing.is_some() && self.depth == 1 {
+            self.capture(byte);
+        }
+        if self.in_string {
+            match (self.escaped, byte) {
+                (true, _) => self.escaped = false,
+                (false, b'\\') => self.escaped = true,
+                (false, b'"') => self.in_string = false,
+                (false, _) if self.naming() => self.key.push(byte),
+                _ => {}
+            }
+            return;
+        }
+        match byte {
+            b'"' => {
+                self.in_string = true;
+                self.key.clear();
+            }
+            b'{' | b'[' => {
+                self.depth += 1;
+                self.depth_max = self.depth_max.max(self.depth);
+                self.expect_key = self.depth == 1 && byte == b'{';
+            }
+            b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+            b',' if self.depth == 1 => self.expect_key = true,
+            b':' if self.depth == 1 => {
+                self.expect_key = false;
+                self.capturing = match self.key.as_slice() {
+                    b"id" => Some(Member::Id),
+                    b"method" => Some(Member::Method),
+                    _ => None,
+                };
+                self.captured.clear();
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the string being read is a top-level member name (kept, bounded).
+    fn naming(&self) -> bool {
+        self.depth == 1 && self.expect_key && self.key.len() < MEMBER_BYTES_MAX
+    }
+
+    /// Keeps the bytes of a captured member's value until a top-level `,` or `}` ends it.
+    fn capture(&mut self, byte: u8) {
+        let ends = !self.in_string && matches!(byte, b',' | b'}');
+        if !ends {
+            if self.captured.len() < MEMBER_BYTES_MAX {
+                self.captured.push(byte);
+            }
+            return;
+        }
+        let value = std::mem::take(&mut self.captured);
+        match self.capturing.take() {
+            Some(Member::Id) => self.id = Some(value),
+            Some(Member::Method) => self.method = Some(value),
+            None => {}
+        }
+    }
+
+    pub fn depth_max(&self) -> usize {
+        self.depth_max
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The top-level `id` when it is a number or a string (what JSON-RPC allows).
+    pub fn id(&self) -> Option<Value> {
+        let value: Value = serde_json::from_slice(self.id.as_deref()?).ok()?;
+        (value.is_number() || value.is_string()).then_some(value)
+    }
+
+    pub fn method(&self) -> Option<String> {
+        serde_json::from_slice(self.method.as_deref()?).ok()
+    }
+}
+
+/// Why a message was not decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreadable {
+    TooLong { bytes: usize },
+    TooDeep { depth: usize },
+    NotJsonRpc { reason: String },
+}
+
+impl Unreadable {
+    /// `code: message`, as every refused tool call reads.
+    fn message(&self) -> String {
+        match self {
+            Unreadable::TooLong { bytes } => format!(
+                "too_large: message: {bytes} bytes, more than {MESSAGE_BYTES_MAX}; \
+                 a value is at most 1048576 bytes of JSON"
+            ),
+            Unreadable::TooDeep { depth } => format!(
+                "invalid_request: message: nested {depth} levels deep, more than \
+                 {MESSAGE_DEPTH_MAX}; a value written through MCP nests at most {} levels",
+                MESSAGE_DEPTH_MAX - 3
+            ),
+            Unreadable::NotJsonRpc { reason } => {
+                format!("invalid_request: not a JSON-RPC message: {reason}")
+            }
+        }
+    }
+
+    fn code(&self) -> i64 {
+        match self {
+            Unreadable::NotJsonRpc { .. } => PARSE_ERROR,
+            _ => INVALID_REQUEST,
+        }
+    }
+}
+
+/// Whether a message that scanned as `scan` may be decoded; why not otherwise.
+pub fn judge(scan: &Scan) -> Result<(), Unreadable> {
+    if scan.bytes() > MESSAGE_BYTES_MAX {
+        return Err(Unreadable::TooLong {
+            bytes: scan.bytes(),
+        });
+    }
+    if scan.depth_max() > MESSAGE_DEPTH_MAX {
+        return Err(Unreadable::TooDeep {
+            depth: scan.depth_max(),
+        });
+    }
+    Ok(())
+}
+
+/// The answer to a message that could not be decoded, or `None` when there is nobody to
+/// answer (a notification: it has a `method` and no `id`).
+pub fn refusal(scan: &Scan, why: &Unreadable) -> Option<Value> {
+    let message = why.message();
+    match (scan.id(), scan.method()) {
+        (Some(id), Some(method)) if method == "tools/call" => Some(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            // `resultType` is required from protocol 2026-07-28 on; earlier peers ignore
+            // it as a member they do not know.
+            "result": {
+                "content": [{"type": "text", "text": message}],
+                "isError": true,
+                "resultType": "complete",
+            },
+        })),
+        (Some(id), _) => Some(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {"code": why.code(), "message": message},
+        })),
+        (None, Some(_)) => None,
+        // No id to answer to: JSON-RPC's answer to what it cannot read at all.
+        (None, None) => Some(json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": why.code(), "message": message},
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scanned(text: &str) -> Scan {
+        let mut scan = Scan::default();
+        // In two pieces, as bytes arrive.
+        let (a, b) = text.split_at(text.len() / 2);
+        scan.push(a.as_bytes());
+        scan.push(b.as_bytes());
+        scan
+    }
+
+    fn nested(depth: usize) -> String {
+        format!("{}1{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn a_scan_finds_depth_id_and_method_wherever_they_stand() {
+        let text = format!(
+            r#"{{"params":{{"name":"write","arguments":{{"value":{},"id":"inner","method":"x"}}}},"method":"tools/call","jsonrpc":"2.0","id":7}}"#,
+            nested(5)
+        );
+        let scan = scanned(&text);
+        assert_eq!(scan.depth_max(), 3 + 5);
+        assert_eq!(scan.id(), Some(json!(7)));
+        assert_eq!(scan.method().as_deref(), Some("tools/call"));
+        let quoted = scanned(r#"{"id":"a,\"}b","method":"ping"}"#);
+        assert_eq!(quoted.id(), Some(json!("a,\"}b")));
+        assert_eq!(quoted.method().as_deref(), Some("ping"));
+        assert_eq!(scanned(r#"{"id":{"x":1},"method":"ping"}"#).id(), None);
+    }
+
+    #[test]
+    fn a_message_is_judged_by_its_depth_and_length() {
+        let at_limit = scanned(&nested(MESSAGE_DEPTH_MAX));
+        assert_eq!(judge(&at_limit), Ok(()));
+        let deeper = scanned(&nested(MESSAGE_DEPTH_MAX + 1));
+        assert_eq!(
+            judge(&deeper),
+            Err(Unreadable::TooDeep {
+                depth: MESSAGE_DEPTH_MAX + 1
+            })
+        );
+        // The limit is serde_json's: one level more does not decode.
+        assert!(serde_json::from_str::<Value>(&nested(MESSAGE_DEPTH_MAX)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(MESSAGE_DEPTH_MAX + 1)).is_err());
+        let mut long = Scan::default();
+        long.push(&vec![b' '; MESSAGE_BYTES_MAX + 1]);
+        assert_eq!(
+            judge(&long),
+            Err(Unreadable::TooLong {
+                bytes: MESSAGE_BYTES_MAX + 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_tool_call_is_refused_as_a_tool_error_other_requests_as_json_rpc_errors() {
+        let why = Unreadable::TooDeep { depth: 130 };
+        let call = scanned(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#);
+        let answer = refusal(&call, &why).unwrap();
+        assert_eq!(answer["id"], 3);
+        assert_eq!(answer["result"]["isError"], true);
+        let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.starts_with("invalid_request: message: nested 130 levels"),
+            "{text}"
+        );
+        let other = scanned(r#"{"jsonrpc":"2.0","id":"r","method":"resources/read"}"#);
+        assert_eq!(
+            refusal(&other, &why).unwrap()["error"]["code"],
+            INVALID_REQUEST
+        );
+        let notification = scanned(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#);
+        assert_eq!(refusal(&notification, &why), None);
+        let garbage = scanned("not json");
+        let why = Unreadable::NotJsonRpc {
+            reason: "expected value".into(),
+        };
+        let answer = refusal(&garbage, &why).unwrap();
+        assert_eq!(answer["id"], Value::Null);
+        assert_eq!(answer["error"]["code"], PARSE_ERROR);
+    }
+}

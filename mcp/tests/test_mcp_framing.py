@@ -1,0 +1,94 @@
+"""Messages the server cannot decode (nested too deep, too long, not JSON-RPC) are answered
+over both transports, so no caller waits forever, and nothing is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any
+
+import pytest
+from cairn_client.testing import LocalCluster
+
+from mcp_e2e import Connect, mcp_binary, ok, refused
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
+
+# serde_json decodes 127 levels; a tools/call spends three before the value.
+VALUE_DEPTH_MAX = 124
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+async def test_a_tool_call_too_deep_or_too_long_is_a_tool_error(
+    connect: Connect, prefix: str
+) -> None:
+    async with connect() as client:
+        deepest = await ok(client, "write", {"key": f"{prefix}deep", "value": nested(124)})
+        assert deepest["version"] == 1
+        too_deep = await refused(
+            client, "write", {"key": f"{prefix}deeper", "value": nested(VALUE_DEPTH_MAX + 1)}
+        )
+        assert too_deep.startswith("invalid_request: message: nested 128 levels deep"), too_deep
+        assert f"nests at most {VALUE_DEPTH_MAX} levels" in too_deep
+        too_long = await refused(
+            client, "write", {"key": f"{prefix}long", "value": "x" * (17 << 20)}
+        )
+        assert too_long.startswith("too_large: message: "), too_long[:200]
+        listed = await ok(client, "list", {"prefix": prefix})
+        assert [item["key"] for item in listed["items"]] == [f"{prefix}deep"]
+
+
+def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_token: str) -> None:
+    env = {
+        "CAIRN_ENDPOINTS": ",".join(cluster.endpoints),
+        "CAIRN_TOKEN": agent_token,
+        "RUST_LOG": "error",
+        "PATH": os.environ.get("PATH", ""),
+    }
+    lines = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+    raw = [json.dumps(line) for line in lines]
+    raw.append("not json at all")
+    raw.append('{"jsonrpc":"2.0","id":"broken","method":"tools/list","params":')
+    raw.append(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+    server = subprocess.Popen(
+        [str(mcp_binary())],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    try:
+        server.stdin.write("\n".join(raw) + "\n")
+        server.stdin.flush()
+        by_id: dict[str, Any] = {}
+        while "2" not in by_id:  # the test's timeout bounds this wait
+            answer = json.loads(server.stdout.readline())
+            by_id[json.dumps(answer.get("id"))] = answer
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    assert by_id["null"]["error"]["code"] == -32700, by_id
+    assert by_id['"broken"']["error"]["code"] == -32700, by_id
+    assert "not a JSON-RPC message" in by_id['"broken"']["error"]["message"]
+    assert len(by_id["2"]["result"]["tools"]) == 11, "the session goes on after both"
