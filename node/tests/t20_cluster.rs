@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_api::{InitRequest, NodeSpec, WriteRequest};
+use cairn_api::{BatchOp, BatchRequest, InitRequest, NodeSpec, WriteRequest};
 use cairn_client::ClientError;
 use serde_json::json;
 use support::{
@@ -421,6 +421,67 @@ async fn every_node_snapshots_and_purges_once_its_log_grows_by_snapshot_log_byte
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn compaction_covers_what_was_applied_while_openraft_snapshots_on_its_own() {
+    // openraft snapshots every 20 entries here, and a 24 MiB state takes a while to write
+    // out, so one of those builds is often running when a compaction asks for a snapshot;
+    // openraft drops such a request, and that build ends below what the compaction must
+    // cover.
+    let cluster = Cluster::builder(1)
+        .config("[raft]\nsnapshot_logs_since_last = 20\n")
+        .start()
+        .await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    let pad = "x".repeat(16_000);
+    for chunk in 0..48 {
+        let ops = (0..32)
+            .map(|i| {
+                let key = format!("state/{chunk}/{i}");
+                BatchOp::Write(WriteRequest::new(key, json!({"pad": pad}), "t20"))
+            })
+            .collect();
+        let batch = BatchRequest {
+            ops,
+            request_id: None,
+        };
+        client.batch(batch).await.expect("preload");
+    }
+    let endpoint = cluster.endpoint(1);
+    for round in 0..10 {
+        // Writes keep openraft building; the compaction comes right after they stop, so
+        // no later entry-count snapshot covers what the dropped request had to.
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let client = client.clone();
+                tokio::spawn(async move {
+                    let until = tokio::time::Instant::now() + Duration::from_millis(300);
+                    let mut i = 0u64;
+                    while tokio::time::Instant::now() < until {
+                        let key = format!("busy/{w}/{}", i % 50);
+                        let request = WriteRequest::new(key, json!(i), "t20");
+                        client.write(request).await.expect("write");
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let applied = cluster.status(1).await.expect("status").applied_index;
+        let compacted = tokio::time::timeout(Duration::from_secs(20), client.compact(&endpoint))
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: compaction waited for a snapshot"))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(
+            compacted.snapshot_index >= applied,
+            "round {round}: snapshot {} below {applied}, applied before compacting",
+            compacted.snapshot_index
+        );
     }
 }
 

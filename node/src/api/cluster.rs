@@ -34,6 +34,9 @@ const AUTH_ENABLE_TIMEOUT: Duration = Duration::from_secs(10);
 const ENABLE_ANSWER_BYTES_MAX: usize = 64 << 10;
 /// How long compaction waits for the snapshot and the purge to land.
 const COMPACT_STEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often `/cluster/compact` repeats its snapshot request until a snapshot covers what
+/// it must ([`snapshot_covering`]): a small state's build takes milliseconds.
+const SNAPSHOT_ASK_INTERVAL: Duration = Duration::from_millis(500);
 /// A voter counts as live when its replicated log is at most this far behind the leader's
 /// and it answers `/healthz` within `LIVE_PROBE_TIMEOUT`.
 const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
@@ -684,18 +687,7 @@ pub async fn compact(
     require_admin(&app, &headers)?;
     let _one_at_a_time = app.compacting.lock().await;
     let applied = app.reads.applied_index();
-    app.raft
-        .trigger()
-        .snapshot()
-        .await
-        .map_err(ApiError::internal)?;
-    let snapshot_index = wait_metric(&app, "snapshot", |m| {
-        m.snapshot.map(|id| id.index).unwrap_or(0) >= applied
-    })
-    .await?
-    .snapshot
-    .map(|id| id.index)
-    .unwrap_or(0);
+    let snapshot_index = snapshot_covering(&app, applied).await?;
     app.raft
         .trigger()
         .purge_log(snapshot_index)
@@ -715,6 +707,40 @@ pub async fn compact(
 }
 
 type RaftMetrics = openraft::RaftMetrics<NodeId, NodeInfo>;
+
+/// Asks for snapshots until one covers `applied`, within [`COMPACT_STEP_TIMEOUT`]; returns
+/// its index.
+///
+/// - openraft builds one snapshot at a time and drops a request that arrives during a
+///   build (one its entry-count policy or the log-bytes trigger started), and that build
+///   may end below `applied`; so the request is repeated every [`SNAPSHOT_ASK_INTERVAL`]
+///   until a snapshot covers `applied` (a repeat during a build is dropped again, which
+///   is harmless). A single request made `/cluster/compact` fail after 60 s under load
+///   (a 5-node chaos campaign, seed 1206).
+async fn snapshot_covering(app: &App, applied: u64) -> Result<u64> {
+    let covers = |m: &RaftMetrics| m.snapshot.map_or(0, |id| id.index) >= applied;
+    let deadline = tokio::time::Instant::now() + COMPACT_STEP_TIMEOUT;
+    let mut rx = app.raft.metrics();
+    loop {
+        app.raft
+            .trigger()
+            .snapshot()
+            .await
+            .map_err(ApiError::internal)?;
+        let next_ask = (tokio::time::Instant::now() + SNAPSHOT_ASK_INTERVAL).min(deadline);
+        match tokio::time::timeout_at(next_ask, rx.wait_for(|m| covers(m))).await {
+            Ok(Ok(m)) => return Ok(m.snapshot.map_or(0, |id| id.index)),
+            Ok(Err(_)) => return Err(ApiError::internal("Raft stopped during the snapshot")),
+            Err(_) if next_ask < deadline => continue,
+            Err(_) => {
+                return Err(ApiError::internal(format!(
+                    "snapshot did not complete within {} s",
+                    COMPACT_STEP_TIMEOUT.as_secs()
+                )))
+            }
+        }
+    }
+}
 
 async fn wait_metric(
     app: &App,
