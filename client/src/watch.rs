@@ -296,6 +296,12 @@ mod tests {
         .to_string()
     }
 
+    /// `REVISION` + `KEY` of each event a stream delivered.
+    fn delivered(items: &[Result<WatchEvent, ClientError>]) -> Vec<String> {
+        let events = items.iter().filter_map(|item| item.as_ref().ok());
+        events.map(|e| format!("{}{}", e.revision, e.key)).collect()
+    }
+
     #[tokio::test]
     async fn resumes_at_the_last_revision_without_duplicates() {
         use crate::fake_node::{FakeNode, Reply};
@@ -317,15 +323,7 @@ mod tests {
             .unwrap();
         let stream = client.watch(Some("p/"), Some(5)).await.unwrap();
         let items: Vec<_> = stream.collect().await;
-        let keys: Vec<String> = items
-            .iter()
-            .filter_map(|item| {
-                item.as_ref()
-                    .ok()
-                    .map(|e| format!("{}{}", e.revision, e.key))
-            })
-            .collect();
-        assert_eq!(keys, vec!["5a", "5b", "6c"]);
+        assert_eq!(delivered(&items), vec!["5a", "5b", "6c"]);
         assert!(matches!(
             items.last(),
             Some(Err(ClientError::InvalidRequest { .. }))
@@ -379,15 +377,7 @@ mod tests {
         let items: Vec<_> = tokio::time::timeout(Duration::from_secs(10), stream.collect())
             .await
             .expect("the watch stayed on the stopped node");
-        let keys: Vec<String> = items
-            .iter()
-            .filter_map(|item| {
-                item.as_ref()
-                    .ok()
-                    .map(|e| format!("{}{}", e.revision, e.key))
-            })
-            .collect();
-        assert_eq!(keys, vec!["5a", "6b"]);
+        assert_eq!(delivered(&items), vec!["5a", "6b"]);
         assert!(matches!(
             items.last(),
             Some(Err(ClientError::InvalidRequest { .. }))

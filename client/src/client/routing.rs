@@ -82,7 +82,8 @@ pub(super) enum Route<'a> {
     /// The leader the nodes name now, discovered afresh for every attempt, never the cached
     /// one: for membership changes, which wait long at the node they reach, so a cached
     /// leader that stopped answering (a paused or cut-off process whose kernel still
-    /// accepts connections) must not hold them for their whole timeout.
+    /// accepts connections) must not hold them for their whole timeout; and for reopening
+    /// a watch that broke or fell silent, often because its leader went.
     CurrentLeader,
     /// Round-robin over the endpoints.
     Spread,

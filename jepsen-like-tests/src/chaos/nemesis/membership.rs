@@ -83,12 +83,7 @@ pub async fn inject_while_paused(n: &mut Nemesis, nodes: &[u64]) -> Result<(Acti
 /// Starts the extra node (id n+1) empty and joins it as a voter; returns its id.
 async fn join_extra(n: &mut Nemesis) -> Result<u64> {
     let id = n.cluster.base.iter().max().copied().unwrap_or(0) + 1;
-    let sup = n.cluster.supervisor.clone();
-    sup.kill9(id)?;
-    sup.wipe(id)?;
-    n.wipes.push((id, n.rec.clock.now()));
-    sup.start(id)?;
-    n.cluster.wait_healthy(id, START_TIMEOUT).await?;
+    n.start_wiped(id).await?;
     n.cluster
         .join(id, CHANGE_TIMEOUT)
         .await

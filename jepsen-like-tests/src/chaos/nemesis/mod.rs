@@ -256,6 +256,17 @@ impl Nemesis {
         }
     }
 
+    /// Kills node `id`, wipes its data dir (recorded: per-node read monotonicity restarts
+    /// there) and starts it empty, waiting until it serves.
+    pub async fn start_wiped(&mut self, id: u64) -> Result<()> {
+        let sup = self.cluster.supervisor.clone();
+        sup.kill9(id)?;
+        sup.wipe(id)?;
+        self.wipes.push((id, self.rec.clock.now()));
+        sup.start(id)?;
+        self.cluster.wait_healthy(id, START_TIMEOUT).await
+    }
+
     /// Restores everything: no rules, nothing stopped, every member running. Used after
     /// the schedule and whenever a heal failed.
     pub async fn heal_all(&mut self) -> Result<()> {

@@ -28,7 +28,7 @@ use cairn_api::{BatchOp, BatchRequest, WriteRequest};
 use rand::seq::SliceRandom;
 use serde_json::json;
 
-use super::{Active, Nemesis, START_TIMEOUT};
+use super::{Active, Nemesis};
 use crate::chaos::workload::client_for;
 
 const FILL_BATCHES: usize = 4;
@@ -91,12 +91,7 @@ async fn prepare(n: &mut Nemesis, remove_first: bool) -> Result<(u64, u64, u64)>
     if remove_first {
         n.cluster.remove(follower, CHANGE_TIMEOUT).await?;
     }
-    let sup = n.cluster.supervisor.clone();
-    sup.kill9(follower)?;
-    sup.wipe(follower)?;
-    n.wipes.push((follower, n.rec.clock.now()));
-    sup.start(follower)?;
-    n.cluster.wait_healthy(follower, START_TIMEOUT).await?;
+    n.start_wiped(follower).await?;
     Ok((leader, follower, compacted.snapshot_index))
 }
 
