@@ -2,19 +2,23 @@
 //! deep to decode, or not JSON-RPC at all. rmcp drops such a message with a debug log, so
 //! the client that sent it waits forever for an answer; here every such request gets one.
 //!
-//! - [`Scan`] reads a message's bytes as they arrive, keeping only its depth and its
-//!   top-level `id` and `method` (so a message too long to keep is still answered to the
-//!   request it was).
-//! - [`refusal`] is the answer: a `tools/call` gets a tool result with `isError` (the model
-//!   reads it and can act, as with any refused tool call), any other request a JSON-RPC
-//!   error, a notification nothing.
+//! - [`Incoming`] takes a message's bytes as they arrive (a stdin line, a posted body):
+//!   its [`Scan`] keeps only the depth and the top-level `id` and `method` (so a message
+//!   too long to keep is still answered to the request it was), and it keeps the bytes of
+//!   a message short enough to decode. Both transports use it.
+//! - [`Incoming::decode`] decodes the message, or gives the answer to it ([`refusal`]): a
+//!   `tools/call` gets a tool result with `isError` (the model reads it and can act, as
+//!   with any refused tool call), any other request a JSON-RPC error, a notification
+//!   nothing.
 
+use rmcp::service::RxJsonRpcMessage;
+use rmcp::RoleServer;
 use serde_json::{json, Value};
 
 /// Deepest message decoded. serde_json refuses nesting past 127 levels (its recursion
 /// limit); a `tools/call` spends three (the message, `params`, `arguments`), so a value
 /// written through MCP nests at most 124 levels, two fewer than `POST /v1/write` accepts.
-pub const MESSAGE_DEPTH_MAX: usize = 127;
+const MESSAGE_DEPTH_MAX: usize = 127;
 
 /// Longest message decoded. A value is at most 1 MiB of JSON; escaped inside a JSON-RPC
 /// string it can grow up to six times, so this leaves room for every value the cluster
@@ -29,6 +33,62 @@ const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's code for bytes that are not JSON.
 const PARSE_ERROR: i64 = -32700;
 
+/// One message as its bytes arrive: all of them scanned, the first [`MESSAGE_BYTES_MAX`]
+/// kept (so all of a message that may be decoded).
+#[derive(Debug, Default)]
+pub struct Incoming {
+    scan: Scan,
+    kept: Vec<u8>,
+}
+
+impl Incoming {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.scan.push(bytes);
+        if self.scan.bytes() <= MESSAGE_BYTES_MAX {
+            self.kept.extend_from_slice(bytes);
+        } else if !self.kept.is_empty() {
+            self.kept = Vec::new();
+        }
+    }
+
+    /// Every byte pushed, kept or not.
+    pub fn bytes(&self) -> usize {
+        self.scan.bytes()
+    }
+
+    pub fn kept(&self) -> &[u8] {
+        &self.kept
+    }
+
+    pub fn into_kept(self) -> Vec<u8> {
+        self.kept
+    }
+
+    /// Decodes `message` (the kept bytes, or a trimmed slice of them), or returns the
+    /// answer to send instead (`None`: a notification, which gets none), logged.
+    pub fn decode(&self, message: &[u8]) -> Result<RxJsonRpcMessage<RoleServer>, Option<Value>> {
+        let unreadable = match judge(&self.scan) {
+            Err(why) => why,
+            Ok(()) => match serde_json::from_slice(message) {
+                Ok(decoded) => return Ok(decoded),
+                Err(err) => Unreadable::NotJsonRpc {
+                    reason: err.to_string(),
+                },
+            },
+        };
+        let answer = refusal(&self.scan, &unreadable);
+        match answer {
+            Some(_) => tracing::warn!(
+                ?unreadable,
+                bytes = self.bytes(),
+                "answered a message that cannot be decoded"
+            ),
+            None => tracing::debug!(?unreadable, "ignored a notification that cannot be decoded"),
+        }
+        Err(answer)
+    }
+}
+
 /// The depth, `id` and `method` of one message, fed its bytes in order.
 ///
 /// Invariants:
@@ -36,7 +96,7 @@ const PARSE_ERROR: i64 = -32700;
 ///   `depth_max` is the most seen, so a message is judged before it is decoded.
 /// - Only members of the top-level object are captured, each up to [`MEMBER_BYTES_MAX`].
 #[derive(Debug, Default)]
-pub struct Scan {
+struct Scan {
     depth: usize,
     depth_max: usize,
     in_string: bool,
@@ -59,7 +119,7 @@ enum Member {
 }
 
 impl Scan {
-    pub fn push(&mut self, bytes: &[u8]) {
+    fn push(&mut self, bytes: &[u8]) {
         for &byte in bytes {
             self.byte(byte);
         }
@@ -127,28 +187,28 @@ impl Scan {
         }
     }
 
-    pub fn depth_max(&self) -> usize {
+    fn depth_max(&self) -> usize {
         self.depth_max
     }
 
-    pub fn bytes(&self) -> usize {
+    fn bytes(&self) -> usize {
         self.bytes
     }
 
     /// The top-level `id` when it is a number or a string (what JSON-RPC allows).
-    pub fn id(&self) -> Option<Value> {
+    fn id(&self) -> Option<Value> {
         let value: Value = serde_json::from_slice(self.id.as_deref()?).ok()?;
         (value.is_number() || value.is_string()).then_some(value)
     }
 
-    pub fn method(&self) -> Option<String> {
+    fn method(&self) -> Option<String> {
         serde_json::from_slice(self.method.as_deref()?).ok()
     }
 }
 
 /// Why a message was not decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Unreadable {
+enum Unreadable {
     TooLong { bytes: usize },
     TooDeep { depth: usize },
     NotJsonRpc { reason: String },
@@ -182,7 +242,7 @@ impl Unreadable {
 }
 
 /// Whether a message that scanned as `scan` may be decoded; why not otherwise.
-pub fn judge(scan: &Scan) -> Result<(), Unreadable> {
+fn judge(scan: &Scan) -> Result<(), Unreadable> {
     if scan.bytes() > MESSAGE_BYTES_MAX {
         return Err(Unreadable::TooLong {
             bytes: scan.bytes(),
@@ -198,7 +258,7 @@ pub fn judge(scan: &Scan) -> Result<(), Unreadable> {
 
 /// The answer to a message that could not be decoded, or `None` when there is nobody to
 /// answer (a notification: it has a `method` and no `id`).
-pub fn refusal(scan: &Scan, why: &Unreadable) -> Option<Value> {
+fn refusal(scan: &Scan, why: &Unreadable) -> Option<Value> {
     let message = why.message();
     match (scan.id(), scan.method()) {
         (Some(id), Some(method)) if method == "tools/call" => Some(json!({

@@ -28,18 +28,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use cairn_client::{BearerToken, ClientError};
+use futures::StreamExt;
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 
-use futures::StreamExt;
-use rmcp::service::RxJsonRpcMessage;
-use rmcp::RoleServer;
-
 use crate::args::MCP_PATH;
-use crate::framing::{self, judge, Scan, Unreadable, MESSAGE_BYTES_MAX};
+use crate::framing::{Incoming, MESSAGE_BYTES_MAX};
 use crate::gateway::{Caller, Gateway};
 use crate::server::CairnMcp;
 
@@ -109,46 +106,32 @@ async fn authenticate(
 /// with a bare 413 (only its first [`MESSAGE_BYTES_MAX`] bytes are ever kept).
 const BODY_SCAN_BYTES_MAX: usize = 4 * MESSAGE_BYTES_MAX;
 
-/// Reads a posted message, scanning it as it arrives; one that cannot be decoded is
-/// answered here (JSON, 200; 202 for a notification), any other goes on to rmcp.
+/// Reads a posted message as it arrives; one that cannot be decoded is answered here
+/// (JSON, 200; 202 for a notification), any other goes on to rmcp.
 async fn guard_message(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
     let mut chunks = body.into_data_stream();
-    let mut scan = Scan::default();
-    let mut kept = Vec::new();
+    let mut message = Incoming::default();
     while let Some(chunk) = chunks.next().await {
         let Ok(chunk) = chunk else {
             return (StatusCode::BAD_REQUEST, "the request body broke off").into_response();
         };
-        scan.push(&chunk);
-        if scan.bytes() > BODY_SCAN_BYTES_MAX {
-            let message = format!("request body: more than {BODY_SCAN_BYTES_MAX} bytes");
-            return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
-        }
-        if scan.bytes() <= MESSAGE_BYTES_MAX {
-            kept.extend_from_slice(&chunk);
+        message.push(&chunk);
+        if message.bytes() > BODY_SCAN_BYTES_MAX {
+            let refusal = format!("request body: more than {BODY_SCAN_BYTES_MAX} bytes");
+            return (StatusCode::PAYLOAD_TOO_LARGE, refusal).into_response();
         }
     }
-    let unreadable = match judge(&scan) {
-        Err(why) => why,
-        Ok(()) => match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(&kept) {
-            Ok(_) => return next.run(Request::from_parts(parts, kept.into())).await,
-            Err(err) => Unreadable::NotJsonRpc {
-                reason: err.to_string(),
-            },
-        },
-    };
-    tracing::warn!(
-        ?unreadable,
-        bytes = scan.bytes(),
-        "answered a message that cannot be decoded"
-    );
-    match framing::refusal(&scan, &unreadable) {
-        Some(answer) => axum::Json(answer).into_response(),
-        None => StatusCode::ACCEPTED.into_response(),
+    match message.decode(message.kept()) {
+        Ok(_) => {
+            next.run(Request::from_parts(parts, message.into_kept().into()))
+                .await
+        }
+        Err(Some(answer)) => axum::Json(answer).into_response(),
+        Err(None) => StatusCode::ACCEPTED.into_response(),
     }
 }
 

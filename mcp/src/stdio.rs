@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::framing::{judge, refusal, Scan, Unreadable, MESSAGE_BYTES_MAX};
+use crate::framing::{Incoming, MESSAGE_BYTES_MAX};
 
 /// Decoded messages waiting for rmcp; reading stops while it is full.
 const INCOMING_QUEUE: usize = 64;
@@ -119,8 +119,7 @@ async fn read_lines(
     outgoing: mpsc::Sender<Vec<u8>>,
 ) {
     let mut input = BufReader::new(input);
-    let mut line = Vec::new();
-    let mut scan = Scan::default();
+    let mut line = Incoming::default();
     loop {
         let buffer = match input.fill_buf().await {
             Ok(buffer) => buffer,
@@ -132,58 +131,38 @@ async fn read_lines(
         let at_end = buffer.is_empty();
         let newline = buffer.iter().position(|b| *b == b'\n');
         let piece = &buffer[..newline.unwrap_or(buffer.len())];
-        scan.push(piece);
-        if scan.bytes() <= MESSAGE_BYTES_MAX {
-            line.extend_from_slice(piece);
-        } else {
-            line = Vec::new();
-        }
+        line.push(piece);
         let consumed = newline.map_or(piece.len(), |at| at + 1);
         input.consume(consumed);
         if newline.is_none() && !at_end {
             continue;
         }
-        let scanned = std::mem::take(&mut scan);
-        if !deliver(&line, &scanned, &incoming, &outgoing).await || at_end {
+        let complete = std::mem::take(&mut line);
+        if !deliver(&complete, &incoming, &outgoing).await || at_end {
             return;
         }
-        line.clear();
     }
 }
 
 /// Decodes one line and hands it on, or answers why it cannot be; `false` once rmcp has
 /// stopped receiving.
 async fn deliver(
-    line: &[u8],
-    scan: &Scan,
+    line: &Incoming,
     incoming: &mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
     outgoing: &mpsc::Sender<Vec<u8>>,
 ) -> bool {
-    let line = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if scan.bytes() <= MESSAGE_BYTES_MAX && line.iter().all(u8::is_ascii_whitespace) {
+    let text = line.kept();
+    let text = text.strip_prefix(UTF8_BOM).unwrap_or(text);
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    if line.bytes() <= MESSAGE_BYTES_MAX && text.iter().all(u8::is_ascii_whitespace) {
         return true;
     }
-    let unreadable = match judge(scan) {
-        Err(why) => why,
-        Ok(()) => match serde_json::from_slice(line) {
-            Ok(message) => return incoming.send(message).await.is_ok(),
-            Err(err) => Unreadable::NotJsonRpc {
-                reason: err.to_string(),
-            },
+    match line.decode(text) {
+        Ok(message) => incoming.send(message).await.is_ok(),
+        Err(None) => true,
+        Err(Some(answer)) => match serde_json::to_vec(&answer) {
+            Ok(answer) => outgoing.send(answer).await.is_ok(),
+            Err(_) => true,
         },
-    };
-    let Some(answer) = refusal(scan, &unreadable) else {
-        tracing::debug!(?unreadable, "ignored a notification that cannot be decoded");
-        return true;
-    };
-    tracing::warn!(
-        ?unreadable,
-        bytes = scan.bytes(),
-        "answered a message that cannot be decoded"
-    );
-    match serde_json::to_vec(&answer) {
-        Ok(answer) => outgoing.send(answer).await.is_ok(),
-        Err(_) => true,
     }
 }

@@ -732,14 +732,16 @@ async fn snapshot_covering(app: &App, applied: u64) -> Result<u64> {
             Ok(Ok(m)) => return Ok(m.snapshot.map_or(0, |id| id.index)),
             Ok(Err(_)) => return Err(ApiError::internal("Raft stopped during the snapshot")),
             Err(_) if next_ask < deadline => continue,
-            Err(_) => {
-                return Err(ApiError::internal(format!(
-                    "snapshot did not complete within {} s",
-                    COMPACT_STEP_TIMEOUT.as_secs()
-                )))
-            }
+            Err(_) => return Err(step_timed_out("snapshot")),
         }
     }
+}
+
+fn step_timed_out(what: &str) -> ApiError {
+    ApiError::internal(format!(
+        "{what} did not complete within {} s",
+        COMPACT_STEP_TIMEOUT.as_secs()
+    ))
 }
 
 async fn wait_metric(
@@ -751,10 +753,7 @@ async fn wait_metric(
     let waited = tokio::time::timeout(COMPACT_STEP_TIMEOUT, rx.wait_for(|m| done(m))).await;
     match waited {
         Ok(Ok(m)) => Ok(m.clone()),
-        _ => Err(ApiError::internal(format!(
-            "{what} did not complete within {} s",
-            COMPACT_STEP_TIMEOUT.as_secs()
-        ))),
+        _ => Err(step_timed_out(what)),
     }
 }
 

@@ -64,11 +64,11 @@ pub async fn inject_while_paused(n: &mut Nemesis, nodes: &[u64]) -> Result<(Acti
     let sup = n.cluster.supervisor.clone();
     sup.pause(paused, true)?;
     let awake: Vec<u64> = nodes.iter().copied().filter(|id| *id != paused).collect();
-    let joined = match n.cluster.wait_leader_among(&awake, CHANGE_TIMEOUT).await {
-        Ok(_) => join_extra(n).await,
-        Err(e) => Err(e),
+    let joined = async {
+        n.cluster.wait_leader_among(&awake, CHANGE_TIMEOUT).await?;
+        join_extra(n).await
     };
-    match joined {
+    match joined.await {
         Ok(added) => Ok((
             Active::PausedAcrossJoin { paused, added },
             format!("SIGSTOP {paused} ({role}), then joined extra node {added} without it"),
