@@ -88,6 +88,7 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
     finally:
         server.stdin.close()
         server.wait(timeout=30)
+        server.stdout.close()
     assert by_id["null"]["error"]["code"] == -32700, by_id
     assert by_id['"broken"']["error"]["code"] == -32700, by_id
     assert "not a JSON-RPC message" in by_id['"broken"']["error"]["message"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -94,16 +95,38 @@ def find_node_binary(node_bin: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
+# Nodes' ports are drawn from here up to the kernel's first ephemeral port.
+_PORTS_FIRST = 10_000
+
+
+def _ephemeral_first() -> int:
+    """The first port the kernel hands to outgoing connections (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free loopback ports. Every socket stays bound until all are
-    picked: one closed before the next bind lets the kernel hand out its port again, and a
-    node given the same port for its client and peer addresses refuses to start."""
+    """``count`` distinct free loopback ports below the kernel's ephemeral range, so that
+    while a node is stopped no outgoing connection (a client's, another node's) can take
+    its port as a local port and keep it from starting again. Every socket stays bound
+    until all are picked: a node given the same port twice refuses to start."""
+    candidates = list(range(_PORTS_FIRST, _ephemeral_first()))
+    random.shuffle(candidates)
     with contextlib.ExitStack() as held:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        for port in candidates:
+            if len(ports) == count:
+                break
             sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(int(sock.getsockname()[1]))
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            ports.append(port)
+        if len(ports) < count:
+            raise ClusterError(f"fewer than {count} free ports in {_PORTS_FIRST}..ephemeral")
         return ports
 
 
