@@ -253,8 +253,8 @@ pub fn node_command(dir: &Path) -> Command {
     cmd
 }
 
-/// An address with a port that was free a moment ago (the kernel hands out ephemeral ports
-/// round-robin, so it is rarely reused soon; [`Cluster`] retries on a lost race).
+/// An address with a port that was free a moment ago, below the kernel's ephemeral range
+/// ([`bind_any_port`]; [`Cluster`] retries on a lost race).
 pub fn free_addr() -> String {
     free_addr_on(LOCALHOST)
 }
@@ -278,8 +278,37 @@ pub fn free_addr_pair_on(host: &str) -> (String, String) {
     (addr_of(&a), addr_of(&b))
 }
 
+/// Nodes' ports are drawn from here up to the kernel's first ephemeral port.
+const PORTS_FIRST: u16 = 10_000;
+/// Random ports tried before giving up (each a `bind`; a busy machine has a few hundred
+/// listeners, so this is never reached by chance).
+const PORT_TRIES: usize = 1_000;
+
+/// A listener on a random free port of `host` below the kernel's ephemeral range. A port
+/// from `bind(0)` is an ephemeral one: while its node was down for a restart, an outgoing
+/// connection (a client's, another node's) could take it as its local port, and the node
+/// could not bind it again ("Address already in use"; seen in the Python fixture, which
+/// draws its ports the same way since git af47007).
 fn bind_any_port(host: &str) -> TcpListener {
-    TcpListener::bind((host, 0)).unwrap_or_else(|e| panic!("binding {host}:0: {e}"))
+    use rand::Rng;
+    let ephemeral_first = ephemeral_first();
+    let mut rng = rand::thread_rng();
+    for _ in 0..PORT_TRIES {
+        let port = rng.gen_range(PORTS_FIRST..ephemeral_first);
+        if let Ok(listener) = TcpListener::bind((host, port)) {
+            return listener;
+        }
+    }
+    panic!("no free port on {host} in {PORTS_FIRST}..{ephemeral_first} after {PORT_TRIES} tries")
+}
+
+/// The first port the kernel hands to outgoing connections (32768 if it cannot be read).
+fn ephemeral_first() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .filter(|first| *first > PORTS_FIRST)
+        .unwrap_or(32_768)
 }
 
 fn addr_of(listener: &TcpListener) -> String {
