@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use rand::seq::SliceRandom;
 use rand::Rng;
 
@@ -81,8 +81,15 @@ pub async fn inject_while_paused(n: &mut Nemesis, nodes: &[u64]) -> Result<(Acti
 }
 
 /// Starts the extra node (id n+1) empty and joins it as a voter; returns its id.
+///
+/// Refuses while the extra node is still a member (a heal that could not remove it):
+/// wiping a voter's log and vote is not a fault Raft tolerates, and what it broke would be
+/// blamed on the cluster.
 async fn join_extra(n: &mut Nemesis) -> Result<u64> {
     let id = n.cluster.base.iter().max().copied().unwrap_or(0) + 1;
+    if n.cluster.members().contains(&id) {
+        bail!("extra node {id} is still a member: not wiping a voter");
+    }
     n.start_wiped(id).await?;
     n.cluster
         .join(id, CHANGE_TIMEOUT)
@@ -98,13 +105,29 @@ pub async fn continue_and_drop(n: &mut Nemesis, paused: u64, added: u64) -> Resu
     Ok(format!("continued {paused}; {dropped}"))
 }
 
-/// Starts a removed node empty and joins it back.
+/// Starts a removed node empty (unless a failed attempt left it running) and joins it back.
 pub async fn rejoin(n: &mut Nemesis, id: u64) -> Result<String> {
     let sup = n.cluster.supervisor.clone();
-    sup.start(id)?;
+    if !sup.is_running(id) {
+        sup.start(id)?;
+    }
     n.cluster.wait_healthy(id, START_TIMEOUT).await?;
     n.cluster.join(id, CHANGE_TIMEOUT).await?;
     Ok(format!("node {id} joined back with a fresh data dir"))
+}
+
+/// Brings the membership back to the base voters after a heal failed: an extra node still
+/// a member is removed, a base node still removed is joined back.
+pub async fn restore_base(n: &mut Nemesis) -> Result<()> {
+    let base = n.cluster.base.clone();
+    let members = n.cluster.members();
+    for id in members.iter().filter(|id| !base.contains(id)) {
+        drop_extra(n, *id).await?;
+    }
+    for id in base.iter().filter(|id| !members.contains(id)) {
+        rejoin(n, *id).await?;
+    }
+    Ok(())
 }
 
 /// Removes the extra node, stops it and deletes its data.

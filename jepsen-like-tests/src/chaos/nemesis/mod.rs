@@ -267,8 +267,8 @@ impl Nemesis {
         self.cluster.wait_healthy(id, START_TIMEOUT).await
     }
 
-    /// Restores everything: no rules, nothing stopped, every member running. Used after
-    /// the schedule and whenever a heal failed.
+    /// Restores everything: no rules, nothing stopped, every member running, the base
+    /// voters the only members. Used after the schedule and whenever a heal failed.
     pub async fn heal_all(&mut self) -> Result<()> {
         self.net.heal()?;
         let sup = self.cluster.supervisor.clone();
@@ -281,6 +281,6 @@ impl Nemesis {
                 self.cluster.wait_healthy(id, START_TIMEOUT).await?;
             }
         }
-        Ok(())
+        membership::restore_base(self).await
     }
 }
