@@ -13,7 +13,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ErrorBody, ErrorCode, Revocation, Tombstone};
+use crate::api::{ErrorBody, ErrorCode, Revocation, Served, Tombstone};
 
 /// CLI exit code for failures that fit no other class (decode errors, 500s, local I/O).
 pub const EXIT_OTHER: u8 = 1;
@@ -42,7 +42,12 @@ pub enum ClientError {
     InvalidRequest { message: String },
     /// 404: the key (or tombstone id) does not exist.
     #[error("not_found: {message}")]
-    NotFound { message: String },
+    NotFound {
+        message: String,
+        /// How the read that found the key absent was served (`read` and `history`): an
+        /// absence on a follower is only as recent as its `applied_index`.
+        served: Option<Served>,
+    },
     /// 409: `expected_version` did not match.
     #[error("version_conflict: {}", at_op(.op_index, .message))]
     VersionConflict {
@@ -170,7 +175,10 @@ impl ClientError {
         let op_index = detail::<usize>(details, "op_index");
         match code {
             ErrorCode::InvalidRequest => ClientError::InvalidRequest { message },
-            ErrorCode::NotFound => ClientError::NotFound { message },
+            ErrorCode::NotFound => ClientError::NotFound {
+                message,
+                served: detail(details, "served"),
+            },
             ErrorCode::VersionConflict => ClientError::VersionConflict {
                 message,
                 current_version: detail(details, "current_version"),

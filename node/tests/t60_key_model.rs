@@ -23,9 +23,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cairn_api::{
-    BatchOp, BatchRequest, ClusterStatus, EventKind, ForgetRequest, HistoryEvent, ListRequest,
-    ProbeResponse, RecallRequest, Record, ReinstateRequest, RevokeRequest, State, Tombstone,
-    WriteRequest,
+    BatchOp, BatchRequest, ClusterStatus, Consistency, EventKind, ForgetRequest, HistoryEvent,
+    ListRequest, ProbeResponse, RecallRequest, Record, ReinstateRequest, RevokeRequest, State,
+    Tombstone, WriteRequest,
 };
 use cairn_client::{new_request_id, Client, ClientError};
 use serde_json::{json, Value};
@@ -1231,7 +1231,11 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
     assert_eq!(key_snapshot(&client, b).await, before_b);
     let absent = client.read(c, linearizable()).await;
     assert!(
-        matches!(absent, Err(ClientError::NotFound { .. })),
+        matches!(
+            &absent,
+            Err(ClientError::NotFound { served: Some(served), .. })
+                if served.consistency == Consistency::Linearizable
+        ),
         "{absent:?}"
     );
     let probe = client.probe(c, linearizable()).await.expect("probe c");
@@ -1239,6 +1243,27 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
         (probe.state, probe.retention_present),
         (State::Absent, false)
     );
+    // The absence is reported with the `served` of the read that found it: a follower's
+    // 404 says how old its applied state is.
+    for path in ["/v1/read", "/v1/history"] {
+        let body = json!({"key": c, "consistency": "bounded", "max_staleness_ms": 5000});
+        let (status, answer) = post_raw(&cluster, followers[1], path, &body.to_string()).await;
+        assert_eq!(
+            (status, error_code(&answer)),
+            (404, "not_found"),
+            "{path}: {answer}"
+        );
+        let served = &answer["error"]["served"];
+        assert_eq!(
+            (&served["node_id"], &served["role"], &served["consistency"]),
+            (&json!(followers[1]), &json!("follower"), &json!("bounded")),
+            "{path}: {answer}"
+        );
+        assert!(
+            served["applied_index"].as_u64().is_some_and(|i| i > 0),
+            "{path}: {answer}"
+        );
+    }
 
     // 7.4 The same ops, all valid: applied together, in one entry.
     let ok = client

@@ -11,6 +11,7 @@ import pytest
 
 from cairn_client import (
     Cairn,
+    Consistency,
     EventKind,
     ForgetRequest,
     InvalidInput,
@@ -257,8 +258,13 @@ def test_errors_of_bad_input_are_typed(api: Cairn, prefix: str) -> None:
     with pytest.raises(NotFound) as missing:
         api.read(f"{prefix}never")
     assert missing.value.status == 404
-    with pytest.raises(NotFound):
-        api.history(f"{prefix}never")
+    served = missing.value.served
+    assert served is not None
+    assert served.consistency == Consistency.LINEARIZABLE
+    with pytest.raises(NotFound) as no_history:
+        api.history(f"{prefix}never", consistency=Consistency.ANY)
+    assert no_history.value.served is not None
+    assert no_history.value.served.consistency == Consistency.ANY
     with pytest.raises(InvalidRequest) as bad_key:
         api.write("", 1)
     assert bad_key.value.status == 400

@@ -246,6 +246,7 @@ mod tests {
         let expected = [
             ClientError::NotFound {
                 message: message.clone(),
+                served: None,
             },
             ClientError::Unauthenticated {
                 message: message.clone(),

@@ -173,7 +173,7 @@ pub async fn read(
     let slot = app
         .view
         .slot(&req.key)?
-        .ok_or_else(|| not_found(&req.key))?;
+        .ok_or_else(|| not_found(&req.key, &served))?;
     Ok(Json(ReadResponse {
         record: render::record(&slot),
         served,
@@ -181,12 +181,15 @@ pub async fn read(
     .into_response())
 }
 
-fn not_found(key: &str) -> ApiError {
+/// 404 `not_found`, with the `served` of the read that found nothing: an absence on a
+/// lagging follower is as old as that node's applied state, and the caller can tell.
+fn not_found(key: &str, served: &Served) -> ApiError {
     ApiError::new(
         ErrorCode::NotFound,
         format!("key {key:?} was never written"),
     )
     .with("key", key)
+    .with("served", serde_json::json!(served))
 }
 
 pub async fn probe(
@@ -251,7 +254,7 @@ pub async fn history(
         .require(Permission::Read, &req.key)?;
     let events = app.view.history(&req.key, HISTORY_EVENTS_MAX)?;
     if events.is_empty() {
-        return Err(not_found(&req.key));
+        return Err(not_found(&req.key, &served));
     }
     Ok(Json(HistoryResponse {
         key: req.key.clone(),

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .models import Permission, Revocation, Tombstone
+from .models import Permission, Revocation, Served, Tombstone
 
 __all__ = [
     "ActorMismatch",
@@ -125,6 +125,12 @@ class NotFound(CairnError):
     def key(self) -> str | None:
         value = self.details.get("key")
         return value if isinstance(value, str) else None
+
+    @property
+    def served(self) -> Served | None:
+        """How the read that found the key absent was served (``read`` and ``history``):
+        an absence on a follower is only as recent as its ``applied_index``."""
+        return _detail_model(self.details, "served", Served)
 
 
 class VersionConflict(CairnError):
