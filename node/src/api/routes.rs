@@ -8,7 +8,7 @@
 
 use axum::extract::{Request, State};
 use axum::handler::Handler;
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{on, MethodFilter, MethodRouter};
@@ -232,23 +232,49 @@ struct Gate {
 /// - A route that takes no query parameters refuses any it is given (SPEC §5 extension:
 ///   an unknown query parameter is 400 `invalid_request` naming it), as the routes that
 ///   take some refuse those they do not know. A bare `?` carries none.
+/// - A refusal of the request's shape (400, 413) to a well-formed token is 401 when no
+///   principal holds that token ([`auth::unless_unknown`]): an unknown token is 401 on
+///   every request, as a missing one is. Judged on that error path only, so a request
+///   that passes pays for one authentication, its handler's.
 async fn admit(
     State((app, gate)): State<(SharedApp, Gate)>,
     request: Request,
     next: Next,
 ) -> Response {
-    if gate.takes_token {
-        if let Err(refused) = auth::refuse_malformed(&app, request.headers()) {
-            super::body::discard(request, &app.config.limits).await;
-            return refused.into_response();
+    let presented = if gate.takes_token {
+        match auth::presented(&app, request.headers()) {
+            Ok(presented) => Some(presented),
+            Err(refused) => {
+                super::body::discard(request, &app.config.limits).await;
+                return refused.into_response();
+            }
         }
-    }
-    if !gate.takes_query {
-        if let Some(refused) = unknown_query(&request) {
-            return refused.into_response();
+    } else {
+        None
+    };
+    let unknown_query = match gate.takes_query {
+        true => None,
+        false => unknown_query(&request),
+    };
+    let answer = match unknown_query {
+        Some(refused) => refused.into_response(),
+        None => next.run(request).await,
+    };
+    match presented {
+        Some(presented) if refused_for_shape(&answer) => {
+            auth::unless_unknown(&app, presented, answer).await
         }
+        _ => answer,
     }
-    next.run(request).await
+}
+
+/// Whether `answer` refuses the request's shape: a body, query or path that does not
+/// decode or breaks a limit.
+fn refused_for_shape(answer: &Response) -> bool {
+    matches!(
+        answer.status(),
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE
+    )
 }
 
 /// 400 naming the first query parameter of a request to a route that takes none.

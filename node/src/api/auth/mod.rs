@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use cairn_access::{required, AccessState, Token};
 use cairn_api::{ErrorCode, Permission};
 use cairn_config::Limits;
@@ -181,20 +181,34 @@ pub async fn session(app: &App, headers: &HeaderMap) -> Result<Option<Session>, 
 /// auth was off. Never logged, never echoed.
 pub struct Presented(Option<Token>);
 
-/// A missing or malformed token while auth is on: the check every route that takes a
-/// token makes first, in its gate (`routes::admit`), on any node (a malformed token is
-/// malformed on every node, so a follower relays none).
-pub fn refuse_malformed(app: &App, headers: &HeaderMap) -> Result<(), ApiError> {
-    presented(app, headers).map(drop)
-}
-
-/// [`refuse_malformed`], keeping the parsed token for the authentication that follows a
-/// read's barrier, so that the read does not parse it again after the barrier.
+/// A missing or malformed token while auth is on is `Err`: the check every route that
+/// takes a token makes first, in its gate (`routes::admit`), on any node (a malformed
+/// token is malformed on every node, so a follower relays none). `Ok` keeps the parsed
+/// token: for the authentication that follows a read's barrier, so that the read does
+/// not parse it again, and for the gate's [`unless_unknown`].
 pub fn presented(app: &App, headers: &HeaderMap) -> Result<Presented, ApiError> {
     if !app.view.access().enabled() {
         return Ok(Presented(None));
     }
     bearer(headers).map(|token| Presented(Some(token)))
+}
+
+/// `refusal` (of a request's shape) unless no principal holds the presented token: then
+/// 401 `unauthenticated`, as for a missing token (SPEC §8), and the caller learns nothing
+/// of what the node accepts. The node first catches up with the leader ([`catch_up`]), so
+/// a principal made a moment ago keeps its refusal; if it cannot, the refusal stands.
+pub async fn unless_unknown(app: &App, presented: Presented, refusal: Response) -> Response {
+    let Presented(Some(token)) = presented else {
+        return refusal;
+    };
+    if catch_up(app).await.is_err() {
+        return refusal;
+    }
+    let access = app.view.access();
+    if !access.enabled() || access.authenticate(&token).is_some() {
+        return refusal;
+    }
+    unauthenticated("unknown, rotated or deleted token").into_response()
 }
 
 /// The caller of a read, once its barrier passed: authenticated against the state the
