@@ -195,20 +195,23 @@ pub fn presented(app: &App, headers: &HeaderMap) -> Result<Presented, ApiError> 
 
 /// `refusal` (of a request's shape) unless no principal holds the presented token: then
 /// 401 `unauthenticated`, as for a missing token (SPEC §8), and the caller learns nothing
-/// of what the node accepts. The node first catches up with the leader ([`catch_up`]), so
-/// a principal made a moment ago keeps its refusal; if it cannot, the refusal stands.
+/// of what the node accepts. A token this node's applied state does not know is looked
+/// up again once the node caught up with the leader ([`catch_up`]), so a principal made
+/// a moment ago keeps its refusal; if the node cannot catch up, the refusal stands.
 pub async fn unless_unknown(app: &App, presented: Presented, refusal: Response) -> Response {
     let Presented(Some(token)) = presented else {
         return refusal;
     };
-    if catch_up(app).await.is_err() {
-        return refusal;
-    }
-    let access = app.view.access();
-    if !access.enabled() || access.authenticate(&token).is_some() {
+    if held_or_open(app, &token) || catch_up(app).await.is_err() || held_or_open(app, &token) {
         return refusal;
     }
     unauthenticated("unknown, rotated or deleted token").into_response()
+}
+
+/// Whether a principal holds `token` in this node's applied state, or auth is off there.
+fn held_or_open(app: &App, token: &Token) -> bool {
+    let access = app.view.access();
+    !access.enabled() || access.authenticate(token).is_some()
 }
 
 /// The caller of a read, once its barrier passed: authenticated against the state the
