@@ -252,9 +252,10 @@ async fn admit(
     } else {
         None
     };
-    let unknown_query = match gate.takes_query {
-        true => None,
-        false => unknown_query(&request),
+    let unknown_query = if gate.takes_query {
+        None
+    } else {
+        unknown_query(&request)
     };
     let answer = match unknown_query {
         Some(refused) => refused.into_response(),
