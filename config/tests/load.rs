@@ -5,8 +5,12 @@ use std::path::{Path, PathBuf};
 
 use cairn_config::{ConfigError, NodeConfig, Overrides};
 
+/// `config/node{i}.toml`, found through the `CARGO_MANIFEST_DIR` cargo sets when the test
+/// runs: clones sharing a target directory share builds, so the compile-time value may
+/// name another clone.
 fn example(i: u64) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("node{i}.toml"))
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    Path::new(&dir).join(format!("node{i}.toml"))
 }
 
 fn file_with(text: &str) -> tempfile::NamedTempFile {

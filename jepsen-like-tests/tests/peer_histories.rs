@@ -7,8 +7,11 @@ use std::time::Instant;
 
 use cairn_jepsen::check::{check_file, Budget, Format, Verdict};
 
+/// Found through the `CARGO_MANIFEST_DIR` cargo sets when the test runs: clones sharing a
+/// target directory share builds, so the compile-time value may name another clone.
 fn porcupine_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/porcupine")
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("run by cargo test");
+    Path::new(&dir).join("testdata/porcupine")
 }
 
 /// `verdicts.tsv` rows: (file relative to `porcupine/`, expected linearizable).

@@ -16,12 +16,26 @@ use anyhow::{bail, Context, Result};
 pub const LOCK_PATH: &str = "/tmp/cairn-jepsen.lock";
 const LOCK_POLL: Duration = Duration::from_millis(200);
 
-/// The repository root (this crate's parent directory).
+/// The repository root, found when the run starts: the first of these that holds
+/// `jepsen-like-tests/Cargo.toml`, else the current directory.
+///
+/// - the parent of `$CARGO_MANIFEST_DIR`, which cargo sets for `cargo test` and `cargo run`
+///   (every workspace crate is a child of the root);
+/// - the current directory or one of its ancestors;
+/// - the parent of the crate's directory when it was compiled. Last, because clones that
+///   share a target directory (the scripts' default, `$HOME/.cache/cairn/target`) share
+///   builds too: a fresh build may carry another clone's path, even one since deleted.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
+    let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR")
+        .and_then(|dir| Path::new(&dir).parent().map(Path::to_path_buf));
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
+    from_cargo
+        .into_iter()
+        .chain(cwd.ancestors().map(Path::to_path_buf))
+        .chain(compiled.map(Path::to_path_buf))
+        .find(|dir| dir.join("jepsen-like-tests/Cargo.toml").is_file())
+        .unwrap_or(cwd)
 }
 
 /// `store/` at the repository root.
