@@ -8,6 +8,7 @@
 //!   only); `CAIRN_NODE_BIN` runs another node binary instead of building the workspace's.
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cairn_jepsen::chaos::cli::{self, RunOptions};
@@ -55,12 +56,6 @@ impl Smoke {
             std::io::stderr(),
             "{test}: seed {seed} ({origin}); replay with CAIRN_CHAOS_SEED={seed}"
         );
-        // The node binary must be current: `cargo test -p cairn-jepsen` alone does not
-        // build it. `CAIRN_NODE_BIN` names another binary instead.
-        let node_bin = match std::env::var_os("CAIRN_NODE_BIN") {
-            Some(bin) if !bin.is_empty() => bin.into(),
-            _ => planted::build::normal().expect("building cairn-node"),
-        };
         let nemeses = match std::env::var("CAIRN_CHAOS_NEMESES") {
             Ok(list) if list == "none" => Vec::new(),
             Ok(list) => list
@@ -81,7 +76,7 @@ impl Smoke {
                 heal_ms: (1_000, 1_500),
                 liveness_bound: Duration::from_secs(10),
             },
-            node_bin,
+            node_bin: node_bin(),
             search_budget_ms: 20_000,
             secure: self.secure,
             ..RunOptions::default()
@@ -104,6 +99,15 @@ impl Smoke {
         if duration_s <= self.default_duration_s && nodes == 3 {
             assert!(took < RUN_BUDGET, "{test} took {took:?}");
         }
+    }
+}
+
+/// The node binary to run: `CAIRN_NODE_BIN`, else the workspace's, built now (`cargo test
+/// -p cairn-jepsen` alone would not build it, so it could be stale).
+pub fn node_bin() -> PathBuf {
+    match std::env::var_os("CAIRN_NODE_BIN") {
+        Some(bin) if !bin.is_empty() => bin.into(),
+        _ => planted::build::normal().expect("building cairn-node"),
     }
 }
 
