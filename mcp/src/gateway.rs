@@ -121,14 +121,23 @@ impl Gateway {
     }
 
     /// The client of `token`, checked with the cluster on every request (`whoami`) and
-    /// kept for the token's next request. A token the cluster does not know, or no
-    /// longer knows (rotated, its principal deleted), is refused (`unauthenticated`) and
-    /// its client dropped: SPEC §9 answers such a request 401 at once, so a token that
-    /// was good once cannot be believed from memory. Evicting a kept token only when a
-    /// cluster call answers `unauthenticated` would not do: `initialize`, `tools/list`,
-    /// pings and notifications never call the cluster, and a tool's refusal is a result
-    /// inside HTTP 200. The check is one round trip (`whoami`, routed to the leader),
-    /// small beside what an MCP request does.
+    /// kept, with the principal the cluster named, for the token's next request.
+    ///
+    /// - A token the cluster does not know, or no longer knows (rotated, its principal
+    ///   deleted), is refused (`unauthenticated`) and its client dropped: SPEC §9 answers
+    ///   such a request 401 at once, so a token that was good once cannot be believed
+    ///   from memory while the cluster can answer. Evicting a kept token only when a
+    ///   cluster call answers `unauthenticated` would not do: `initialize`, `tools/list`,
+    ///   pings and notifications never call the cluster, and a tool's refusal is a result
+    ///   inside HTTP 200.
+    /// - When the cluster cannot decide (no leader, no majority to confirm one, no node
+    ///   reachable), a kept token acts as the principal last confirmed for it: a token
+    ///   names one principal for its whole life, and every cluster call is authenticated
+    ///   again by the node, so the tool call itself gets the cluster's answer (an `any`
+    ///   read served by a survivor, `no_leader`, or the protocol error of an unreachable
+    ///   cluster), as over stdio. A token never confirmed gets the undecided error.
+    /// - The check is one round trip (`whoami`, routed to the leader), small beside what
+    ///   an MCP request does.
     pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
         let key = token.expose().to_string();
         let kept = self.clients().get(&key).cloned();
@@ -141,24 +150,29 @@ impl Gateway {
             Ok(who) => Some(who.name),
             // InvalidTransition: auth is off, so any token is as good as none.
             Err(ClientError::InvalidTransition { .. }) => None,
-            Err(err) => {
-                if matches!(err, ClientError::Unauthenticated { .. }) {
-                    self.clients().remove(&key);
-                }
+            Err(err @ ClientError::Unauthenticated { .. }) => {
+                self.clients().remove(&key);
                 return Err(err);
             }
-        };
-        if !is_kept {
-            let mut clients = self.clients();
-            if clients.len() >= CLIENTS_MAX {
-                clients.clear();
+            Err(err) if is_kept => {
+                tracing::debug!(
+                    error = err.name(),
+                    "the cluster could not check a token: acting as its last confirmed principal"
+                );
+                return Ok(caller);
             }
-            clients.insert(key, caller.clone());
-        }
-        Ok(Caller {
+            Err(err) => return Err(err),
+        };
+        let caller = Caller {
             principal,
             ..caller
-        })
+        };
+        let mut clients = self.clients();
+        if !is_kept && clients.len() >= CLIENTS_MAX {
+            clients.clear();
+        }
+        clients.insert(key, caller.clone());
+        Ok(caller)
     }
 
     fn auth_off_seen(&self) -> Option<Instant> {

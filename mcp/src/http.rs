@@ -260,21 +260,29 @@ async fn caller_of(gateway: &Gateway, header: Option<HeaderValue>) -> Result<Cal
             false => Ok(gateway.anonymous()),
         };
     };
-    let token = header
-        .to_str()
-        .ok()
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .ok_or_else(|| ClientError::Unauthenticated {
+    let token = header.to_str().ok().and_then(bearer_token).ok_or_else(|| {
+        ClientError::Unauthenticated {
             message: "the Authorization header is not `Bearer TOKEN`".into(),
-        })?;
+        }
+    })?;
     let token = BearerToken::new(token).map_err(|_| ClientError::Unauthenticated {
         message: "the bearer token is malformed".into(),
     })?;
     gateway.caller_for(token).await
 }
 
+/// The token of an `Authorization` value of the `Bearer` scheme, whose name is matched in
+/// any case (RFC 9110 §11.1), as the nodes match it.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 /// The HTTP answer to a request that cannot proceed: 401 for a missing or refused
-/// token, 503 when the cluster could not tell. The body has the cluster's error shape.
+/// token, 503 when the cluster could not tell about a token it never confirmed. The body
+/// has the cluster's error shape.
 fn refusal(err: &ClientError) -> Response {
     let status = match err {
         ClientError::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,

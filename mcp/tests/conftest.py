@@ -13,10 +13,6 @@ ends, whatever happened.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,21 +21,13 @@ import httpx
 import pytest
 from cairn_client.testing import LocalCluster
 
-from mcp_e2e import AGENT, Connect, http_client, mcp_binary, stdio_client
-
-_START_WAIT_S = 15.0
+from mcp_e2e import AGENT, Connect, http_client, http_server, stdio_client
 
 
 @dataclass(frozen=True)
 class Principal:
     name: str
     token: str
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -75,35 +63,8 @@ def agent_token(agent: Principal) -> str:
 @pytest.fixture(scope="session")
 def mcp_url(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A ``cairn-mcp --listen`` process on a free loopback port (its log: ``mcp.log``)."""
-    port = _free_port()
-    env = {"PATH": os.environ.get("PATH", ""), "CAIRN_ENDPOINTS": ",".join(cluster.endpoints)}
-    log_path = tmp_path_factory.mktemp("cairn-mcp") / "mcp.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [str(mcp_binary()), "--listen", f"127.0.0.1:{port}"],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + _START_WAIT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"cairn-mcp --listen did not start: {log_path.read_text()}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=5)
+    with http_server(cluster, tmp_path_factory.mktemp("cairn-mcp")) as url:
+        yield url
 
 
 @pytest.fixture(params=["stdio", "http"])

@@ -5,8 +5,11 @@ tool results."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,9 @@ from mcp_types import CallToolResult, TextContent
 
 # The principal the tests' MCP sessions act as.
 AGENT = "mcp-agent"
+
+# How long a started ``cairn-mcp --listen`` may take to accept connections.
+_START_WAIT_S = 15.0
 
 # Opens an MCP session (see the `connect` fixture).
 Connect = Callable[[], AbstractAsyncContextManager[Client]]
@@ -39,6 +45,47 @@ def stdio_client(cluster: LocalCluster, token: str | None) -> Client:
     if token is not None:
         env["CAIRN_TOKEN"] = token
     return Client(StdioServerParameters(command=str(mcp_binary()), env=env))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def http_server(cluster: LocalCluster, log_dir: Path) -> Iterator[str]:
+    """A ``cairn-mcp --listen`` process for ``cluster`` on a free loopback port, killed on
+    exit; yields its URL. Its log is ``log_dir/mcp.log``."""
+    port = _free_port()
+    env = {"PATH": os.environ.get("PATH", ""), "CAIRN_ENDPOINTS": ",".join(cluster.endpoints)}
+    log_path = log_dir / "mcp.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(mcp_binary()), "--listen", f"127.0.0.1:{port}"],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + _START_WAIT_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"cairn-mcp --listen did not start: {log_path.read_text()}")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 @asynccontextmanager

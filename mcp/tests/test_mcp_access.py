@@ -47,6 +47,16 @@ def test_http_callers_without_a_valid_token_get_401(
     assert "cairn_AAAA" not in answer.text
 
 
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+def test_http_the_bearer_scheme_is_matched_in_any_case(
+    mcp_url: str, agent_token: str, scheme: str
+) -> None:
+    """RFC 9110 §11.1: the scheme name is case-insensitive, as the nodes take it."""
+    headers = {**HEADERS, "Authorization": f"{scheme} {agent_token}"}
+    answer = httpx.post(mcp_url, headers=headers, json=INITIALIZE, timeout=10)
+    assert answer.status_code == 200, answer.text
+
+
 @pytest.mark.parametrize("change", ["rotate", "delete"])
 def test_http_a_token_rotated_away_or_deleted_gets_401_at_once(
     cluster: LocalCluster, mcp_url: str, change: str

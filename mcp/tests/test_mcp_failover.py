@@ -1,15 +1,17 @@
 """Failover under one MCP session: with the leader killed between calls, the server finds the
-new leader by itself, and every call is applied exactly once."""
+new leader by itself, and every call is applied exactly once; with the majority lost, a call
+over HTTP still gets the cluster's own answer."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 from cairn_client.testing import LocalCluster
 
-from mcp_e2e import ok, stdio_client
+from mcp_e2e import http_client, http_server, ok, refused, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -31,3 +33,25 @@ async def test_calls_survive_a_leader_kill(own_cluster: LocalCluster) -> None:
                 assert written["version"] == value + 1
             history = await ok(client, "history", {"key": key})
     assert [e["version"] for e in history["events"]] == [1, 2, 3, 4]
+
+
+async def test_http_calls_without_a_majority_get_the_clusters_answer(
+    own_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The server checks an HTTP caller's token with the cluster on every request, and that
+    check needs a leader with a majority. Without one, a token the server confirmed before
+    acts as its principal, and the call gets what the cluster answers: an ``any`` read served
+    by the survivor, a linearizable read refused, each a tool result as over stdio (not an
+    HTTP error for the whole request)."""
+    key = "failover/alone"
+    with http_server(own_cluster, tmp_path) as url, anyio.fail_after(80):
+        async with http_client(url, own_cluster.admin_token) as client:
+            await ok(client, "write", {"key": key, "value": "kept"})
+            leader = own_cluster.leader_id()
+            for node_id in range(1, 4):
+                if node_id != leader:
+                    own_cluster.kill(node_id)
+            read = await ok(client, "read", {"key": key, "consistency": "any"})
+            assert read["value"] == "kept"
+            refusal = await refused(client, "read", {"key": key})
+    assert refusal.startswith(("stale_read", "no_leader")), refusal
