@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use cairn_client::{BearerToken, Client, ClientError, Session};
 
 use crate::args::Args;
+use crate::tools::overridden::OverriddenNotes;
 
 /// Cluster clients kept for HTTP callers' tokens. A full cache is emptied and refilled:
 /// callers beyond this many distinct tokens only pay a client rebuild.
@@ -72,6 +73,8 @@ pub struct Gateway {
     fixed: Option<Caller>,
     /// HTTP callers' clients by token. The map is never printed (`Debug` below).
     by_token: Mutex<HashMap<String, Caller>>,
+    /// Revoked notes overridden by writes, for their repeats (every session's).
+    overridden: OverriddenNotes,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -107,12 +110,19 @@ impl Gateway {
             actor: args.actor.clone(),
             fixed,
             by_token: Mutex::new(HashMap::new()),
+            overridden: OverriddenNotes::default(),
         })
     }
 
     /// The stdio caller, if this is stdio mode.
     pub fn fixed_caller(&self) -> Option<Caller> {
         self.fixed.clone()
+    }
+
+    /// The revoked notes that writes with `override_revocation` met, by caller and
+    /// `request_id`.
+    pub fn overridden(&self) -> &OverriddenNotes {
+        &self.overridden
     }
 
     /// The caller of a tokenless HTTP request (an auth-off cluster only).

@@ -122,23 +122,26 @@ async def test_revoked_warnings_come_first(connect: Connect, prefix: str) -> Non
             assert message.splitlines()[1].startswith("version_conflict:")
 
             # A write that overrides the revocation is applied, and still delivers the key's
-            # own warning (read before the write: after it the key is active), first.
-            result = await client.call_tool(
-                "write",
-                {
-                    "key": wrong,
-                    "value": "retries are safe with a request id",
-                    "override_revocation": True,
-                    "reason": "the request id makes them safe",
-                },
-            )
-            assert not result.is_error, text(result)
-            assert first_line(result) == warning
-            overridden = result.structured_content
-            assert overridden["state"] == "active"  # type: ignore[index]
-            assert [(w["key"], w["state"], w["rendered"]) for w in overridden["warnings"]] == [  # type: ignore[index]
-                (wrong, "revoked", warning)
-            ]
+            # own warning (read before the write: after it the key is active), first. Its
+            # repeat under the same request_id answers as the first answer did, warning and
+            # all, though the key is active by then.
+            override = {
+                "key": wrong,
+                "value": "retries are safe with a request id",
+                "override_revocation": True,
+                "reason": "the request id makes them safe",
+                "request_id": f"{prefix.rstrip('/')}-override",
+            }
+            for replayed in (False, True):
+                result = await client.call_tool("write", override)
+                assert not result.is_error, text(result)
+                assert first_line(result) == warning
+                overridden = result.structured_content
+                assert overridden["state"] == "active"  # type: ignore[index]
+                assert overridden["replayed"] is replayed  # type: ignore[index]
+                assert [(w["key"], w["state"], w["rendered"]) for w in overridden["warnings"]] == [  # type: ignore[index]
+                    (wrong, "revoked", warning)
+                ]
             await ok(client, "revoke", {"key": wrong, "reason": "a retry doubled a payment"})
             warning = (await ok(client, "read", {"key": wrong}))["rendered"]
 

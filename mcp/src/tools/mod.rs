@@ -11,6 +11,7 @@
 //! caller's principal (see [`crate::gateway::Gateway::actor`]).
 
 pub mod mutations;
+pub mod overridden;
 pub mod reads;
 
 use std::future::Future;
@@ -78,6 +79,7 @@ impl CairnMcp {
             .await;
         match outcome {
             Ok(result) => {
+                let overridden = self.overridden_note(caller, &request_id, &result, overridden);
                 let met = revoked_met(caller, anchors).await;
                 outcome::success(&MutationOutput {
                     result,
@@ -102,6 +104,27 @@ impl CairnMcp {
                     .collect();
                 outcome::failure_with_warnings(err, warnings)
             }
+        }
+    }
+
+    /// The revoked note an applied write overrode: the one read before it was sent, kept
+    /// for repeats of the write; or, for a repeat (`replayed`), which finds the key
+    /// active, the one kept when the write first applied.
+    fn overridden_note(
+        &self,
+        caller: &Caller,
+        request_id: &str,
+        result: &MutationResult,
+        read_before: Option<RecallNote>,
+    ) -> Option<RecallNote> {
+        let notes = self.gateway().overridden();
+        match read_before {
+            Some(note) => {
+                notes.keep(caller.principal(), request_id, note.clone());
+                Some(note)
+            }
+            None if result.replayed => notes.get(caller.principal(), request_id),
+            None => None,
         }
     }
 
