@@ -71,7 +71,10 @@ impl OverriddenNotes {
 
 /// What a note holds in memory, near enough: its rendered text and its value's JSON.
 fn note_bytes(note: &RecallNote) -> usize {
-    let value = note.value.as_ref().map_or(0, |value| value.to_string().len());
+    let value = note
+        .value
+        .as_ref()
+        .map_or(0, |value| value.to_string().len());
     note.rendered.len() + note.key.len() + value
 }
 
