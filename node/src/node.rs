@@ -403,6 +403,7 @@ async fn start(
         metrics: Arc::new(Metrics::default()),
         snapshot_trigger,
         compacting: tokio::sync::Mutex::new(()),
+        changing_membership: tokio::sync::Mutex::new(()),
         connections: ConnectionBound::new(config.limits.connections_max),
         watchers: Arc::new(tokio::sync::Semaphore::new(config.limits.watchers_max)),
         shutdown,

@@ -226,6 +226,34 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
     assert_eq!((joined.voters, joined.learners), (vec![1, 3, 4], vec![]));
 }
 
+/// A client that sent a join and lost the answer sends it again; both may be in flight
+/// at once. The second waits for the first (openraft takes one membership change at a
+/// time), then finds the node a voter: both answer the same membership.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_same_join_sent_twice_at_once_succeeds_both_times() {
+    let mut cluster = Cluster::builder(1).start().await;
+    let spec = cluster.add_node(2).await;
+    // Stopped, so the first join waits for its learner while the second arrives.
+    cluster.kill9(2);
+    let join =
+        |client: Client, spec: NodeSpec| tokio::spawn(async move { client.join(spec).await });
+    let first = join(patient_client(&cluster), spec.clone());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = join(patient_client(&cluster), spec);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    cluster.restart(2).await;
+    for (which, answer) in [("first", first.await), ("second", second.await)] {
+        let joined = answer
+            .expect("join task")
+            .unwrap_or_else(|e| panic!("the {which} join: {e:?}"));
+        assert_eq!(
+            (joined.voters, joined.learners),
+            (vec![1, 2], vec![]),
+            "{which}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn removing_a_follower_leaves_a_working_two_voter_cluster() {
     let mut cluster = Cluster::start(3).await;

@@ -11,7 +11,7 @@ use cairn_api::{
     AuthEnabled, ClusterStatus, CompactResponse, EnableAuthRequest, ErrorBody, ErrorCode, Health,
     InitRequest, MembershipResponse, NodeSpec, RemoveRequest,
 };
-use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, RaftError};
 use openraft::{ChangeMembers, ServerState};
 use serde_json::json;
 
@@ -349,6 +349,7 @@ pub async fn join(
         .await;
     }
     require_admin(&app, &headers)?;
+    let _one_change = app.changing_membership.lock().await;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
     let joined_at = match membership_of(&app, spec.id, &info)? {
         Some(Member::Voter) => {
@@ -511,6 +512,7 @@ pub async fn remove(
         .await;
     }
     require_admin(&app, &headers)?;
+    let _one_change = app.changing_membership.lock().await;
     check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
     app.raft
@@ -614,6 +616,16 @@ fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) ->
             "leadership changed during the membership change",
         )
         .with("leader_id", json!(f.leader_id)),
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(
+            ChangeMembershipError::InProgress(in_progress),
+        )) => ApiError::new(
+            ErrorCode::InvalidTransition,
+            "membership change refused: the previous one is not committed yet; retry once it is",
+        )
+        .with(
+            "uncommitted_index",
+            json!(in_progress.membership_log_id.map(|id| id.index)),
+        ),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => ApiError::new(
             ErrorCode::InvalidTransition,
             format!("membership change refused: {e}"),

@@ -62,6 +62,11 @@ pub struct App {
     pub snapshot_trigger: SnapshotTrigger,
     /// One compaction at a time per node.
     pub compacting: tokio::sync::Mutex<()>,
+    /// One membership change (join or remove) at a time on the leader: openraft refuses a
+    /// change while another is uncommitted, so a second join of the same node, sent while
+    /// the first waits for its learner, would be refused though the join succeeds. Held,
+    /// it waits and then finds the node a member (a join of a member is idempotent).
+    pub changing_membership: tokio::sync::Mutex<()>,
     /// The client port's open connections (`limits.connections_max`).
     pub connections: Arc<ConnectionBound>,
     /// One permit per open `GET /v1/watch` stream (`limits.watchers_max`).
