@@ -41,12 +41,14 @@ pub enum ClientError {
     #[error("invalid_request: {message}")]
     InvalidRequest { message: String },
     /// 404: the key (or tombstone id) does not exist.
-    #[error("not_found: {message}")]
+    #[error("not_found: {}", at_op(.op_index, .message))]
     NotFound {
         message: String,
         /// How the read that found the key absent was served (`read` and `history`): an
         /// absence on a follower is only as recent as its `applied_index`.
         served: Option<Served>,
+        /// The batch operation whose key does not exist.
+        op_index: Option<usize>,
     },
     /// 409: `expected_version` did not match.
     #[error("version_conflict: {}", at_op(.op_index, .message))]
@@ -178,6 +180,7 @@ impl ClientError {
             ErrorCode::NotFound => ClientError::NotFound {
                 message,
                 served: detail(details, "served"),
+                op_index,
             },
             ErrorCode::VersionConflict => ClientError::VersionConflict {
                 message,
@@ -396,6 +399,30 @@ mod tests {
 
     fn parse(status: u16, body: &str) -> ClientError {
         ClientError::from_response(status, body.as_bytes())
+    }
+
+    #[test]
+    fn a_batch_op_whose_key_is_absent_is_named() {
+        let err = parse(
+            404,
+            r#"{"error":{"code":"not_found","message":"key \"b\" does not exist",
+                "key":"b","op_index":1}}"#,
+        );
+        assert!(
+            matches!(
+                err,
+                ClientError::NotFound {
+                    op_index: Some(1),
+                    served: None,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            r#"not_found: ops[1]: key "b" does not exist"#
+        );
     }
 
     #[test]

@@ -270,6 +270,7 @@ mod tests {
             ClientError::NotFound {
                 message: message.clone(),
                 served: None,
+                op_index: None,
             },
             ClientError::Unauthenticated {
                 message: message.clone(),
