@@ -177,6 +177,8 @@ impl Gateway {
             principal,
             ..caller
         };
+        // Stored again even when kept: a token kept while auth was off has no principal
+        // until auth is on, and the undecided path above acts as the stored one.
         let mut clients = self.clients();
         if !is_kept && clients.len() >= CLIENTS_MAX {
             clients.clear();
