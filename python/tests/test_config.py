@@ -32,6 +32,15 @@ def test_bad_endpoints_are_refused(endpoints: list[str]) -> None:
         Cairn(endpoints)
 
 
+@pytest.mark.parametrize("variable", ["", "a:1,", "a:1,,b:2", " "])
+def test_an_empty_entry_of_cairn_endpoints_is_refused_as_the_cli_refuses_it(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CAIRN_ENDPOINTS", variable)
+    with pytest.raises(InvalidInput, match="endpoint '': no host"):
+        Cairn()
+
+
 def test_bad_arguments_are_refused_before_anything_is_sent(
     connect: Callable[..., Cairn],
 ) -> None:

@@ -187,14 +187,16 @@ def resolve_settings(
 
 
 def _endpoint_list(endpoints: Sequence[str] | str | None, env: Mapping[str, str]) -> list[str]:
+    """The endpoints given, else ``CAIRN_ENDPOINTS``, else the local nodes. An empty entry
+    (``CAIRN_ENDPOINTS=""``, a trailing comma) is kept, so ``normalize_endpoint`` refuses
+    it as the CLI does, instead of quietly using fewer nodes than were named."""
     if endpoints is None:
-        from_env = env.get("CAIRN_ENDPOINTS")
-        if not from_env:
+        if "CAIRN_ENDPOINTS" not in env:
             return list(DEFAULT_ENDPOINTS)
-        endpoints = from_env
+        endpoints = env["CAIRN_ENDPOINTS"]
     if isinstance(endpoints, str):
         endpoints = endpoints.split(",")
-    return [endpoint.strip() for endpoint in endpoints if endpoint.strip()]
+    return list(endpoints)
 
 
 def _token(
