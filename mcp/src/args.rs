@@ -104,7 +104,17 @@ pub struct Args {
     /// default spans a leader failover, so a call outlives one instead of failing in it.
     #[arg(long, default_value_t = cairn_client::client::RETRIES_MAX_DEFAULT)]
     pub retries: u32,
+    /// Bound on one tool call's cluster call, its retries included, in milliseconds. MCP
+    /// hosts give up on a tool call after their own timeout (60 s in the official
+    /// TypeScript SDK); a mutation still unsettled then answers `outcome_unknown` with its
+    /// request_id while the host still listens.
+    #[arg(long, default_value_t = CALL_TIMEOUT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_timeout_ms: u64,
 }
+
+/// Half the official TypeScript SDK's request timeout: room for a leader failover (the
+/// client's retries span 3.6-7.2 s of backoff) and for several 5 s apply waits.
+pub const CALL_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 
 /// `--actor`: an empty one would make every mutation fail later (the node refuses an empty
 /// actor), so it is a configuration error at start (exit code 2).

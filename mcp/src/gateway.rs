@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use cairn_client::{BearerToken, Client, ClientError, Session};
 
 use crate::args::Args;
+use crate::tools::budget::Budget;
 use crate::tools::overridden::OverriddenNotes;
 
 /// Cluster clients kept for HTTP callers' tokens. A full cache is emptied and refilled:
@@ -55,6 +56,7 @@ struct ClientSettings {
     identity: Option<(PathBuf, PathBuf)>,
     timeout: Duration,
     retries: u32,
+    call_timeout: Duration,
 }
 
 /// Shared by every MCP session of the process.
@@ -96,6 +98,7 @@ impl Gateway {
             identity: args.cert.clone().zip(args.key.clone()),
             timeout: Duration::from_millis(args.timeout_ms),
             retries: args.retries,
+            call_timeout: Duration::from_millis(args.call_timeout_ms),
         };
         let anonymous = settings.caller(None)?;
         let fixed = match (args.listen, stdio_token) {
@@ -121,6 +124,11 @@ impl Gateway {
 
     /// The revoked notes that writes with `override_revocation` met, by caller and
     /// `request_id`.
+    /// The time a tool call starting now has for the cluster (`--call-timeout-ms`).
+    pub fn budget(&self) -> Budget {
+        Budget::start(self.settings.call_timeout)
+    }
+
     pub fn overridden(&self) -> &OverriddenNotes {
         &self.overridden
     }
@@ -245,6 +253,7 @@ impl ClientSettings {
         let mut builder = Client::builder(self.endpoints.clone())
             .request_timeout(self.timeout)
             .retries_max(self.retries)
+            .call_timeout(self.call_timeout)
             .session(Session::new());
         if let Some(token) = token {
             builder = builder.bearer_token(token);

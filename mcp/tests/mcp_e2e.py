@@ -39,12 +39,13 @@ def mcp_binary() -> Path:
     return path
 
 
-def stdio_client(cluster: LocalCluster, token: str | None) -> Client:
-    """A session with a cairn-mcp child acting with ``token`` (none: no CAIRN_TOKEN)."""
+def stdio_client(cluster: LocalCluster, token: str | None, *flags: str) -> Client:
+    """A session with a cairn-mcp child acting with ``token`` (none: no CAIRN_TOKEN),
+    started with ``flags``."""
     env = {"CAIRN_ENDPOINTS": ",".join(cluster.endpoints), "RUST_LOG": "warn"}
     if token is not None:
         env["CAIRN_TOKEN"] = token
-    return Client(StdioServerParameters(command=str(mcp_binary()), env=env))
+    return Client(StdioServerParameters(command=str(mcp_binary()), args=list(flags), env=env))
 
 
 def _free_port() -> int:

@@ -1,9 +1,10 @@
 """Failover under one MCP session: with the leader killed between calls, the server finds the
 new leader by itself, and every call is applied exactly once; with the majority lost, a call
-over HTTP still gets the cluster's own answer."""
+over HTTP still gets the cluster's own answer, and a write ends within the call timeout."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,3 +56,29 @@ async def test_http_calls_without_a_majority_get_the_clusters_answer(
             assert read["value"] == "kept"
             refusal = await refused(client, "read", {"key": key})
     assert refusal.startswith(("stale_read", "no_leader")), refusal
+
+
+async def test_a_write_without_a_majority_ends_within_the_call_timeout(
+    own_cluster: LocalCluster,
+) -> None:
+    """A leader that lost its majority holds a write it cannot commit. The server ends the
+    call at ``--call-timeout-ms`` with ``outcome_unknown`` and the ``request_id`` to repeat,
+    instead of retrying for over a minute (about 67 s with the default retries), past the
+    60 s after which the official TypeScript SDK stops waiting for a tool call."""
+    key = "failover/unsettled"
+    call_timeout_s = 3
+    flags = ("--call-timeout-ms", str(call_timeout_s * 1000))
+    with anyio.fail_after(60):
+        async with stdio_client(own_cluster, own_cluster.admin_token, *flags) as client:
+            await ok(client, "write", {"key": key, "value": "before"})
+            leader = own_cluster.leader_id()
+            for node_id in range(1, 4):
+                if node_id != leader:
+                    own_cluster.kill(node_id)
+            started = time.monotonic()
+            refusal = await refused(client, "write", {"key": key, "value": "after"})
+            waited = time.monotonic() - started
+    assert refusal.startswith("outcome_unknown"), refusal
+    assert "request_id" in refusal, refusal
+    # The bound plus the server's own work; the default retries alone take over 50 s.
+    assert waited < call_timeout_s + 5, waited

@@ -31,6 +31,8 @@ pub(super) struct Timeouts {
     pub(super) request: Duration,
     pub(super) discovery: Duration,
     pub(super) watch_silence: Duration,
+    /// A whole call, retries included; `None`: the retry count alone bounds it.
+    pub(super) call: Option<Duration>,
 }
 
 /// Configures a [`Client`]; start with [`Client::builder`].
@@ -71,6 +73,7 @@ impl Client {
                 request: REQUEST_TIMEOUT_DEFAULT,
                 discovery: DISCOVERY_TIMEOUT_DEFAULT,
                 watch_silence: WATCH_SILENCE_DEFAULT,
+                call: None,
             },
             defaults: ReadOptions::default(),
             session: None,
@@ -92,6 +95,18 @@ impl ClientBuilder {
     /// [`ClientBuilder::watch_silence_timeout`].
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.request = timeout;
+        self
+    }
+
+    /// Time for a whole call: its attempts, leader discovery and the backoff between them
+    /// (default none: [`ClientBuilder::retries_max`] bounds it). A call that runs out of it
+    /// ends like one that ran out of retries: a mutation that may have reached a node is
+    /// [`ClientError::OutcomeUnknown`] with its `request_id`, anything else ends with the
+    /// last answer a node gave, or a transport error when none did. For callers that are
+    /// themselves waited on with a deadline (an MCP host gives up on a tool call after its
+    /// own timeout), so the answer comes while someone still listens.
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.timeouts.call = Some(timeout);
         self
     }
 

@@ -3,7 +3,7 @@
 //! attempt settled.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rand::Rng;
 
@@ -76,6 +76,14 @@ pub(super) enum Mode {
 impl Client {
     /// Runs `call` with the retry rules of its mode; `finish` turns a success response
     /// into the result (its failures are retried like the request's own).
+    ///
+    /// - At most `retries_max + 1` attempts, and none begun or waited for past the call
+    ///   timeout, when there is one ([`ClientBuilder::call_timeout`]).
+    /// - A definite answer ends the call at once; only transient failures are retried.
+    /// - A call that gives up after some node answered ends with that answer unless its own
+    ///   last failure says more (a mutation that may have been applied).
+    ///
+    /// [`ClientBuilder::call_timeout`]: super::ClientBuilder::call_timeout
     pub(super) async fn call<T, F, Fut>(&self, call: &Call<'_>, finish: F) -> Result<T>
     where
         F: Fn(reqwest::Response) -> Fut,
@@ -85,6 +93,7 @@ impl Client {
             Mode::Once => 0,
             _ => self.retry.retries_max,
         };
+        let deadline = self.timeouts.call.map(|bound| Instant::now() + bound);
         let mut may_have_applied = false;
         let mut retries = 0;
         // The last answer a node gave (503 `no_leader`, `overloaded`, ...): a call that
@@ -92,32 +101,36 @@ impl Client {
         // so "unreachable" means that no node was reached, whatever the endpoints' order.
         let mut last_answer: Option<ClientError> = None;
         loop {
-            let base = self.base_for(call.route).await;
-            let err = match self.attempt(&base, call).await {
-                Ok(response) => match finish(response).await {
-                    Ok(value) => return Ok(value),
-                    Err(err) => err,
-                },
-                Err(err) => err,
+            let (base, err) = match self.attempt_within(deadline, call, &finish).await {
+                Ok(value) => return Ok(value),
+                Err(failure) => failure,
             };
             // A definite answer is authoritative even after an attempt with an unknown
             // outcome: the retry carried the same request_id, so the node replayed it.
             if !err.is_transient() {
                 return Err(err);
             }
-            if matches!(call.route, Route::Leader | Route::CurrentLeader) {
-                self.nodes.forget_leader(&base);
+            if let Some(base) = &base {
+                if matches!(call.route, Route::Leader | Route::CurrentLeader) {
+                    self.nodes.forget_leader(base);
+                }
             }
             may_have_applied |= err.may_have_applied();
             let unsafe_to_retry = call.mode == Mode::Admin && err.may_have_applied();
-            if unsafe_to_retry || retries >= retries_max {
-                // Only a request that never left: one that may have reached a node says
-                // so itself (an admin change may have been applied).
-                let err = match err {
-                    unreachable @ ClientError::Transport { sent: false, .. } => {
-                        last_answer.unwrap_or(unreachable)
-                    }
-                    other => other,
+            let pause = self.retry.backoff(retries + 1);
+            let out_of_time = deadline.is_some_and(|at| Instant::now() + pause >= at);
+            if unsafe_to_retry || retries >= retries_max || out_of_time {
+                // A failure that says nothing about the cluster gives way to the last
+                // answer a node gave: one whose request never left, or any transport
+                // failure of a read (which changes nothing). A mutation's request that may
+                // have reached a node says so itself (`outcome_unknown`).
+                let says_nothing = match &err {
+                    ClientError::Transport { sent, .. } => !sent || call.mode == Mode::Read,
+                    _ => false,
+                };
+                let err = match (says_nothing, last_answer) {
+                    (true, Some(answer)) => answer,
+                    _ => err,
                 };
                 return Err(give_up(&call.mode, err, may_have_applied));
             }
@@ -125,8 +138,56 @@ impl Client {
                 last_answer = Some(err);
             }
             retries += 1;
-            tokio::time::sleep(self.retry.backoff(retries)).await;
+            tokio::time::sleep(pause).await;
         }
+    }
+
+    /// One attempt: find the node, send, `finish` the answer, all before `deadline`. A
+    /// failure comes with the node tried (`None` when the deadline passed before one was
+    /// chosen).
+    async fn attempt_within<T, F, Fut>(
+        &self,
+        deadline: Option<Instant>,
+        call: &Call<'_>,
+        finish: &F,
+    ) -> std::result::Result<T, (Option<String>, ClientError)>
+    where
+        F: Fn(reqwest::Response) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let Some(base) = before(deadline, self.base_for(call.route)).await else {
+            return Err((None, self.out_of_time("", false)));
+        };
+        let attempt = async {
+            let response = self.attempt(&base, call).await?;
+            finish(response).await
+        };
+        match before(deadline, attempt).await {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(err)) => Err((Some(base), err)),
+            // The request may have reached the node: cut off, not refused.
+            None => {
+                let err = self.out_of_time(&base, true);
+                Err((Some(base), err))
+            }
+        }
+    }
+
+    fn out_of_time(&self, endpoint: &str, sent: bool) -> ClientError {
+        let ms = self.timeouts.call.unwrap_or_default().as_millis();
+        ClientError::Transport {
+            endpoint: endpoint.to_string(),
+            message: format!("no answer within the call timeout of {ms} ms"),
+            sent,
+        }
+    }
+}
+
+/// `work`'s output, or `None` once `deadline` passed without it.
+async fn before<T>(deadline: Option<Instant>, work: impl Future<Output = T>) -> Option<T> {
+    match deadline {
+        None => Some(work.await),
+        Some(at) => tokio::time::timeout_at(at.into(), work).await.ok(),
     }
 }
 
@@ -166,6 +227,7 @@ pub fn new_request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ReadOptions;
     use crate::client::test_support::*;
     use crate::fake_node::{FakeNode, Reply};
 
@@ -277,6 +339,89 @@ mod tests {
             matches!(&err, ClientError::OutcomeUnknown { request_id, .. } if *request_id == sent_id),
             "{err:?}"
         );
+    }
+
+    /// A client pinned to `node` whose calls end after `call_timeout`, though each of
+    /// its attempts may take 5 s and it may retry `retries` times.
+    fn timed(node: &FakeNode, call_timeout: Duration, retries: u32) -> Client {
+        fast(vec![node.addr.clone()])
+            .retries_max(retries)
+            .backoff_ms(20, 50)
+            .call_timeout(call_timeout)
+            .build()
+            .unwrap()
+            .pinned(&node.addr)
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_mutation_cut_off_by_the_call_timeout_is_outcome_unknown_under_its_id() {
+        let node = FakeNode::start(|_, _| Reply::Hang).await;
+        let started = Instant::now();
+        let err = timed(&node, Duration::from_millis(300), RETRIES)
+            .write(write_request())
+            .await
+            .unwrap_err();
+        // Each attempt alone may take 5 s (`fast`): the call timeout cut the first.
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        let seen = node.seen();
+        assert_eq!(seen.len(), 1, "no attempt begins past the call timeout");
+        let sent_id = body(&seen[0])["request_id"].as_str().unwrap().to_string();
+        match &err {
+            ClientError::OutcomeUnknown {
+                request_id,
+                message,
+            } => {
+                assert_eq!(*request_id, sent_id);
+                assert!(message.contains("call timeout of 300 ms"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_out_of_time_ends_with_the_last_answer_a_node_gave() {
+        let node = FakeNode::start(|_, i| match i {
+            0 => Reply::Json(
+                503,
+                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
+            ),
+            _ => Reply::Hang,
+        })
+        .await;
+        let err = timed(&node, Duration::from_millis(400), 1_000)
+            .read("k", ReadOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::NoLeader { .. }), "{err:?}");
+        assert_eq!(
+            node.seen().len(),
+            2,
+            "the second attempt hung until the timeout"
+        );
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_call_timeout_though_more_are_allowed() {
+        let node = FakeNode::start(|_, _| {
+            Reply::Json(
+                503,
+                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
+            )
+        })
+        .await;
+        let err = timed(&node, Duration::from_millis(300), 1_000)
+            .read("k", ReadOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ClientError::NoLeader { .. }), "{err:?}");
+        // Backoff of 10-50 ms between attempts: at most about 30 fit in 300 ms.
+        let attempts = node.seen().len();
+        assert!((2..40).contains(&attempts), "{attempts} attempts");
     }
 
     #[tokio::test]

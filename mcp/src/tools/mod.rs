@@ -10,6 +10,7 @@
 //! `actor` argument is refused rather than ignored: with auth on the node records the
 //! caller's principal (see [`crate::gateway::Gateway::actor`]).
 
+pub mod budget;
 pub mod mutations;
 pub mod overridden;
 pub mod reads;
@@ -19,6 +20,7 @@ use std::future::Future;
 use cairn_client::api::{MutationResult, ReadOptions, RecallNote, RecallRequest, Record, State};
 use cairn_client::{new_request_id, Client, ClientError, Mutation};
 
+use self::budget::Budget;
 use crate::gateway::Caller;
 use crate::outcome::{self, MutationOutput, Present, ToolAnswer};
 use crate::server::CairnMcp;
@@ -57,30 +59,39 @@ pub trait ReadArgs {
 impl CairnMcp {
     /// Runs a mutation exactly once: one `request_id` (the caller's or a fresh one) for
     /// every retry the client makes across failover.
+    ///
+    /// - Answers within the call's [`Budget`]: a mutation cut off by it is
+    ///   `outcome_unknown` under its `request_id`; warnings not read by then are left out.
     pub(crate) async fn mutation<A: MutationArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
+        let budget = self.gateway().budget();
         let request_id = args
             .request_id()
             .map_or_else(new_request_id, str::to_string);
         let anchors = args.anchors().to_vec();
         let written_key = args.written_key().map(str::to_string);
-        let actor = match self.gateway().actor().await {
-            Ok(actor) => actor,
-            Err(err) => return outcome::failure(err),
+        let actor = match budget.within(self.gateway().actor()).await {
+            Some(Ok(actor)) => actor,
+            Some(Err(err)) => return outcome::failure(err),
+            None => return outcome::failure(budget.spent()),
         };
         // A write that overrides a revocation met the key's revoked note, but once applied
         // the key is active again: read the note first.
         let overridden = match (&written_key, args.overrides_revocation()) {
-            (Some(key), true) => revoked_note(caller.client(), key, ReadOptions::default()).await,
+            (Some(key), true) => {
+                let read = revoked_note(caller.client(), key, ReadOptions::default());
+                budget.within(read).await.flatten()
+            }
             _ => None,
         };
-        let outcome = caller
-            .client()
-            .mutate(args.into_request(actor, request_id.clone()))
-            .await;
+        let request = args.into_request(actor, request_id.clone());
+        let outcome = budget
+            .within(caller.client().mutate(request))
+            .await
+            .unwrap_or_else(|| Err(budget.spent_on_mutation(&request_id)));
         match outcome {
             Ok(result) => {
                 let overridden = self.overridden_note(caller, &request_id, &result, overridden);
-                let met = revoked_met(caller, anchors).await;
+                let met = revoked_met(caller, anchors, &budget).await;
                 outcome::success(&MutationOutput {
                     result,
                     request_id,
@@ -93,11 +104,12 @@ impl CairnMcp {
                 let own = match (overridden, written_key) {
                     (Some(note), _) => Some(note),
                     (None, Some(key)) => {
-                        revoked_note(caller.client(), &key, ReadOptions::default()).await
+                        let read = revoked_note(caller.client(), &key, ReadOptions::default());
+                        budget.within(read).await.flatten()
                     }
                     (None, None) => None,
                 };
-                let met = revoked_met(caller, anchors).await;
+                let met = revoked_met(caller, anchors, &budget).await;
                 let warnings = own_note_first(own, met)
                     .into_iter()
                     .map(|note| note.rendered)
@@ -128,11 +140,13 @@ impl CairnMcp {
         }
     }
 
-    /// Runs a read.
+    /// Runs a read, within the call's [`Budget`].
     pub(crate) async fn read<A: ReadArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
-        match args.run(caller.client()).await {
-            Ok(output) => outcome::success(&output),
-            Err(err) => outcome::failure(err),
+        let budget = self.gateway().budget();
+        match budget.within(args.run(caller.client())).await {
+            Some(Ok(output)) => outcome::success(&output),
+            Some(Err(err)) => outcome::failure(err),
+            None => outcome::failure(budget.spent()),
         }
     }
 }
@@ -152,8 +166,12 @@ fn own_note_first(own: Option<RecallNote>, met: Vec<RecallNote>) -> Vec<RecallNo
 /// The revoked notes that share an anchor with a note just written (or refused): the
 /// warnings a `write` delivers where the derivation happens, whether or not it applied.
 /// A failed lookup costs the warnings, never the write's own answer, and is logged (see
-/// [`refused_for_its_input`]).
-async fn revoked_met(caller: &Caller, mut anchors: Vec<String>) -> Vec<RecallNote> {
+/// [`refused_for_its_input`]). None are looked up once `budget` is spent.
+async fn revoked_met(
+    caller: &Caller,
+    mut anchors: Vec<String>,
+    budget: &Budget,
+) -> Vec<RecallNote> {
     // A refused write may carry a malformed anchor, which would refuse the whole lookup:
     // look up the well-formed ones.
     anchors.retain(|anchor| well_formed_anchor(anchor));
@@ -162,7 +180,11 @@ async fn revoked_met(caller: &Caller, mut anchors: Vec<String>) -> Vec<RecallNot
     }
     let mut request = RecallRequest::new(anchors);
     request.include = Some(vec![State::Revoked]);
-    match caller.client().recall(request).await {
+    let Some(answer) = budget.within(caller.client().recall(request)).await else {
+        tracing::warn!("no revoked notes that meet a write: the call timeout ran out");
+        return Vec::new();
+    };
+    match answer {
         Ok(answer) => answer.notes,
         Err(err) if refused_for_its_input(&err) => {
             tracing::debug!(error = %err, "no revoked notes: the look-up was refused");
