@@ -20,6 +20,7 @@ from cairn_client import (
     CairnError,
     ConnectionFailed,
     EventKind,
+    InvalidInput,
     NoLeader,
     NotFound,
     OutcomeUnknown,
@@ -169,6 +170,43 @@ def test_an_isolated_leader_answers_outcome_unknown_and_the_retry_applies_once(
         retried = client.write("isolated/k", "v", request_id=request_id)
         assert retried.version == 1
         _exactly_once(client, "isolated/k", "v")
+
+
+@pytest.mark.timeout(60)
+def test_a_call_ends_at_its_call_timeout(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    """A leader without its majority holds a write it cannot commit (its own answer, 504,
+    comes after 5 s, and the default retries make that over a minute). With
+    ``call_timeout`` the write raises ``OutcomeUnknown`` under its ``request_id`` at the
+    bound, and a retry with that id after the followers are back settles it once."""
+    local = make_cluster(3)
+    leader = local.leader_id()
+    followers = [i for i in local.node_ids if i != leader]
+    for follower in followers:
+        local.kill(follower)
+    bound = 1.5
+    client = connect(local.endpoints, actor="writer", call_timeout=bound)
+    alone = client.pinned(local.endpoints[leader - 1])
+    started = time.monotonic()
+    with pytest.raises(OutcomeUnknown) as unknown:
+        alone.write("bounded/k", "v")
+    # The bound, plus a poll's slack; an attempt alone may take 10 s (the default timeout).
+    assert time.monotonic() - started < bound + 2.5
+    assert f"call timeout of {bound} s" in unknown.value.message
+    request_id = unknown.value.request_id
+    assert len(request_id) == 32
+    for follower in followers:
+        local.start(follower)
+    local.wait_for_leader()
+    with Cairn(local.endpoints, actor="writer") as settled:
+        assert settled.write("bounded/k", "v", request_id=request_id).version == 1
+        _exactly_once(settled, "bounded/k", "v")
+
+
+def test_a_call_timeout_must_be_positive() -> None:
+    with pytest.raises(InvalidInput, match="call_timeout"):
+        Cairn(["127.0.0.1:9"], call_timeout=0)
 
 
 @pytest.mark.timeout(60)

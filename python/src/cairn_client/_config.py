@@ -65,6 +65,9 @@ class Timeouts:
     request: float = REQUEST_TIMEOUT_DEFAULT
     discovery: float = DISCOVERY_TIMEOUT_DEFAULT
     watch_silence: float = WATCH_SILENCE_TIMEOUT_DEFAULT
+    call: float | None = None
+    """A whole call: its attempts, leader discovery and the backoff between them
+    (``None``: the retry count alone bounds it)."""
 
 
 class BearerToken:
@@ -174,6 +177,8 @@ def resolve_settings(
     listed = _endpoint_list(endpoints, environ)
     if not listed:
         raise InvalidInput("no endpoints given")
+    if timeouts.call is not None and not timeouts.call > 0:
+        raise InvalidInput(f"call_timeout: {timeouts.call} s; must be more than 0")
     return Settings(
         endpoints=tuple(normalize_endpoint(endpoint, scheme) for endpoint in listed),
         token=_token(token, token_file, environ),

@@ -32,9 +32,10 @@ from __future__ import annotations
 import enum
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import count
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -373,6 +374,11 @@ def _exchange_outcome(outcome: Any) -> Reply:
     return outcome
 
 
+def _deadline(call_timeout: float | None) -> float | None:
+    """The ``time.monotonic()`` by which a call starting now must end."""
+    return None if call_timeout is None else time.monotonic() + call_timeout
+
+
 def _give_up(call: Call, last: CairnError, may_have_applied: bool) -> CairnError:
     """The error a call ends with once it stops retrying."""
     if isinstance(last, OutcomeUnknown):
@@ -421,8 +427,15 @@ class Core:
 
     def call(self, call: Call, finish: Callable[[Reply], T]) -> Program[T]:
         """Runs ``call`` with the retry rules of its mode; ``finish`` turns a 2xx reply into
-        the result (its failures are retried like the request's own)."""
+        the result (its failures are retried like the request's own).
+
+        - At most ``retries_max + 1`` attempts, and none begun or waited for past the call
+          timeout, when there is one (``Timeouts.call``).
+        - A definite answer ends the call at once; only transient failures are retried.
+        - A call that gives up after some node answered ends with that answer unless its
+          own last failure says more (a mutation that may have been applied)."""
         retries_max = 0 if call.mode is Mode.ONCE else self.settings.retry.retries_max
+        deadline = _deadline(self.settings.timeouts.call)
         may_have_applied = False
         retries = 0
         # The last answer a node gave (503 no_leader, overloaded, ...): a call that ends on
@@ -430,9 +443,9 @@ class Core:
         # ConnectionFailed means no node was reached, whatever the endpoints' order.
         last_answer: CairnError | None = None
         while True:
-            base = yield from self.base_for(call.route)
+            base = yield from self.base_for(call.route, deadline)
             try:
-                reply = yield from self.attempt(base, call)
+                reply = yield from self.attempt(base, self._within(call, base, deadline))
                 return finish(reply)
             except CairnError as err:
                 # A definite answer is authoritative even after an attempt with an unknown
@@ -443,12 +456,18 @@ class Core:
                     self.nodes.forget_leader(base)
                 may_have_applied |= err.may_have_applied
                 unsafe_to_retry = call.mode is Mode.ADMIN and err.may_have_applied
-                if unsafe_to_retry or retries >= retries_max:
-                    heard = err
-                    # Only a request that never left: one that may have reached a node
-                    # says so itself (an admin change may have been applied).
-                    never_sent = isinstance(err, ConnectionFailed) and not err.sent
-                    if never_sent and last_answer is not None:
+                pause = self.settings.retry.backoff(retries + 1)
+                out_of_time = deadline is not None and time.monotonic() + pause >= deadline
+                if unsafe_to_retry or retries >= retries_max or out_of_time:
+                    heard = self._out_of_time(err) if out_of_time else err
+                    # A failure that says nothing about the cluster gives way to the last
+                    # answer a node gave: one whose request never left, or any transport
+                    # failure of a read (which changes nothing). A mutation's request that
+                    # may have reached a node says so itself (OutcomeUnknown).
+                    says_nothing = isinstance(heard, ConnectionFailed) and (
+                        not heard.sent or call.mode is Mode.READ
+                    )
+                    if says_nothing and last_answer is not None:
                         heard = last_answer
                     final = _give_up(call, heard, may_have_applied)
                     if final is err:
@@ -457,7 +476,25 @@ class Core:
                 if not isinstance(err, ConnectionFailed):
                     last_answer = err
             retries += 1
-            yield Sleep(self.settings.retry.backoff(retries))
+            yield Sleep(pause)
+
+    def _within(self, call: Call, base: str, deadline: float | None) -> Call:
+        """``call`` with its attempt cut short at ``deadline``; ``ConnectionFailed`` (not
+        sent) when the deadline already passed."""
+        if deadline is None:
+            return call
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise self._out_of_time(ConnectionFailed(base, "", sent=False))
+        return replace(call, timeout=left if call.timeout is None else min(call.timeout, left))
+
+    def _out_of_time(self, err: CairnError) -> CairnError:
+        """A transport failure at the call timeout, said as such (an attempt the deadline
+        cut short fails as httpx's timeout)."""
+        if not isinstance(err, ConnectionFailed):
+            return err
+        message = f"no answer within the call timeout of {self.settings.timeouts.call} s"
+        return ConnectionFailed(err.endpoint, message, sent=err.sent)
 
     def attempt(self, base: str, call: Call) -> Program[Reply]:
         """One HTTP exchange: the reply when 2xx, its parsed error otherwise."""
@@ -469,8 +506,9 @@ class Core:
             return reply
         raise error_from_response(reply.status, reply.body)
 
-    def base_for(self, route: Route | str) -> Program[str]:
-        """The endpoint a call on ``route`` goes to now."""
+    def base_for(self, route: Route | str, deadline: float | None = None) -> Program[str]:
+        """The endpoint a call on ``route`` goes to now (leader discovery stops at
+        ``deadline``)."""
         if isinstance(route, str):
             return route
         if self.nodes.pinned:
@@ -481,16 +519,21 @@ class Core:
         if cached is not None and route is Route.LEADER:
             return cached
         # No leader known: any node will forward, or say no_leader (retried).
-        found = yield from self.discover_leader()
+        found = yield from self.discover_leader(deadline)
         return found if found is not None else self.nodes.next_endpoint()
 
-    def discover_leader(self) -> Program[str | None]:
-        """One pass over the endpoints asking each for the leader; caches and returns the
-        first leader endpoint reported."""
+    def discover_leader(self, deadline: float | None = None) -> Program[str | None]:
+        """One pass over the endpoints asking each for the leader, until ``deadline``;
+        caches and returns the first leader endpoint reported."""
         for _ in self.nodes.endpoints:
             endpoint = self.nodes.next_endpoint()
+            timeout = self.settings.timeouts.discovery
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    return None
             try:
-                status = yield from self.status_at(endpoint, self.settings.timeouts.discovery)
+                status = yield from self.status_at(endpoint, timeout)
             except CairnError:
                 continue
             leader = leader_endpoint(status, endpoint)

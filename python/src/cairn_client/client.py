@@ -218,6 +218,9 @@ class Cairn(ClientBase):
         watch_silence_timeout: seconds an open watch may go without a byte (the node
             sends a keep-alive every 5 s) before it is taken as broken and reopened at the
             leader the nodes name then: how a watch leaves a stopped leader (default 15).
+        call_timeout: seconds for a whole call, its retries and their backoff included
+            (default none: ``retry`` alone bounds it). A mutation cut off by it raises
+            ``OutcomeUnknown`` with its ``request_id``; a read, the last answer a node gave.
         retry: a ``RetryPolicy`` (default 8 retries, backoff 50 ms to 2 s).
         consistency, max_staleness_ms: defaults of reads that name none.
 
