@@ -95,6 +95,9 @@ fn build_client(global: &Global, session: Option<Session>) -> Result<Client> {
     if let Some(ms) = global.max_staleness_ms {
         builder = builder.max_staleness_ms(ms);
     }
+    if let Some(ms) = global.call_timeout_ms {
+        builder = builder.call_timeout(Duration::from_millis(ms));
+    }
     if let Some(session) = session {
         builder = builder.session(session);
     }

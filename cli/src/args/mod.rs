@@ -74,6 +74,10 @@ pub struct Global {
     /// Retries of a failed call (unreachable node, no leader, …).
     #[arg(long, global = true, default_value_t = RETRIES_MAX_DEFAULT)]
     pub retries: u32,
+    /// Bound on a whole call, its retries included (default: --retries alone bounds it);
+    /// a mutation cut off by it is outcome_unknown with its request_id.
+    #[arg(long, global = true, value_parser = clap::value_parser!(u64).range(1..))]
+    pub call_timeout_ms: Option<u64>,
     /// File holding the bearer token; beats CAIRN_TOKEN and CAIRN_TOKEN_FILE (lookup
     /// order: cairn --help).
     #[arg(long, global = true, value_name = "FILE")]

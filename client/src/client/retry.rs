@@ -156,7 +156,9 @@ impl Client {
         Fut: Future<Output = Result<T>>,
     {
         let Some(base) = before(deadline, self.base_for(call.route)).await else {
-            return Err((None, self.out_of_time("", false)));
+            // Still asking the nodes which one leads: nothing was sent to any of them.
+            let asked = self.endpoints().join(",");
+            return Err((None, self.out_of_time(&asked, "finding the leader", false)));
         };
         let attempt = async {
             let response = self.attempt(&base, call).await?;
@@ -167,17 +169,18 @@ impl Client {
             Some(Err(err)) => Err((Some(base), err)),
             // The request may have reached the node: cut off, not refused.
             None => {
-                let err = self.out_of_time(&base, true);
+                let err = self.out_of_time(&base, "waiting for the answer", true);
                 Err((Some(base), err))
             }
         }
     }
 
-    fn out_of_time(&self, endpoint: &str, sent: bool) -> ClientError {
+    /// The failure of a call whose timeout ran out while `doing` something at `endpoint`.
+    fn out_of_time(&self, endpoint: &str, doing: &str, sent: bool) -> ClientError {
         let ms = self.timeouts.call.unwrap_or_default().as_millis();
         ClientError::Transport {
             endpoint: endpoint.to_string(),
-            message: format!("no answer within the call timeout of {ms} ms"),
+            message: format!("the call timeout of {ms} ms ran out {doing}"),
             sent,
         }
     }
@@ -377,7 +380,10 @@ mod tests {
                 message,
             } => {
                 assert_eq!(*request_id, sent_id);
-                assert!(message.contains("call timeout of 300 ms"), "{message}");
+                assert!(
+                    message.contains("call timeout of 300 ms ran out waiting for the answer"),
+                    "{message}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -49,10 +49,7 @@ impl Budget {
     }
 
     fn no_answer(&self) -> String {
-        format!(
-            "no answer within the call timeout of {} ms",
-            self.total.as_millis()
-        )
+        format!("the call timeout of {} ms ran out", self.total.as_millis())
     }
 }
 
@@ -78,7 +75,7 @@ mod tests {
         let err = budget.spent_on_mutation("r1").to_string();
         assert_eq!(
             err,
-            "outcome_unknown: no answer within the call timeout of 3000 ms (request_id r1)"
+            "outcome_unknown: the call timeout of 3000 ms ran out (request_id r1)"
         );
         assert!(matches!(
             budget.spent(),

@@ -493,7 +493,7 @@ class Core:
         cut short fails as httpx's timeout)."""
         if not isinstance(err, ConnectionFailed):
             return err
-        message = f"no answer within the call timeout of {self.settings.timeouts.call} s"
+        message = f"the call timeout of {self.settings.timeouts.call} s ran out"
         return ConnectionFailed(err.endpoint, message, sent=err.sent)
 
     def attempt(self, base: str, call: Call) -> Program[Reply]:
