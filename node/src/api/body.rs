@@ -214,16 +214,78 @@ pub const BODY_NESTING_MAX: usize = 128;
 /// Decodes a request body strictly. The fast path is plain `serde_json`; only a body that
 /// fails is decoded again with its path tracked (tracking allocates for every map key).
 ///
-/// Every body is a JSON object: an array is refused before decoding (serde would decode a
-/// struct from an array positionally, so `[]` would pass as "no fields" and `["k"]` as a
-/// read of `k`).
+/// - Every body is a JSON object: an array is refused before decoding (serde would decode
+///   a struct from an array positionally, so `[]` would pass as "no fields" and `["k"]`
+///   as a read of `k`), and any other JSON value is refused naming what it is.
+/// - Refusals speak of JSON's types, never of the Rust ones serde names ([`in_json_terms`]).
 pub fn decode<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
-    if raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-        return Err(ApiError::invalid(
-            "invalid JSON body: expected a JSON object, found an array",
-        ));
+    if let Some(found) = not_an_object(raw) {
+        return Err(ApiError::invalid(format!(
+            "invalid JSON body: expected a JSON object, found {found}"
+        )));
     }
     serde_json::from_slice(raw).map_err(|e| decode_error::<T>(raw, e))
+}
+
+/// What a body that is JSON but not an object is (`None` for an object, or for text that
+/// is not JSON, which serde's own message describes better).
+fn not_an_object(raw: &[u8]) -> Option<&'static str> {
+    let found = match raw.iter().find(|b| !b.is_ascii_whitespace())? {
+        b'{' => return None,
+        // Refused even when malformed further on: serde must never see it (see `decode`).
+        b'[' => return Some("an array"),
+        b'"' => "a string",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        b'-' | b'0'..=b'9' => "a number",
+        _ => return None,
+    };
+    serde_json::from_slice::<serde::de::IgnoredAny>(raw)
+        .is_ok()
+        .then_some(found)
+}
+
+/// serde's message with JSON's names for what a field expected or got, where serde names
+/// Rust's (`expected u64`, `expected struct WriteRequest`, `invalid type: sequence`): a
+/// client sent JSON and knows nothing of the node's types.
+fn in_json_terms(message: &str) -> String {
+    const TERMS: [(&str, &str); 11] = [
+        ("expected u64", "expected a non-negative integer"),
+        ("expected usize", "expected a non-negative integer"),
+        ("expected u32", "expected an integer from 0 to 4294967295"),
+        ("expected u16", "expected an integer from 0 to 65535"),
+        ("expected u8", "expected an integer from 0 to 255"),
+        ("expected i64", "expected an integer"),
+        ("expected a sequence", "expected an array"),
+        ("expected a map", "expected a JSON object"),
+        ("invalid type: sequence", "invalid type: array"),
+        ("invalid type: map", "invalid type: object"),
+        ("invalid type: floating point", "invalid type: number"),
+    ];
+    let mut plain = TERMS
+        .iter()
+        .fold(message.to_string(), |text, (rust, json)| {
+            text.replace(rust, json)
+        });
+    // `expected struct WriteRequest`, `expected internally tagged enum BatchOp`: the
+    // type's name ends at the next space.
+    for (rust, json) in [
+        ("expected struct ", "expected a JSON object"),
+        ("expected internally tagged enum ", "expected a JSON object"),
+        (
+            "expected enum ",
+            "expected a string naming one of its accepted values",
+        ),
+    ] {
+        while let Some(start) = plain.find(rust) {
+            let name_start = start + rust.len();
+            let name_end = plain[name_start..]
+                .find(' ')
+                .map_or(plain.len(), |n| name_start + n);
+            plain.replace_range(start..name_end, json);
+        }
+    }
+    plain
 }
 
 fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiError {
@@ -240,7 +302,10 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
         .with("field", "body")
         .with("limit", BODY_NESTING_MAX);
     }
-    let error = ApiError::invalid(format!("invalid JSON body: {e}"));
+    let error = ApiError::invalid(format!(
+        "invalid JSON body: {}",
+        in_json_terms(&e.to_string())
+    ));
     // serde_json reports a value that cannot name a variant of an enum (`["active"]`, `1`
     // or `{}` where a state is expected) as a syntax error ("expected value") although
     // the body is valid JSON: that is a wrong value, and its path is named like any other.
@@ -811,6 +876,56 @@ mod tests {
             assert!(e.message.contains(said), "{body}: {e:?}");
             assert!(!e.message.contains("accepted values"), "{body}: {e:?}");
         }
+    }
+
+    #[test]
+    fn refusals_name_json_types_never_rust_ones() {
+        let write = |member: &str| format!(r#"{{"key":"k","value":1,"actor":"a",{member}}}"#);
+        for (body, said) in [
+            ("5".to_string(), "expected a JSON object, found a number"),
+            (
+                " \"k\"".to_string(),
+                "expected a JSON object, found a string",
+            ),
+            ("null".to_string(), "expected a JSON object, found null"),
+            (
+                "true".to_string(),
+                "expected a JSON object, found a boolean",
+            ),
+            (
+                write(r#""expected_version":-1"#),
+                "integer `-1`, expected a non-negative integer",
+            ),
+            (
+                write(r#""expected_version":1.5"#),
+                "invalid type: number `1.5`, expected a non-negative integer",
+            ),
+            (
+                write(r#""anchors":{}"#),
+                "invalid type: object, expected an array",
+            ),
+            (write(r#""tags":"t""#), "expected an array"),
+        ] {
+            let e = decode::<WriteRequest>(body.as_bytes()).expect_err(&body);
+            assert!(e.message.contains(said), "{body}: {}", e.message);
+            for rust in ["u64", "struct", "sequence", " map", "floating point"] {
+                assert!(!e.message.contains(rust), "{body}: {}", e.message);
+            }
+        }
+        assert_eq!(
+            in_json_terms("invalid type: integer `5`, expected struct Grant at line 1 column 9"),
+            "invalid type: integer `5`, expected a JSON object at line 1 column 9"
+        );
+        let op = decode::<BatchRequest>(br#"{"ops":[5]}"#).expect_err("not an op");
+        assert!(
+            op.message
+                .ends_with("expected a JSON object at line 1 column 9"),
+            "{}",
+            op.message
+        );
+        // Not JSON: serde's own words, not a guess at a type.
+        let e = decode::<WriteRequest>(b"tru").expect_err("not JSON");
+        assert!(!e.message.contains("found a boolean"), "{}", e.message);
     }
 
     #[test]
