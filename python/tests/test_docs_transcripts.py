@@ -25,6 +25,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn_client.testing import LocalCluster, _free_ports
+from cairn_client.testing import LocalCluster
 
 REPO = Path(__file__).resolve().parents[2]
 PAGES = ("README.md", "docs/api.md", "docs/cli.md")
@@ -121,6 +122,12 @@ def mask(text: str) -> str:
     return text
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 class Ports:
     """The page's addresses and the real ones, both ways."""
 
@@ -133,8 +140,8 @@ class Ports:
 
     def to_real(self, text: str) -> str:
         doc_ports = sorted(set(_DOC_ADDR.findall(text)) - self.real.keys())
-        for doc_port, free in zip(doc_ports, _free_ports(len(doc_ports)), strict=True):
-            self.real[doc_port] = str(free)
+        for doc_port in doc_ports:
+            self.real[doc_port] = str(_free_port())
         return _DOC_ADDR.sub(lambda m: f"127.0.0.1:{self.real[m.group(1)]}", text)
 
     def to_doc(self, text: str) -> str:
