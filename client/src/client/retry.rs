@@ -392,10 +392,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_out_of_time_ends_with_the_last_answer_a_node_gave() {
         let node = FakeNode::start(|_, i| match i {
-            0 => Reply::Json(
-                503,
-                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
-            ),
+            0 => no_leader(),
             _ => Reply::Hang,
         })
         .await;
@@ -413,13 +410,7 @@ mod tests {
 
     #[tokio::test]
     async fn retries_stop_at_the_call_timeout_though_more_are_allowed() {
-        let node = FakeNode::start(|_, _| {
-            Reply::Json(
-                503,
-                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
-            )
-        })
-        .await;
+        let node = FakeNode::start(|_, _| no_leader()).await;
         let err = timed(&node, Duration::from_millis(300), 1_000)
             .read("k", ReadOptions::default())
             .await
@@ -446,13 +437,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_node_that_answered_is_heard_over_one_that_could_not_be_reached() {
-        let node = FakeNode::start(|_, _| {
-            Reply::Json(
-                503,
-                r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
-            )
-        })
-        .await;
+        let node = FakeNode::start(|_, _| no_leader()).await;
         // Every order of the endpoints, and a read as well as a mutation: the call ends
         // with the node's answer, never with the dead endpoint's connection error.
         for endpoints in [

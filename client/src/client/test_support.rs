@@ -27,6 +27,14 @@ pub(super) fn ok(value: Value) -> Reply {
     Reply::Json(200, value.to_string())
 }
 
+/// A node's 503 `no_leader`.
+pub(super) fn no_leader() -> Reply {
+    Reply::Json(
+        503,
+        r#"{"error":{"code":"no_leader","message":"no leader is known"}}"#.into(),
+    )
+}
+
 pub(super) fn mutation_result(version: u64, revision: u64) -> Value {
     json!({"key": "k", "state": "active", "version": version, "generation": 1,
            "forget_epoch": 0, "revision": revision, "replayed": false})
