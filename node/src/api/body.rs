@@ -540,11 +540,22 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
         axum::extract::Query::<T>::try_from_uri(&uri)
             .map(|q| StrictQuery(q.0))
             .map_err(|rejection| {
-                let error =
-                    ApiError::invalid(format!("invalid query string: {}", rejection.body_text()));
+                let error = ApiError::invalid(format!(
+                    "invalid query string: {}",
+                    query_refusal(&rejection.body_text())
+                ));
                 with_field(error, &query_error_path(&rejection))
             })
     }
+}
+
+/// axum's words for a query it could not decode, without its own prefix (the message
+/// already says "invalid query string") and in JSON's terms like a body's.
+fn query_refusal(text: &str) -> String {
+    let reason = text
+        .strip_prefix("Failed to deserialize query string: ")
+        .unwrap_or(text);
+    in_json_terms(reason)
 }
 
 /// The name of the first query parameter whose name or value is not UTF-8 once
@@ -1011,6 +1022,7 @@ mod tests {
             panic!("{uri}: decoded");
         };
         assert!(e.message.starts_with("invalid query string: "), "{e:?}");
+        assert!(!e.message.contains("Failed to deserialize"), "{e:?}");
         Value::Object(e.details)
     }
 
