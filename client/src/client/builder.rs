@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::routing::{normalize_endpoint, Nodes, Scheme};
 use super::tls::{parse_ca, parse_identity, read_file, TlsSettings};
@@ -33,6 +33,8 @@ pub(super) struct Timeouts {
     pub(super) watch_silence: Duration,
     /// A whole call, retries included; `None`: the retry count alone bounds it.
     pub(super) call: Option<Duration>,
+    /// When every call ends at the latest, whatever `call` ([`Client::until`]).
+    pub(super) deadline: Option<Instant>,
 }
 
 /// Configures a [`Client`]; start with [`Client::builder`].
@@ -74,6 +76,7 @@ impl Client {
                 discovery: DISCOVERY_TIMEOUT_DEFAULT,
                 watch_silence: WATCH_SILENCE_DEFAULT,
                 call: None,
+                deadline: None,
             },
             defaults: ReadOptions::default(),
             session: None,

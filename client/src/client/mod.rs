@@ -91,6 +91,19 @@ impl Client {
         self
     }
 
+    /// This client, with every call ending by `deadline` at the latest, as a call that
+    /// runs out of its call timeout ends ([`ClientBuilder::call_timeout`]): for a caller
+    /// whose several calls share one bound of its own (an MCP tool call). Shares this
+    /// client's connections, leader cache and session.
+    pub fn until(&self, deadline: std::time::Instant) -> Client {
+        let mut timeouts = self.timeouts;
+        timeouts.deadline = Some(deadline);
+        Client {
+            timeouts,
+            ..self.clone()
+        }
+    }
+
     /// A snapshot of the session, if this client has one.
     pub fn session(&self) -> Option<Session> {
         self.session.as_ref().map(|s| lock(s).clone())

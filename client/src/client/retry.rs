@@ -93,7 +93,7 @@ impl Client {
             Mode::Once => 0,
             _ => self.retry.retries_max,
         };
-        let deadline = self.timeouts.call.map(|bound| Instant::now() + bound);
+        let deadline = self.call_deadline();
         let mut may_have_applied = false;
         let mut retries = 0;
         // The last answer a node gave (503 `no_leader`, `overloaded`, ...): a call that
@@ -175,12 +175,25 @@ impl Client {
         }
     }
 
-    /// The failure of a call whose timeout ran out while `doing` something at `endpoint`.
+    /// When a call starting now must end: its call timeout from now, or the client's
+    /// deadline ([`Client::until`]) if that comes first.
+    fn call_deadline(&self) -> Option<Instant> {
+        let by_timeout = self.timeouts.call.map(|bound| Instant::now() + bound);
+        match (by_timeout, self.timeouts.deadline) {
+            (Some(timeout), Some(deadline)) => Some(timeout.min(deadline)),
+            (timeout, deadline) => timeout.or(deadline),
+        }
+    }
+
+    /// The failure of a call whose time ran out while `doing` something at `endpoint`.
     fn out_of_time(&self, endpoint: &str, doing: &str, sent: bool) -> ClientError {
-        let ms = self.timeouts.call.unwrap_or_default().as_millis();
+        let bound = match self.timeouts.call {
+            Some(timeout) => format!("the call timeout of {} ms", timeout.as_millis()),
+            None => "the caller's deadline".to_string(),
+        };
         ClientError::Transport {
             endpoint: endpoint.to_string(),
-            message: format!("the call timeout of {ms} ms ran out {doing}"),
+            message: format!("{bound} ran out {doing}"),
             sent,
         }
     }
@@ -419,6 +432,24 @@ mod tests {
         // Backoff of 10-50 ms between attempts: at most about 30 fit in 300 ms.
         let attempts = node.seen().len();
         assert!((2..40).contains(&attempts), "{attempts} attempts");
+    }
+
+    #[tokio::test]
+    async fn a_deadline_ends_a_call_before_its_call_timeout() {
+        let node = FakeNode::start(|_, _| Reply::Hang).await;
+        let client = timed(&node, Duration::from_secs(30), RETRIES);
+        let started = Instant::now();
+        let err = client
+            .until(started + Duration::from_millis(300))
+            .write(write_request())
+            .await
+            .unwrap_err();
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(matches!(err, ClientError::OutcomeUnknown { .. }), "{err:?}");
     }
 
     #[tokio::test]

@@ -1,12 +1,14 @@
 //! [`Budget`]: the time one tool call has for the cluster, `--call-timeout-ms` from its
-//! start. The client bounds each of its calls by the same time; a tool that makes several
-//! (a write, then the revoked notes it met) shares one budget among them, so the whole
-//! tool call answers within it while the MCP host still waits.
+//! start. A tool that makes several calls (a write, then the revoked notes it met) makes
+//! them all through [`Budget::client`], whose calls end by the budget's deadline as a call
+//! ends at its call timeout: a write cut off is `outcome_unknown` under its `request_id`, a
+//! read the last answer a node gave. So the whole tool call answers within the budget while
+//! the MCP host still waits.
 
 use std::future::Future;
 use std::time::Duration;
 
-use cairn_client::ClientError;
+use cairn_client::{Client, ClientError};
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
@@ -24,7 +26,13 @@ impl Budget {
         }
     }
 
-    /// `work`'s output, or `None` once the budget is spent.
+    /// `client`, with every call ending by this budget's deadline.
+    pub fn client(&self, client: &Client) -> Client {
+        client.until(self.deadline.into_std())
+    }
+
+    /// `work`'s output, or `None` once the budget is spent (for work that is not a call
+    /// of a [`Budget::client`]).
     pub async fn within<T>(&self, work: impl Future<Output = T>) -> Option<T> {
         tokio::time::timeout_at(self.deadline, work).await.ok()
     }
@@ -36,15 +44,6 @@ impl Budget {
             endpoint: String::new(),
             message: self.no_answer(),
             sent: false,
-        }
-    }
-
-    /// The failure of a mutation cut off by the budget: it may have been applied, and a
-    /// repeat under `request_id` settles it.
-    pub fn spent_on_mutation(&self, request_id: &str) -> ClientError {
-        ClientError::OutcomeUnknown {
-            request_id: request_id.to_string(),
-            message: self.no_answer(),
         }
     }
 
@@ -70,16 +69,14 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_mutation_is_an_unknown_outcome_under_its_request_id() {
+    fn a_spent_budget_is_a_failure_before_anything_was_sent() {
         let budget = Budget::start(Duration::from_millis(3_000));
-        let err = budget.spent_on_mutation("r1").to_string();
-        assert_eq!(
-            err,
-            "outcome_unknown: the call timeout of 3000 ms ran out (request_id r1)"
+        let err = budget.spent();
+        assert!(matches!(err, ClientError::Transport { sent: false, .. }));
+        assert!(
+            err.to_string()
+                .contains("the call timeout of 3000 ms ran out"),
+            "{err}"
         );
-        assert!(matches!(
-            budget.spent(),
-            ClientError::Transport { sent: false, .. }
-        ));
     }
 }

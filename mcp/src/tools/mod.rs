@@ -20,7 +20,6 @@ use std::future::Future;
 use cairn_client::api::{MutationResult, ReadOptions, RecallNote, RecallRequest, Record, State};
 use cairn_client::{new_request_id, Client, ClientError, Mutation};
 
-use self::budget::Budget;
 use crate::gateway::Caller;
 use crate::outcome::{self, MutationOutput, Present, ToolAnswer};
 use crate::server::CairnMcp;
@@ -60,10 +59,11 @@ impl CairnMcp {
     /// Runs a mutation exactly once: one `request_id` (the caller's or a fresh one) for
     /// every retry the client makes across failover.
     ///
-    /// - Answers within the call's [`Budget`]: a mutation cut off by it is
+    /// - Answers within the call's [`Budget`](budget::Budget): a mutation cut off by it is
     ///   `outcome_unknown` under its `request_id`; warnings not read by then are left out.
     pub(crate) async fn mutation<A: MutationArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
         let budget = self.gateway().budget();
+        let client = budget.client(caller.client());
         let request_id = args
             .request_id()
             .map_or_else(new_request_id, str::to_string);
@@ -77,21 +77,16 @@ impl CairnMcp {
         // A write that overrides a revocation met the key's revoked note, but once applied
         // the key is active again: read the note first.
         let overridden = match (&written_key, args.overrides_revocation()) {
-            (Some(key), true) => {
-                let read = revoked_note(caller.client(), key, ReadOptions::default());
-                budget.within(read).await.flatten()
-            }
+            (Some(key), true) => revoked_note(&client, key, ReadOptions::default()).await,
             _ => None,
         };
-        let request = args.into_request(actor, request_id.clone());
-        let outcome = budget
-            .within(caller.client().mutate(request))
-            .await
-            .unwrap_or_else(|| Err(budget.spent_on_mutation(&request_id)));
+        let outcome = client
+            .mutate(args.into_request(actor, request_id.clone()))
+            .await;
         match outcome {
             Ok(result) => {
                 let overridden = self.overridden_note(caller, &request_id, &result, overridden);
-                let met = revoked_met(caller, anchors, &budget).await;
+                let met = revoked_met(&client, anchors).await;
                 outcome::success(&MutationOutput {
                     result,
                     request_id,
@@ -103,13 +98,10 @@ impl CairnMcp {
                 // Refused, the key is as it was: its revoked note, read before or now.
                 let own = match (overridden, written_key) {
                     (Some(note), _) => Some(note),
-                    (None, Some(key)) => {
-                        let read = revoked_note(caller.client(), &key, ReadOptions::default());
-                        budget.within(read).await.flatten()
-                    }
+                    (None, Some(key)) => revoked_note(&client, &key, ReadOptions::default()).await,
                     (None, None) => None,
                 };
-                let met = revoked_met(caller, anchors, &budget).await;
+                let met = revoked_met(&client, anchors).await;
                 let warnings = own_note_first(own, met)
                     .into_iter()
                     .map(|note| note.rendered)
@@ -140,13 +132,12 @@ impl CairnMcp {
         }
     }
 
-    /// Runs a read, within the call's [`Budget`].
+    /// Runs a read, within the call's [`Budget`](budget::Budget).
     pub(crate) async fn read<A: ReadArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
-        let budget = self.gateway().budget();
-        match budget.within(args.run(caller.client())).await {
-            Some(Ok(output)) => outcome::success(&output),
-            Some(Err(err)) => outcome::failure(err),
-            None => outcome::failure(budget.spent()),
+        let client = self.gateway().budget().client(caller.client());
+        match args.run(&client).await {
+            Ok(output) => outcome::success(&output),
+            Err(err) => outcome::failure(err),
         }
     }
 }
@@ -166,12 +157,8 @@ fn own_note_first(own: Option<RecallNote>, met: Vec<RecallNote>) -> Vec<RecallNo
 /// The revoked notes that share an anchor with a note just written (or refused): the
 /// warnings a `write` delivers where the derivation happens, whether or not it applied.
 /// A failed lookup costs the warnings, never the write's own answer, and is logged (see
-/// [`refused_for_its_input`]). None are looked up once `budget` is spent.
-async fn revoked_met(
-    caller: &Caller,
-    mut anchors: Vec<String>,
-    budget: &Budget,
-) -> Vec<RecallNote> {
+/// [`refused_for_its_input`]).
+async fn revoked_met(client: &Client, mut anchors: Vec<String>) -> Vec<RecallNote> {
     // A refused write may carry a malformed anchor, which would refuse the whole lookup:
     // look up the well-formed ones.
     anchors.retain(|anchor| well_formed_anchor(anchor));
@@ -180,10 +167,7 @@ async fn revoked_met(
     }
     let mut request = RecallRequest::new(anchors);
     request.include = Some(vec![State::Revoked]);
-    let Some(answer) = budget.within(caller.client().recall(request)).await else {
-        tracing::warn!("no revoked notes that meet a write: the call timeout ran out");
-        return Vec::new();
-    };
+    let answer = client.recall(request).await;
     match answer {
         Ok(answer) => answer.notes,
         Err(err) if refused_for_its_input(&err) => {
