@@ -122,13 +122,13 @@ impl Gateway {
         self.fixed.clone()
     }
 
-    /// The revoked notes that writes with `override_revocation` met, by caller and
-    /// `request_id`.
     /// The time a tool call starting now has for the cluster (`--call-timeout-ms`).
     pub fn budget(&self) -> Budget {
         Budget::start(self.settings.call_timeout)
     }
 
+    /// The revoked notes that writes with `override_revocation` met, by caller and
+    /// `request_id`.
     pub fn overridden(&self) -> &OverriddenNotes {
         &self.overridden
     }

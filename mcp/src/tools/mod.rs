@@ -167,8 +167,7 @@ async fn revoked_met(client: &Client, mut anchors: Vec<String>) -> Vec<RecallNot
     }
     let mut request = RecallRequest::new(anchors);
     request.include = Some(vec![State::Revoked]);
-    let answer = client.recall(request).await;
-    match answer {
+    match client.recall(request).await {
         Ok(answer) => answer.notes,
         Err(err) if refused_for_its_input(&err) => {
             tracing::debug!(error = %err, "no revoked notes: the look-up was refused");
