@@ -155,8 +155,13 @@ impl Gateway {
     ///   read served by a survivor, `no_leader`, or the protocol error of an unreachable
     ///   cluster), as over stdio. A token never confirmed gets the undecided error.
     /// - The check is one round trip (`whoami`, routed to the leader), small beside what
-    ///   an MCP request does.
-    pub async fn caller_for(&self, token: BearerToken) -> Result<Caller, ClientError> {
+    ///   an MCP request does, and comes out of the request's `budget`: a check that waits
+    ///   for a lost majority leaves the tool call less time, never more in all.
+    pub async fn caller_for(
+        &self,
+        token: BearerToken,
+        budget: &Budget,
+    ) -> Result<Caller, ClientError> {
         let key = token.expose().to_string();
         let kept = self.clients().get(&key).cloned();
         let is_kept = kept.is_some();
@@ -164,7 +169,7 @@ impl Gateway {
             Some(caller) => caller,
             None => self.settings.caller(Some(token))?,
         };
-        let principal = match caller.client().whoami().await {
+        let principal = match budget.client(caller.client()).whoami().await {
             Ok(who) => Some(who.name),
             // InvalidTransition: auth is off, so any token is as good as none.
             Err(ClientError::InvalidTransition { .. }) => None,
@@ -206,8 +211,9 @@ impl Gateway {
         self.by_token.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether the cluster has auth on (see the module doc for how it is known).
-    pub async fn auth_on(&self) -> Result<bool, ClientError> {
+    /// Whether the cluster has auth on (see the module doc for how it is known), asked
+    /// within `budget` when it must be asked.
+    pub async fn auth_on(&self, budget: &Budget) -> Result<bool, ClientError> {
         if self.auth_on.load(Ordering::Relaxed) {
             return Ok(true);
         }
@@ -217,7 +223,7 @@ impl Gateway {
         if off_recently {
             return Ok(false);
         }
-        match self.anonymous.client().whoami().await {
+        match budget.client(self.anonymous.client()).whoami().await {
             Err(ClientError::Unauthenticated { .. }) => {
                 self.auth_on.store(true, Ordering::Relaxed);
                 Ok(true)
@@ -239,8 +245,8 @@ impl Gateway {
     /// The `actor` of a mutation: empty with auth on, so the node records the token's
     /// principal (an actor is never taken from a tool argument); `--actor` with auth off,
     /// where the node requires one.
-    pub async fn actor(&self) -> Result<String, ClientError> {
-        Ok(if self.auth_on().await? {
+    pub async fn actor(&self, budget: &Budget) -> Result<String, ClientError> {
+        Ok(if self.auth_on(budget).await? {
             String::new()
         } else {
             self.actor.clone()

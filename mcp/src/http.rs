@@ -9,6 +9,8 @@
 //!   [`crate::gateway`]); with auth off the request goes on without a token.
 //! - The layer attaches the caller to the HTTP request; the handler reads it from there
 //!   ([`crate::server`]). A request only ever acts with its own token.
+//! - The layer also attaches the request's [`Budget`], started on arrival: a tool call
+//!   answers within `--call-timeout-ms` of its request, the token check included.
 //! - An MCP session belongs to the principal that opened it ([`SessionOwners`]): a
 //!   request naming another principal's `Mcp-Session-Id` is answered 404, as an unknown
 //!   session is, so a session id that leaked gives no one else the session's
@@ -39,6 +41,7 @@ use crate::args::MCP_PATH;
 use crate::framing::{Incoming, MESSAGE_BYTES_MAX};
 use crate::gateway::{Caller, Gateway};
 use crate::server::CairnMcp;
+use crate::tools::budget::Budget;
 
 /// Serves MCP on `listener` until `shutdown` completes.
 pub async fn serve(
@@ -96,8 +99,13 @@ async fn authenticate(
         value.set_sensitive(true);
     }
     let header = request.headers().get(AUTHORIZATION).cloned();
-    match caller_of(&layer.gateway, header).await {
-        Ok(caller) => layer.owners.admit(caller, request, next).await,
+    // A tool call's time counts from here, so the token check comes out of it.
+    let budget = layer.gateway.budget();
+    match caller_of(&layer.gateway, header, &budget).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(budget);
+            layer.owners.admit(caller, request, next).await
+        }
         Err(err) => refusal(&err),
     }
 }
@@ -251,9 +259,13 @@ impl SessionOwners {
     }
 }
 
-async fn caller_of(gateway: &Gateway, header: Option<HeaderValue>) -> Result<Caller, ClientError> {
+async fn caller_of(
+    gateway: &Gateway,
+    header: Option<HeaderValue>,
+    budget: &Budget,
+) -> Result<Caller, ClientError> {
     let Some(header) = header else {
-        return match gateway.auth_on().await? {
+        return match gateway.auth_on(budget).await? {
             true => Err(ClientError::Unauthenticated {
                 message: "this cairn cluster has auth on: send Authorization: Bearer TOKEN".into(),
             }),
@@ -268,7 +280,7 @@ async fn caller_of(gateway: &Gateway, header: Option<HeaderValue>) -> Result<Cal
     let token = BearerToken::new(token).map_err(|_| ClientError::Unauthenticated {
         message: "the bearer token is malformed".into(),
     })?;
-    gateway.caller_for(token).await
+    gateway.caller_for(token, budget).await
 }
 
 /// The token of an `Authorization` value of the `Bearer` scheme, whose name is matched in

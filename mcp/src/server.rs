@@ -31,6 +31,8 @@ use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 
 use crate::gateway::{Caller, Gateway};
 use crate::resources;
+use crate::tools::budget::Budget;
+use crate::tools::Call;
 
 /// How often a session's change-feed task checks that the session is still open.
 const SESSION_CHECK_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
@@ -71,6 +73,15 @@ impl CairnMcp {
         attached
             .or_else(|| self.gateway.fixed_caller())
             .ok_or_else(|| ErrorData::internal_error("request without a caller", None))
+    }
+
+    /// The time a tool call has: its HTTP request's, counted from the request's arrival
+    /// ([`crate::http`]), or over stdio from now.
+    fn budget(&self, extensions: &Extensions) -> Budget {
+        extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<Budget>().copied())
+            .unwrap_or_else(|| self.gateway.budget())
     }
 
     fn subscribed(&self) -> MutexGuard<'_, HashSet<String>> {
@@ -155,7 +166,8 @@ impl ServerHandler for CairnMcp {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.caller(&context.extensions)?;
-        context.extensions.insert(caller);
+        let budget = self.budget(&context.extensions);
+        context.extensions.insert(Call { caller, budget });
         self.tools
             .call(ToolCallContext::new(self, request, context))
             .await

@@ -55,15 +55,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def http_server(cluster: LocalCluster, log_dir: Path) -> Iterator[str]:
-    """A ``cairn-mcp --listen`` process for ``cluster`` on a free loopback port, killed on
-    exit; yields its URL. Its log is ``log_dir/mcp.log``."""
+def http_server(cluster: LocalCluster, log_dir: Path, *flags: str) -> Iterator[str]:
+    """A ``cairn-mcp --listen`` process for ``cluster`` on a free loopback port, with
+    ``flags`` added, killed on exit; yields its URL. Its log is ``log_dir/mcp.log``."""
     port = _free_port()
     env = {"PATH": os.environ.get("PATH", ""), "CAIRN_ENDPOINTS": ",".join(cluster.endpoints)}
     log_path = log_dir / "mcp.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [str(mcp_binary()), "--listen", f"127.0.0.1:{port}"],
+            [str(mcp_binary()), "--listen", f"127.0.0.1:{port}", *flags],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,

@@ -155,10 +155,19 @@ impl Client {
         F: Fn(reqwest::Response) -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let Some(base) = before(deadline, self.base_for(call.route)).await else {
-            // Still asking the nodes which one leads: nothing was sent to any of them.
+        let out_of_time_finding_the_leader = || {
+            // Nothing was sent to any node: no time was left, or it ran out while asking
+            // the nodes which one leads.
             let asked = self.endpoints().join(",");
-            return Err((None, self.out_of_time(&asked, "finding the leader", false)));
+            (None, self.out_of_time(&asked, "finding the leader", false))
+        };
+        // A future that is ready at once beats a passed deadline (`timeout_at` polls the
+        // work first), so a call with no time left is stopped here, before anything is sent.
+        if deadline.is_some_and(|at| Instant::now() >= at) {
+            return Err(out_of_time_finding_the_leader());
+        }
+        let Some(base) = before(deadline, self.base_for(call.route)).await else {
+            return Err(out_of_time_finding_the_leader());
         };
         let attempt = async {
             let response = self.attempt(&base, call).await?;
@@ -440,6 +449,26 @@ mod tests {
         let client = timed(&node, Duration::from_secs(30), RETRIES);
         let err = cut_short(&client.until(Instant::now() + Duration::from_millis(300))).await;
         assert!(matches!(err, ClientError::OutcomeUnknown { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_with_no_time_left_sends_nothing() {
+        let node = FakeNode::start(|_, _| Reply::Hang).await;
+        let client = timed(&node, Duration::from_secs(30), RETRIES);
+        let err = client
+            .until(Instant::now())
+            .write(write_request())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, ClientError::Transport { sent: false, .. }),
+            "{err:?}"
+        );
+        assert!(
+            err.to_string().contains("ran out finding the leader"),
+            "{err}"
+        );
+        assert!(node.seen().is_empty(), "{:?}", node.seen());
     }
 
     #[tokio::test]

@@ -1,19 +1,18 @@
 //! [`Budget`]: the time one tool call has for the cluster, `--call-timeout-ms` from its
-//! start. A tool that makes several calls (a write, then the revoked notes it met) makes
-//! them all through [`Budget::client`], whose calls end by the budget's deadline as a call
-//! ends at its call timeout: a write cut off is `outcome_unknown` under its `request_id`, a
-//! read the last answer a node gave. So the whole tool call answers within the budget while
-//! the MCP host still waits.
+//! start (over HTTP, from its request's arrival, so the token check comes out of it). A
+//! tool that makes several calls (a write, then the revoked notes it met) makes them all
+//! through [`Budget::client`], whose calls end by the budget's deadline as a call ends at
+//! its call timeout: a write cut off is `outcome_unknown` under its `request_id`, a read
+//! the last answer a node gave, and a call with no time left begins nothing. So the whole
+//! tool call answers within the budget while the MCP host still waits.
 
-use std::future::Future;
 use std::time::Duration;
 
-use cairn_client::{Client, ClientError};
+use cairn_client::Client;
 use tokio::time::Instant;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
-    total: Duration,
     deadline: Instant,
 }
 
@@ -21,7 +20,6 @@ impl Budget {
     /// A budget of `total`, starting now.
     pub fn start(total: Duration) -> Budget {
         Budget {
-            total,
             deadline: Instant::now() + total,
         }
     }
@@ -30,53 +28,59 @@ impl Budget {
     pub fn client(&self, client: &Client) -> Client {
         client.until(self.deadline.into_std())
     }
-
-    /// `work`'s output, or `None` once the budget is spent (for work that is not a call
-    /// of a [`Budget::client`]).
-    pub async fn within<T>(&self, work: impl Future<Output = T>) -> Option<T> {
-        tokio::time::timeout_at(self.deadline, work).await.ok()
-    }
-
-    /// The failure of a tool call whose budget ran out before anything was sent that
-    /// could change the cluster (a read, or what a mutation needs first).
-    pub fn spent(&self) -> ClientError {
-        ClientError::Transport {
-            endpoint: String::new(),
-            message: self.no_answer(),
-            sent: false,
-        }
-    }
-
-    fn no_answer(&self) -> String {
-        format!("the call timeout of {} ms ran out", self.total.as_millis())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_client::ClientError;
 
-    #[tokio::test]
-    async fn work_past_the_deadline_is_cut_and_work_within_it_is_not() {
-        let budget = Budget::start(Duration::from_millis(50));
-        assert_eq!(budget.within(async { 7 }).await, Some(7));
-        let slow = tokio::time::sleep(Duration::from_secs(30));
-        assert_eq!(budget.within(slow).await, None);
-        // Spent: nothing is waited for any more.
-        let started = Instant::now();
-        assert_eq!(budget.within(std::future::pending::<()>()).await, None);
-        assert!(started.elapsed() < Duration::from_secs(5));
+    /// Nothing listens on port 1 of loopback: every attempt is refused at once, so only the
+    /// budget ends the retries.
+    fn client_of_a_closed_port() -> Client {
+        Client::builder(vec!["http://127.0.0.1:1".into()])
+            .retries_max(1_000)
+            .call_timeout(Duration::from_secs(60))
+            .build()
+            .expect("client")
     }
 
-    #[test]
-    fn a_spent_budget_is_a_failure_before_anything_was_sent() {
-        let budget = Budget::start(Duration::from_millis(3_000));
-        let err = budget.spent();
-        assert!(matches!(err, ClientError::Transport { sent: false, .. }));
+    /// The client stops once no further attempt fits before the deadline, with the last
+    /// refusal it met; its own call timeout (60 s) and retries (1,000) would go on.
+    #[tokio::test]
+    async fn a_budgets_client_gives_up_by_its_deadline_not_at_its_call_timeout() {
+        let budget = Budget::start(Duration::from_millis(300));
+        let started = Instant::now();
+        let err = budget
+            .client(&client_of_a_closed_port())
+            .whoami()
+            .await
+            .expect_err("nothing listens");
+        let waited = started.elapsed();
         assert!(
-            err.to_string()
-                .contains("the call timeout of 3000 ms ran out"),
+            matches!(err, ClientError::Transport { sent: false, .. }),
             "{err}"
         );
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+    }
+
+    #[tokio::test]
+    async fn a_spent_budget_begins_nothing() {
+        let budget = Budget::start(Duration::ZERO);
+        let started = Instant::now();
+        let err = budget
+            .client(&client_of_a_closed_port())
+            .whoami()
+            .await
+            .expect_err("no time left");
+        assert!(
+            matches!(err, ClientError::Transport { sent: false, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("ran out finding the leader"),
+            "{err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
     }
 }

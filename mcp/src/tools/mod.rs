@@ -23,6 +23,14 @@ use cairn_client::{new_request_id, Client, ClientError, Mutation};
 use crate::gateway::Caller;
 use crate::outcome::{self, MutationOutput, Present, ToolAnswer};
 use crate::server::CairnMcp;
+use budget::Budget;
+
+/// One tool call: who makes it, and the time it has for the cluster.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub caller: Caller,
+    pub budget: Budget,
+}
 
 /// A mutation tool's arguments.
 pub trait MutationArgs {
@@ -61,18 +69,17 @@ impl CairnMcp {
     ///
     /// - Answers within the call's [`Budget`](budget::Budget): a mutation cut off by it is
     ///   `outcome_unknown` under its `request_id`; warnings not read by then are left out.
-    pub(crate) async fn mutation<A: MutationArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
-        let budget = self.gateway().budget();
+    pub(crate) async fn mutation<A: MutationArgs>(&self, call: &Call, args: A) -> ToolAnswer {
+        let Call { caller, budget } = call;
         let client = budget.client(caller.client());
         let request_id = args
             .request_id()
             .map_or_else(new_request_id, str::to_string);
         let anchors = args.anchors().to_vec();
         let written_key = args.written_key().map(str::to_string);
-        let actor = match budget.within(self.gateway().actor()).await {
-            Some(Ok(actor)) => actor,
-            Some(Err(err)) => return outcome::failure(err),
-            None => return outcome::failure(budget.spent()),
+        let actor = match self.gateway().actor(budget).await {
+            Ok(actor) => actor,
+            Err(err) => return outcome::failure(err),
         };
         // A write that overrides a revocation met the key's revoked note, but once applied
         // the key is active again: read the note first.
@@ -133,8 +140,8 @@ impl CairnMcp {
     }
 
     /// Runs a read, within the call's [`Budget`](budget::Budget).
-    pub(crate) async fn read<A: ReadArgs>(&self, caller: &Caller, args: A) -> ToolAnswer {
-        let client = self.gateway().budget().client(caller.client());
+    pub(crate) async fn read<A: ReadArgs>(&self, call: &Call, args: A) -> ToolAnswer {
+        let client = call.budget.client(call.caller.client());
         match args.run(&client).await {
             Ok(output) => outcome::success(&output),
             Err(err) => outcome::failure(err),

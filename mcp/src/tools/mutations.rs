@@ -12,8 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::MutationArgs;
-use crate::gateway::Caller;
+use super::{Call, MutationArgs};
 use crate::outcome::{MutationOutput, ToolAnswer};
 use crate::server::CairnMcp;
 
@@ -306,10 +305,10 @@ impl CairnMcp {
     )]
     async fn write(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<WriteArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 
     /// Forget a key: its value is erased from every replica and a tombstone with your
@@ -328,10 +327,10 @@ impl CairnMcp {
     )]
     async fn forget(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<ForgetArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 
     /// Revoke a belief found wrong: the note stays, marked [REVOKED] with your reason, and
@@ -350,10 +349,10 @@ impl CairnMcp {
     )]
     async fn revoke(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<RevokeArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 
     /// Reinstate a revoked note: it is active again. Reinstating an active note changes
@@ -371,10 +370,10 @@ impl CairnMcp {
     )]
     async fn reinstate(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<ReinstateArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 
     /// Mark a note as replaced by another key: it renders [SUPERSEDED by KEY2].
@@ -391,10 +390,10 @@ impl CairnMcp {
     )]
     async fn supersede(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<SupersedeArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 
     /// Flag a note as stale: an anchor it depends on (e.g. a file) changed since it was
@@ -413,9 +412,9 @@ impl CairnMcp {
     )]
     async fn flag_stale(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<FlagStaleArgs>,
     ) -> ToolAnswer {
-        self.mutation(&caller, args).await
+        self.mutation(&call, args).await
     }
 }

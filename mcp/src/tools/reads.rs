@@ -15,8 +15,7 @@ use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{revoked_warning, ReadArgs};
-use crate::gateway::Caller;
+use super::{revoked_warning, Call, ReadArgs};
 use crate::outcome::{ToolAnswer, Warned};
 use crate::server::CairnMcp;
 
@@ -238,10 +237,10 @@ impl CairnMcp {
     )]
     async fn recall(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<RecallArgs>,
     ) -> ToolAnswer {
-        self.read(&caller, args).await
+        self.read(&call, args).await
     }
 
     /// Read a key: its state, value, metadata and the rendered note (a revoked note reads
@@ -253,10 +252,10 @@ impl CairnMcp {
     )]
     async fn read_key(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<KeyArgs>,
     ) -> ToolAnswer {
-        self.read(&caller, ReadKey(args)).await
+        self.read(&call, ReadKey(args)).await
     }
 
     /// List keys under a prefix, in key order, a page at a time.
@@ -267,10 +266,10 @@ impl CairnMcp {
     )]
     async fn list(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<ListArgs>,
     ) -> ToolAnswer {
-        self.read(&caller, args).await
+        self.read(&call, args).await
     }
 
     /// A key's history, oldest first: every write, forget, revoke, reinstate, stale flag
@@ -282,10 +281,10 @@ impl CairnMcp {
     )]
     async fn history(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<KeyArgs>,
     ) -> ToolAnswer {
-        self.read(&caller, HistoryOf(args)).await
+        self.read(&call, HistoryOf(args)).await
     }
 
     /// Probe a key on the replica that serves the read: whether its value bytes and its
@@ -297,9 +296,9 @@ impl CairnMcp {
     )]
     async fn probe(
         &self,
-        Extension(caller): Extension<Caller>,
+        Extension(call): Extension<Call>,
         Parameters(args): Parameters<KeyArgs>,
     ) -> ToolAnswer {
-        self.read(&caller, ProbeKey(args)).await
+        self.read(&call, ProbeKey(args)).await
     }
 }
