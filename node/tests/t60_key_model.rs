@@ -1212,7 +1212,8 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
         other => panic!("a batch with a conflicting op 2: {other:?}"),
     }
 
-    // 7.2 Op 2 is a revoke of an absent key: 404, and the body names op_index 2.
+    // 7.2 Op 2 is a revoke of an absent key (404 alone): the batch is 409
+    // `invalid_transition` (SPEC §5), naming op_index 2 and its key.
     let body = json!({"ops": [
         {"op": "write", "key": a, "value": "a2", "actor": "agent"},
         {"op": "forget", "key": b, "actor": "agent", "reason": "cleanup"},
@@ -1221,10 +1222,11 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
     let (status, answer) = post_raw(&cluster, followers[1], "/v1/batch", &body.to_string()).await;
     assert_eq!(
         (status, error_code(&answer)),
-        (404, "not_found"),
+        (409, "invalid_transition"),
         "{answer}"
     );
     assert_eq!(answer["error"]["op_index"], json!(2), "{answer}");
+    assert_eq!(answer["error"]["key"], json!(c), "{answer}");
 
     // 7.3 Nothing of ops 0..2 was applied, and op 2's key was not created.
     assert_eq!(key_snapshot(&client, a).await, before_a);

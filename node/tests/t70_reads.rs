@@ -388,6 +388,20 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
         in_served >= in_status && in_served < in_status + 1000,
         "served {in_served} ms vs status {in_status} ms"
     );
+    // A linearizable read is served once a quorum confirmed the leader in a round begun
+    // after the read arrived: "a leader that just confirmed its quorum" (SPEC §3), 0.
+    for _ in 0..20 {
+        let read = raw_client(&cluster.endpoint(leader))
+            .read("od/1", ReadOptions::default())
+            .await
+            .expect("linearizable read");
+        assert_eq!(
+            read.served.ms_since_leader_contact,
+            Some(0),
+            "{:?}",
+            read.served
+        );
+    }
 }
 
 // -- 1. majority stopped ---------------------------------------------------------------------

@@ -48,6 +48,21 @@ impl ApiError {
         self.with("op_index", i)
     }
 
+    /// This error as the answer to a batch refused whole because its op `i` was refused
+    /// when applied: SPEC §5 answers such a batch 409 naming the op. So an op that alone
+    /// would be 404 `not_found` (revoke, reinstate, flag_stale or supersede of an absent
+    /// key) is 409 `invalid_transition` here, keeping its `key`: in a batch an earlier op
+    /// may create the key, so its absence is a conflict with the state the batch met.
+    /// Other refusals keep their code (a 409 already, or 403 and 413, which say the batch
+    /// may never pass as it is).
+    pub fn refusing_batch_op(self, i: usize) -> Self {
+        let code = match self.code {
+            ErrorCode::NotFound => ErrorCode::InvalidTransition,
+            code => code,
+        };
+        ApiError { code, ..self }.in_op(i)
+    }
+
     pub fn internal(message: impl std::fmt::Display) -> Self {
         tracing::error!(%message, "internal error");
         ApiError::new(ErrorCode::Internal, message.to_string())

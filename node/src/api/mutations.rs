@@ -278,10 +278,9 @@ async fn submit(
             replayed,
         }) => {
             Metrics::inc(&app.metrics.mutations_ok);
-            Metrics::add(
-                &app.metrics.mutation_latency_us_sum,
-                started.elapsed().as_micros() as u64,
-            );
+            app.metrics
+                .mutation_latency
+                .observe(started.elapsed().as_micros() as u64);
             Ok(Submitted::Applied {
                 results: results.into_iter().map(Into::into).collect(),
                 revision,
@@ -290,11 +289,11 @@ async fn submit(
         }
         Ok(CommandResponse::Rejected { error, op_index }) => {
             Metrics::inc(&app.metrics.mutations_rejected);
-            let mut e = ApiError::from(error);
-            if let Some(i) = op_index {
-                e = e.with("op_index", i);
-            }
-            Err(e)
+            let error = ApiError::from(error);
+            Err(match op_index {
+                Some(i) => error.refusing_batch_op(i),
+                None => error,
+            })
         }
         // Provably not appended anywhere that can commit it: safe to relay.
         Err(WriteError::NotLeader { .. }) => relay(app, headers, path, raw, request_id)

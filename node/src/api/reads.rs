@@ -111,6 +111,10 @@ async fn barrier(
 
 /// How a read was served ([`App::ms_since_leader_contact`]; `None` when the node never
 /// held a read token). The commit index is the highest this node knows.
+///
+/// - A linearizable read is served only by a leader whose quorum confirmed it in a round
+///   begun after the read arrived: SPEC §3's "leader that just confirmed its quorum",
+///   whose contact age is 0, not the milliseconds the round and the apply wait took.
 fn served(app: &App, consistency: Consistency) -> Served {
     let reads = &app.reads;
     Served {
@@ -119,7 +123,10 @@ fn served(app: &App, consistency: Consistency) -> Served {
         consistency,
         applied_index: reads.applied_index(),
         leader_commit_index: reads.token_index().unwrap_or(0).max(app.commit_index()),
-        ms_since_leader_contact: app.ms_since_leader_contact(),
+        ms_since_leader_contact: match consistency {
+            Consistency::Linearizable => Some(0),
+            Consistency::Bounded | Consistency::Any => app.ms_since_leader_contact(),
+        },
     }
 }
 
