@@ -186,6 +186,20 @@ async fn metrics_report_raft_store_and_read_gate_gauges() {
     let on_leader = metrics_of(&cluster, leader).await;
     assert!(on_leader["cairn_commit_index"] >= revision, "{on_leader:?}");
     assert!(on_leader["cairn_mutations_ok_total"] >= 20, "{on_leader:?}");
+    // Every applied mutation is one observation of the latency histogram.
+    let latencies = on_leader["cairn_mutation_latency_us_count"];
+    assert_eq!(
+        latencies, on_leader["cairn_mutations_ok_total"],
+        "{on_leader:?}"
+    );
+    assert_eq!(
+        on_leader[r#"cairn_mutation_latency_us_bucket{le="+Inf"}"#],
+        latencies
+    );
+    assert!(
+        on_leader["cairn_mutation_latency_us_sum"] > 0,
+        "{on_leader:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
