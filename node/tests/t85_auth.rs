@@ -2254,7 +2254,19 @@ async fn t85_15_writes_in_flight_across_their_principals_deletion_are_401_and_ch
 /// it took to apply the missed entries.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn t85_16_a_lagging_node_catches_up_before_whoami_compact_or_a_watch() {
-    let (mut cluster, leader, followers) = auth_cluster().await;
+    // The stopped node must stay a follower when it runs again: each access change waits
+    // up to 500 ms for it (the leader asks every member whether it applied the change),
+    // and a node stopped past its election timeout campaigns at once when it resumes, so
+    // it would answer 503 instead of catching up. Long election timeouts keep it a
+    // follower.
+    let cluster = Cluster::builder(3)
+        .auth(ADMIN)
+        .config("[raft]\nelection_timeout_min_ms = 1200\nelection_timeout_max_ms = 1500\n")
+        .start()
+        .await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let followers: Vec<u64> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
+    let mut cluster = cluster;
     let api = Api::new(&cluster);
     let at = cluster.admin_token();
     let at = Some(at.as_str());
@@ -2277,20 +2289,21 @@ async fn t85_16_a_lagging_node_catches_up_before_whoami_compact_or_a_watch() {
     wait_all_applied(&cluster, leader).await;
 
     cluster.sigstop(lagging);
-    let rotate = api
-        .post(leader, "/v1/auth/principals/rotated/rotate", at, json!({}))
-        .await;
+    // At once, so the stopped node's wait is paid once.
+    let (rotate, delete, born) = tokio::join!(
+        api.post(leader, "/v1/auth/principals/rotated/rotate", at, json!({})),
+        api.call(
+            Method::DELETE,
+            leader,
+            "/v1/auth/principals/deleted",
+            at,
+            None,
+        ),
+        principal("born", admin_grants),
+    );
     let renewed = token_of(rotate, "rotate");
-    api.call(
-        Method::DELETE,
-        leader,
-        "/v1/auth/principals/deleted",
-        at,
-        None,
-    )
-    .await
-    .expect(200, None, "delete");
-    let born = token_of(principal("born", admin_grants).await, "born");
+    delete.expect(200, None, "delete");
+    let born = token_of(born, "born");
     for i in 0..200 {
         api.write(leader, at, &format!("lag/{i}"), json!(i))
             .await
@@ -2499,5 +2512,71 @@ async fn t85_17_a_request_that_proves_no_identity_is_401_before_its_shape_is_che
         )
         .await;
         assert_eq!(got, (400, "invalid_request".to_string()), "node {id}");
+    }
+}
+
+/// An `any` read and `GET /cluster/status` authenticate against the grants of the node
+/// that serves them, with no barrier (a node cut off from the leader still answers them).
+/// So the leader answers a rotation or a deletion only once every member has applied it:
+/// the old token is refused by both on every node from then on, not some milliseconds
+/// later on a follower. Each round asks every node at once, right after the change
+/// returns, through the leader and through a follower.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_18_a_rotated_or_deleted_token_stops_at_once_for_any_reads_and_status() {
+    const ROUNDS: usize = 10;
+    let (cluster, leader, followers) = auth_cluster().await;
+    let api = Api::new(&cluster);
+    let admin_token = cluster.admin_token().to_string();
+    api.write(leader, Some(&admin_token), "r/0", json!(0))
+        .await
+        .expect(200, None, "write");
+    let old_token_everywhere = |token: String, what: String| {
+        let api = &api;
+        let cluster = &cluster;
+        async move {
+            let asked = cluster.ids().into_iter().map(|id| {
+                let (token, what) = (token.clone(), what.clone());
+                async move {
+                    let body = json!({"key": "r/0", "consistency": "any"});
+                    api.post(id, "/v1/read", Some(&token), body).await.expect(
+                        401,
+                        Some("unauthenticated"),
+                        &format!("node {id}: any read, {what}"),
+                    );
+                    api.get(id, "/cluster/status", Some(&token)).await.expect(
+                        401,
+                        Some("unauthenticated"),
+                        &format!("node {id}: status, {what}"),
+                    );
+                }
+            });
+            futures::future::join_all(asked).await;
+        }
+    };
+    for round in 0..ROUNDS {
+        let via = [leader, followers[round % followers.len()]][round % 2];
+        let name = format!("p{round}");
+        let body = json!({"name": name, "grants": [{"prefix": "r/", "permissions": ["read"]}]});
+        let created = api
+            .post(via, "/v1/auth/principals", Some(&admin_token), body)
+            .await;
+        created.expect(200, None, "create");
+        let first = created.body["token"].as_str().expect("token").to_string();
+        let rotated = api
+            .post(
+                via,
+                &format!("/v1/auth/principals/{name}/rotate"),
+                Some(&admin_token),
+                json!({}),
+            )
+            .await;
+        rotated.expect(200, None, "rotate");
+        old_token_everywhere(first, format!("round {round}: rotated away via node {via}")).await;
+        let second = rotated.body["token"].as_str().expect("token").to_string();
+        let path = format!("/v1/auth/principals/{name}");
+        api.call(Method::DELETE, via, &path, Some(&admin_token), None)
+            .await
+            .expect(200, None, "delete");
+        old_token_everywhere(second, format!("round {round}: deleted via node {via}")).await;
     }
 }

@@ -35,4 +35,7 @@ pub const PROOF_MODE_PATH: &str = "/raft/proof-mode";
 pub const ADMIT_PATH: &str = "/raft/admit";
 /// Whether the answering node's membership lists a node id (`vouch`).
 pub const MEMBER_PATH: &str = "/raft/member";
+/// Whether the answering node has applied a log index, waiting a moment for it: a leader
+/// asks before it answers an access change (`api::auth`).
+pub const APPLIED_PATH: &str = "/raft/applied";
 pub const CONTENT_TYPE: &str = "application/x-cairn-bincode";

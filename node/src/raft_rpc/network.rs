@@ -37,8 +37,8 @@ use serde::Serialize;
 use super::admission::{AdmissionState, AdmitRequest};
 use super::proof::{ClientProof, PEER_TARGET_HEADER};
 use super::{
-    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH, READ_INDEX_PATH,
-    SNAPSHOT_PATH, VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, APPLIED_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH,
+    READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
 };
 use crate::consensus::{NodeId, NodeInfo, TypeConfig};
 use crate::store::codec;
@@ -223,6 +223,20 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<bool, String> {
         self.call::<NodeId, bool, String>(target, peer_addr, MEMBER_PATH, &id, timeout)
+            .await
+            .map_err(|e| e.to_string())?
+    }
+
+    /// Whether node `target` has applied log index `index`, asked within `timeout`
+    /// ([`APPLIED_PATH`]; the node itself waits up to `server::APPLIED_WAIT` for it).
+    pub async fn applied(
+        &self,
+        target: NodeId,
+        peer_addr: &str,
+        index: u64,
+        timeout: Duration,
+    ) -> Result<bool, String> {
+        self.call::<u64, bool, String>(target, peer_addr, APPLIED_PATH, &index, timeout)
             .await
             .map_err(|e| e.to_string())?
     }

@@ -23,8 +23,8 @@ use super::admission::{Admission, AdmissionState, AdmitRequest};
 use super::proof::{self, PeerGate, ServerProof};
 use super::vouch::Vouches;
 use super::{
-    ADMIT_PATH, APPEND_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH, READ_INDEX_PATH,
-    SNAPSHOT_PATH, VOTE_PATH,
+    ADMIT_PATH, APPEND_PATH, APPLIED_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH,
+    READ_INDEX_PATH, SNAPSHOT_PATH, VOTE_PATH,
 };
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig, Vote};
@@ -40,6 +40,8 @@ use crate::store::codec;
 pub const PEER_BODY_BYTES_MAX: usize = 256 << 20;
 /// A ReadIndex round must finish within this, or the follower's token request fails.
 const READ_INDEX_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a `POST /raft/applied` waits for its index before answering `false`.
+pub const APPLIED_WAIT: Duration = Duration::from_millis(400);
 
 /// The three requests that carry a vote and pass the admission check.
 type Append = AppendEntriesRequest<TypeConfig>;
@@ -82,6 +84,7 @@ pub fn router(
         .route(READ_INDEX_PATH, post(read_index))
         .route(ADMIT_PATH, post(admit))
         .route(MEMBER_PATH, post(member))
+        .route(APPLIED_PATH, post(applied))
         .route(
             PROOF_MODE_PATH,
             post(move || {
@@ -215,6 +218,22 @@ async fn admit(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) ->
         }),
     };
     reply(&answer)
+}
+
+/// `POST /raft/applied`: `true` once this node has applied the log index in the body,
+/// `false` if it has not within [`APPLIED_WAIT`].
+async fn applied(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) -> Response {
+    let index = match decode_body::<u64>(body) {
+        Ok(index) => index,
+        Err(refusal) => return refusal,
+    };
+    let reached = peer
+        .raft
+        .wait(Some(APPLIED_WAIT))
+        .applied_index_at_least(Some(index), "an index a leader asked about")
+        .await
+        .is_ok();
+    reply(&Ok::<bool, String>(reached))
 }
 
 /// ReadIndex for a follower's bounded-read token: confirms leadership with a quorum and

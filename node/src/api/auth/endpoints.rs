@@ -4,6 +4,8 @@
 //! its token). A new token is generated on the leader, only its sha256 enters the log,
 //! and the token itself is in exactly one answer.
 
+use std::time::Duration;
+
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method};
@@ -21,6 +23,7 @@ use crate::api::error::{write_failure, ApiError};
 use crate::api::forward::{self, Kind};
 use crate::api::{App, SharedApp};
 use crate::consensus::access::propose;
+use crate::consensus::NodeId;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -38,7 +41,63 @@ async fn apply(app: &App, change: AccessChange) -> Result<u64> {
         .map_err(|e| write_failure(e, None))?;
     let acl_revision = verdict.map_err(ApiError::from)?;
     tracing::info!(principal = %subject, acl_revision, "access changed");
+    spread(app).await;
     Ok(acl_revision)
+}
+
+/// Longest an access change's answer waits for the other members to apply it. A healthy
+/// member applies it within a heartbeat's round trip (one is sent at once); the bound is
+/// what a member that is stopped or cut off costs each change.
+const SPREAD_WAIT: Duration = Duration::from_millis(500);
+
+/// Waits until every other member has applied what this leader has (the access change
+/// just applied here), at most [`SPREAD_WAIT`], so the change holds on every reachable
+/// node by the time its request returns.
+///
+/// - Why: mutations, linearizable reads, whoami and opening a watch meet the change at
+///   once anyway (the leader checks, or the node catches up first), but an `any` read
+///   and `GET /cluster/status` authenticate against their own node's applied grants, so
+///   a rotated token still passed on a follower for the milliseconds until it applied the
+///   change. SPEC §8: the old token "stops at once".
+/// - A heartbeat carries the new commit index to the followers at once, not at the next
+///   tick.
+/// - A member that cannot confirm in time (down, cut off, far behind) is logged and
+///   skipped: the change is committed, and that node enforces it once it applies it
+///   (docs/security.md, "Where each check runs").
+async fn spread(app: &App) {
+    let index = app.reads.applied_index();
+    let _ = app.raft.trigger().heartbeat().await;
+    let members: Vec<(NodeId, String)> = {
+        let metrics = app.raft.metrics().borrow().clone();
+        let membership = metrics.membership_config.membership();
+        let others = membership
+            .nodes()
+            .filter(|(id, _)| **id != app.node_id)
+            .map(|(id, node)| (*id, node.peer_addr.clone()))
+            .collect();
+        others
+    };
+    let asked = members.iter().map(|(id, peer_addr)| async move {
+        let answer = app.peers.applied(*id, peer_addr, index, SPREAD_WAIT).await;
+        (*id, answer)
+    });
+    for (id, answer) in futures::future::join_all(asked).await {
+        match answer {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                node = id,
+                index,
+                "an access change is not applied on a member yet: it answers with the old \
+                 grants until it is"
+            ),
+            Err(error) => tracing::warn!(
+                node = id,
+                index,
+                %error,
+                "could not learn whether a member applied an access change"
+            ),
+        }
+    }
 }
 
 /// Relays an access request to the leader (its route's gate refused a missing or
