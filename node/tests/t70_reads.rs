@@ -1736,3 +1736,38 @@ async fn a_confirmation_that_misses_its_heartbeat_deadline_is_asked_again() {
         "the leader asked its majority again"
     );
 }
+
+/// A client with a session re-reads at the leader when a node answers `stale_read`. With
+/// the majority gone there is no leader to ask, and the read ends with the survivor's own
+/// `stale_read` (SPEC §3: a node cut off from the majority answers `stale_read`), not with
+/// the re-read's `no_leader`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_read_cut_off_from_the_majority_ends_with_the_nodes_stale_read() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(SETTLE_TIMEOUT).await;
+    let key = "t70/cut-off-session";
+    let revision = write_n(&cluster.client(), key, 1).await.expect("write");
+    wait_all_applied(&cluster, revision).await;
+    let survivor = cluster
+        .ids()
+        .into_iter()
+        .find(|&id| id != leader)
+        .expect("follower");
+    for id in cluster.ids().into_iter().filter(|&id| id != survivor) {
+        cluster.kill9(id);
+    }
+    let endpoints = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.endpoint(id))
+        .collect();
+    let client = Client::builder(endpoints)
+        .session(Session::new())
+        .build()
+        .expect("client");
+    let read = client.read(key, options(Consistency::Bounded)).await;
+    assert!(
+        matches!(read, Err(ClientError::StaleRead { .. })),
+        "{read:?}"
+    );
+}

@@ -25,6 +25,7 @@ from cairn_client import (
     NotFound,
     OutcomeUnknown,
     RetryPolicy,
+    Session,
     StaleRead,
 )
 from cairn_client.testing import LocalCluster
@@ -207,6 +208,26 @@ def test_a_call_ends_at_its_call_timeout(
 def test_a_call_timeout_must_be_positive() -> None:
     with pytest.raises(InvalidInput, match="call_timeout"):
         Cairn(["127.0.0.1:9"], call_timeout=0)
+
+
+@pytest.mark.timeout(60)
+def test_a_session_read_cut_off_from_the_majority_ends_with_the_nodes_stale_read(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """With a session, a ``StaleRead`` sends the read to the leader once; with the
+    majority gone there is none, and the read ends with the survivor's own ``StaleRead``
+    (SPEC §3), not with the re-read's ``NoLeader``."""
+    local = make_cluster(3)
+    with Cairn(local.endpoints, actor="writer") as writer:
+        writer.write("k", 1)
+        leader = local.leader_id()
+        survivor = next(i for i in local.node_ids if i != leader)
+        writer.pinned(local.endpoints[survivor - 1]).read("k", consistency="any")
+    for node_id in local.node_ids:
+        if node_id != survivor:
+            local.kill(node_id)
+    with Cairn(local.endpoints, session=Session()) as reader, pytest.raises(StaleRead):
+        reader.read("k", consistency="bounded", max_staleness_ms=50)
 
 
 @pytest.mark.timeout(60)

@@ -56,24 +56,33 @@ impl Client {
     /// client's) go as query parameters; `bounded`/`any` reads spread over the nodes.
     /// With a session, its revision goes as `min_revision` (a replica behind the session
     /// does not answer 404 for a tombstone the session has seen made), and a node that
-    /// cannot serve that fresh is followed by a linearizable read at the leader.
+    /// cannot serve that fresh is followed by one linearizable read at the leader; when the
+    /// leader cannot answer it, the node's `stale_read` stands (as in `session_read`).
     pub async fn tombstone(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
         let mut options = self.effective(options);
         options.min_revision = options.min_revision.max(self.session_revision());
-        match self.tombstone_with(id, options).await {
-            Err(ClientError::StaleRead { .. }) if self.session.is_some() => {
+        match self.tombstone_with(id, options, Mode::Read).await {
+            Err(stale @ ClientError::StaleRead { .. }) if self.session.is_some() => {
                 let at_leader = ReadOptions {
                     consistency: Some(Consistency::Linearizable),
                     max_staleness_ms: None,
                     min_revision: options.min_revision,
                 };
-                self.tombstone_with(id, at_leader).await
+                match self.tombstone_with(id, at_leader, Mode::Once).await {
+                    Err(err) if err.is_transient() => Err(stale),
+                    answer => answer,
+                }
             }
             answer => answer,
         }
     }
 
-    async fn tombstone_with(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
+    async fn tombstone_with(
+        &self,
+        id: &str,
+        options: ReadOptions,
+        mode: Mode,
+    ) -> Result<Tombstone> {
         let mut query = Vec::new();
         if let Some(consistency) = options.consistency {
             query.push(("consistency", consistency.as_str().to_string()));
@@ -90,7 +99,7 @@ impl Client {
             path: &["v1", "tombstones", id],
             query,
             body: None,
-            mode: Mode::Read,
+            mode,
             timeout: Some(self.timeouts.request),
         };
         self.call(&call, read_json).await
@@ -142,6 +151,13 @@ impl Client {
     /// A consistency-carrying read with the session rules of SPEC §3: send the session
     /// revision as `min_revision`, check the answer against the session, and on a stale
     /// answer (or a node that cannot serve that fresh) re-read linearizably at the leader.
+    ///
+    /// - The read itself is retried across the nodes as any read is; each re-read at the
+    ///   leader is one attempt.
+    /// - A re-read the leader cannot answer (none known, no majority, unreachable) ends
+    ///   the read with the answer that sent it there: the node's own `stale_read` (SPEC
+    ///   §3: a node cut off from the majority answers `stale_read`), not the re-read's
+    ///   `no_leader` after a second round of retries.
     async fn session_read<Q: ReadQuery>(
         &self,
         mut request: Q,
@@ -149,10 +165,16 @@ impl Client {
     ) -> Result<Q::Output> {
         let mut options = self.effective(request.options());
         let mut retries = 0;
+        // What sent the read to the leader, once it went there.
+        let mut sent_to_the_leader: Option<ClientError> = None;
         loop {
             options.min_revision = options.min_revision.max(self.session_revision());
             request.set_options(options);
-            let stale = match self.query(&request, options.consistency).await {
+            let mode = match sent_to_the_leader {
+                None => Mode::Read,
+                Some(_) => Mode::Once,
+            };
+            let stale = match self.query(&request, options.consistency, mode).await {
                 Ok(answer) => match self.check(&answer) {
                     Ok(()) => {
                         self.observe(&answer);
@@ -160,12 +182,16 @@ impl Client {
                     }
                     Err(regression) => regression,
                 },
-                Err(err) => self.stale_or_fail(err, absent_key)?,
+                Err(err) => match sent_to_the_leader {
+                    Some(cause) if err.is_transient() => return Err(cause),
+                    _ => self.stale_or_fail(err, absent_key)?,
+                },
             };
             if retries >= SESSION_RETRIES_MAX {
                 return Err(stale);
             }
             retries += 1;
+            sent_to_the_leader.get_or_insert(stale);
             options = ReadOptions {
                 consistency: Some(Consistency::Linearizable),
                 max_staleness_ms: None,
@@ -197,6 +223,7 @@ impl Client {
         &self,
         request: &Q,
         consistency: Option<Consistency>,
+        mode: Mode,
     ) -> Result<Q::Output> {
         let call = Call {
             method: Method::POST,
@@ -204,7 +231,7 @@ impl Client {
             path: &["v1", Q::PATH],
             query: Vec::new(),
             body: Some(encode(request)?),
-            mode: Mode::Read,
+            mode,
             timeout: Some(self.timeouts.request),
         };
         self.call(&call, read_json).await

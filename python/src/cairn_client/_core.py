@@ -912,7 +912,8 @@ class Core:
         """A tombstone by id (``GET /v1/tombstones/{id}``); tombstones are kept forever.
         With a session, its revision goes as ``min_revision`` (a replica behind the session
         does not answer 404 for a tombstone the session has seen made), and a node that
-        cannot serve that fresh is followed by a linearizable read at the leader."""
+        cannot serve that fresh is followed by one linearizable read at the leader; when the
+        leader cannot answer it, the node's ``StaleRead`` stands (as in ``session_read``)."""
         options = build(
             _Read,
             "tombstone",
@@ -924,14 +925,24 @@ class Core:
         min_revision = _max_or_none(min_revision, self._session_revision())
         try:
             return (
-                yield from self._tombstone(tombstone_id, consistency_used, staleness, min_revision)
+                yield from self._tombstone(
+                    tombstone_id, consistency_used, staleness, min_revision, Mode.READ
+                )
             )
-        except StaleRead:
+        except StaleRead as stale:
             if self.session is None:
                 raise
-        return (
-            yield from self._tombstone(tombstone_id, Consistency.LINEARIZABLE, None, min_revision)
-        )
+            sent_to_the_leader = stale
+        try:
+            return (
+                yield from self._tombstone(
+                    tombstone_id, Consistency.LINEARIZABLE, None, min_revision, Mode.ONCE
+                )
+            )
+        except CairnError as err:
+            if err.is_transient:
+                raise sent_to_the_leader from err
+            raise
 
     def _tombstone(
         self,
@@ -939,6 +950,7 @@ class Core:
         consistency_used: Consistency | None,
         staleness: int | None,
         min_revision: int | None,
+        mode: Mode,
     ) -> Program[Tombstone]:
         params = [("consistency", consistency_used.value)] if consistency_used else []
         params += [("max_staleness_ms", str(staleness))] if staleness is not None else []
@@ -947,7 +959,7 @@ class Core:
             "GET",
             read_route(consistency_used),
             ("v1", "tombstones", tombstone_id),
-            Mode.READ,
+            mode,
             self.settings.timeouts.request,
             params=tuple(params),
         )
@@ -1023,10 +1035,17 @@ class Core:
     ) -> Program[Answer]:
         """A read with the session rules of SPEC §3: send the session revision as
         ``min_revision``, check the answer against the session, and on a stale answer (or a
-        node that cannot serve that fresh) re-read linearizably at the leader."""
+        node that cannot serve that fresh) re-read linearizably at the leader.
+
+        The read itself is retried across the nodes as any read is; each re-read at the
+        leader is one attempt. A re-read the leader cannot answer (none known, no
+        majority, unreachable) ends the read with the answer that sent it there: the
+        node's own ``StaleRead``, not the re-read's ``NoLeader``."""
         consistency, staleness = self._effective(request)
         min_revision = request.min_revision
         retries = 0
+        # What sent the read to the leader, once it went there.
+        sent_to_the_leader: CairnError | None = None
         while True:
             min_revision = _max_or_none(min_revision, self._session_revision())
             request = request.model_copy(
@@ -1036,9 +1055,12 @@ class Core:
                     "min_revision": min_revision,
                 }
             )
+            mode = Mode.READ if sent_to_the_leader is None else Mode.ONCE
             try:
-                answer = yield from self.query(request, result)
+                answer = yield from self.query(request, result, mode)
             except CairnError as err:
+                if sent_to_the_leader is not None and err.is_transient:
+                    raise sent_to_the_leader from err
                 stale = self._stale_or_raise(err, absent_key)
             else:
                 try:
@@ -1051,14 +1073,16 @@ class Core:
             if retries >= SESSION_RETRIES_MAX:
                 raise stale
             retries += 1
+            if sent_to_the_leader is None:
+                sent_to_the_leader = stale
             consistency, staleness = Consistency.LINEARIZABLE, None
 
-    def query(self, request: _Read, result: type[R]) -> Program[R]:
+    def query(self, request: _Read, result: type[R], mode: Mode) -> Program[R]:
         call = Call(
             "POST",
             read_route(request.consistency),
             ("v1", request.PATH),
-            Mode.READ,
+            mode,
             self.settings.timeouts.request,
             body=encode(request),
         )
