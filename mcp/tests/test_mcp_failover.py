@@ -56,7 +56,12 @@ async def test_http_calls_without_a_majority_get_the_clusters_answer(
             read = await ok(client, "read", {"key": key, "consistency": "any"})
             assert read["value"] == "kept"
             refusal = await refused(client, "read", {"key": key})
+            bounded = {"key": key, "consistency": "bounded", "max_staleness_ms": 100}
+            bounded_refusal = await refused(client, "read", bounded)
     assert refusal.startswith(("stale_read", "no_leader")), refusal
+    # SPEC §3: a node cut off from the majority answers a bounded read `stale_read`; the
+    # re-read at a leader that cannot be confirmed does not replace that answer.
+    assert bounded_refusal.startswith("stale_read"), bounded_refusal
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])
