@@ -3,11 +3,12 @@ elsewhere and resumes at the last delivered revision, with no gap and no duplica
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 import pytest
 
-from cairn_client import Cairn, RetryPolicy, WriteRequest
+from cairn_client import AsyncCairn, Cairn, RetryPolicy, WriteRequest
 from cairn_client.testing import LocalCluster
 
 
@@ -70,3 +71,31 @@ def test_watch_leaves_a_stopped_leader_for_the_new_one(
         finally:
             local.resume(stopped)
     assert [(e.key, e.revision) for e in delivered] == [(r.key, r.revision) for r in later]
+
+
+@pytest.mark.timeout(30)
+def test_a_sync_watch_is_connected_when_it_returns_so_a_plain_iterator_misses_nothing(
+    cluster: LocalCluster, prefix: str
+) -> None:
+    with Cairn(cluster.endpoints, actor="feeder") as client:
+        stream = client.watch(prefix)
+        written = client.write(f"{prefix}early", 1)
+        first = next(iter(stream))
+        stream.close()
+    assert (first.key, first.revision) == (written.key, written.revision)
+
+
+@pytest.mark.timeout(30)
+def test_an_async_watch_opened_before_a_write_delivers_it(
+    cluster: LocalCluster, prefix: str
+) -> None:
+    async def scenario() -> tuple[str, int, int]:
+        async with AsyncCairn(cluster.endpoints, actor="feeder") as client:
+            events = await client.watch(prefix).open()
+            written = await client.write(f"{prefix}early", 1)
+            first = await anext(aiter(events))
+            await events.aclose()
+            return first.key, first.revision, written.revision
+
+    key, seen_at, written_at = asyncio.run(scenario())
+    assert (key, seen_at) == (f"{prefix}early", written_at)

@@ -116,8 +116,8 @@ class _Transport:
 
 class Stream(Generic[T]):
     """The items of ``list_all()`` or ``watch()``: an iterator, and a context manager that
-    opens it on entry (a watch is connected when the ``with`` block starts) and closes its
-    connection on exit."""
+    closes its connection on exit. ``watch()`` returns it connected; ``list_all()`` opens
+    it on the first item or on entry."""
 
     def __init__(self, transport: _Transport, program: StreamProgram[T]) -> None:
         self._transport = transport
@@ -184,12 +184,17 @@ def _op(program: Callable[Concatenate[Core, P], Program[T]]) -> Callable[Concate
 
 def _stream(
     program: Callable[Concatenate[Core, P], StreamProgram[T]],
+    *,
+    connect: bool = False,
 ) -> Callable[Concatenate[Cairn, P], Stream[T]]:
-    """A ``Cairn`` method that returns the items of one core stream program."""
+    """A ``Cairn`` method that returns the items of one core stream program; with
+    ``connect``, opened before it is returned (a watch connected), so a plain iterator
+    misses nothing that happens after the call either."""
 
     @functools.wraps(program)
     def method(self: Cairn, /, *args: P.args, **kwargs: P.kwargs) -> Stream[T]:
-        return Stream(self._transport, program(self._core, *args, **kwargs))
+        stream = Stream(self._transport, program(self._core, *args, **kwargs))
+        return stream.open() if connect else stream
 
     return method
 
@@ -268,7 +273,7 @@ class Cairn(ClientBase):
     list_page = _op(Core.list_page)
     list_all = _stream(Core.list_all)
     recall = _op(Core.recall)
-    watch = _stream(Core.watch)
+    watch = _stream(Core.watch, connect=True)
     leader = _op(Core.leader)
     cluster_status = _op(Core.cluster_status)
     cluster_init = _op(Core.cluster_init)
