@@ -163,7 +163,8 @@ pub struct RecallNote {
     pub generation: u64,
     pub forget_epoch: u64,
     pub revision: u64,
-    /// As [`crate::Record::value`]: a stored JSON `null` is `Some(Value::Null)`.
+    /// The note's value, left out when it holds none; a stored JSON `null` is present as
+    /// `null`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

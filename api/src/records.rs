@@ -66,7 +66,7 @@ pub enum EventKind {
 
 /// One entry of a key's append-only history. Never holds a value, only its hash.
 ///
-/// `reason` is the reason the request gave, verbatim (`None` when it gave none). The
+/// `reason` is the reason the request gave, verbatim (`null` when it gave none). The
 /// extension fields say what the operation acted on and are present only for their kind:
 /// `by` for `superseded`, `anchor` and `observed_hash` for `stale_flagged`; JSON omits them
 /// when absent.
@@ -116,8 +116,9 @@ pub struct Record {
     pub forget_epoch: u64,
     pub revision: u64,
     pub create_revision: u64,
-    /// `None` only when the record holds no value (forgotten, absent); a stored JSON
-    /// `null` reads back as `Some(Value::Null)` ([`present_value`]).
+    /// Left out only when the record holds no value (forgotten, absent); a stored JSON
+    /// `null` is present as `null`.
+    // `present_value` reads a present `null` back as `Some(Value::Null)`.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -41,7 +41,13 @@ async def test_tools_have_schemas_hints_and_no_actor(connect: Connect) -> None:
         if name in MUTATIONS:
             assert hints.destructive_hint is (name in DESTRUCTIVE), name
             assert hints.idempotent_hint is (name in IDEMPOTENT_MUTATIONS), name
-            assert "request_id" in properties, name
+            request_id = properties["request_id"]
+            assert (request_id["minLength"], request_id["maxLength"]) == (1, 128), name
+        if "key" in properties:
+            assert (properties["key"]["minLength"], properties["key"]["maxLength"]) == (1, 512)
+    for name in ("list", "recall"):
+        limit = tools[name].input_schema["properties"]["limit"]
+        assert (limit["minimum"], limit["maximum"]) == (1, 1000), name
     assert tools["write"].input_schema["required"] == ["key", "value"]
     assert set(tools["recall"].input_schema["required"]) == {"cues"}
     assert "warnings" in tools["write"].output_schema["properties"]

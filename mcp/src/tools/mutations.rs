@@ -21,6 +21,7 @@ use crate::server::CairnMcp;
 #[serde(deny_unknown_fields)]
 pub struct WriteArgs {
     /// The memory key: 1-512 bytes of UTF-8, e.g. `project/db/engine`.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// The note: any JSON value (a string for plain text).
     pub value: Value,
@@ -29,6 +30,7 @@ pub struct WriteArgs {
     /// `path:src/db.rs`, `symbol:Db::open`, `topic:migrations`. `recall` finds notes by
     /// them, and revoked notes sharing one come back with this write.
     #[serde(default)]
+    #[schemars(length(max = 64))]
     pub anchors: Option<Vec<String>>,
     /// Free labels.
     #[serde(default)]
@@ -56,6 +58,7 @@ pub struct WriteArgs {
     pub reason: Option<String>,
     /// Idempotency key (at most 128 bytes): a call repeated with the same request_id and
     /// arguments is applied once. Omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }
@@ -65,6 +68,7 @@ pub struct WriteArgs {
 #[serde(deny_unknown_fields)]
 pub struct ForgetArgs {
     /// The memory key.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// Why it is forgotten (required): kept forever in the tombstone.
     pub reason: String,
@@ -76,6 +80,7 @@ pub struct ForgetArgs {
     #[serde(default)]
     pub based_on_revision: Option<u64>,
     /// Idempotency key (at most 128 bytes); omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }
@@ -85,6 +90,7 @@ pub struct ForgetArgs {
 #[serde(deny_unknown_fields)]
 pub struct RevokeArgs {
     /// The memory key.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// Why the belief is wrong (required): delivered with its warning.
     pub reason: String,
@@ -96,6 +102,7 @@ pub struct RevokeArgs {
     #[serde(default)]
     pub based_on_revision: Option<u64>,
     /// Idempotency key (at most 128 bytes); omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }
@@ -105,6 +112,7 @@ pub struct RevokeArgs {
 #[serde(deny_unknown_fields)]
 pub struct ReinstateArgs {
     /// The memory key.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// Why the revoked belief holds after all.
     #[serde(default)]
@@ -117,6 +125,7 @@ pub struct ReinstateArgs {
     #[serde(default)]
     pub based_on_revision: Option<u64>,
     /// Idempotency key (at most 128 bytes); omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }
@@ -126,8 +135,10 @@ pub struct ReinstateArgs {
 #[serde(deny_unknown_fields)]
 pub struct SupersedeArgs {
     /// The key being replaced.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// The key that replaces it.
+    #[schemars(length(min = 1, max = 512))]
     pub by: String,
     /// Why.
     #[serde(default)]
@@ -140,6 +151,7 @@ pub struct SupersedeArgs {
     #[serde(default)]
     pub based_on_revision: Option<u64>,
     /// Idempotency key (at most 128 bytes); omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }
@@ -149,6 +161,7 @@ pub struct SupersedeArgs {
 #[serde(deny_unknown_fields)]
 pub struct FlagStaleArgs {
     /// The memory key.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// The anchor that changed since the note was written, e.g. `path:src/db.rs`.
     pub anchor: String,
@@ -162,6 +175,7 @@ pub struct FlagStaleArgs {
     #[serde(default)]
     pub based_on_revision: Option<u64>,
     /// Idempotency key (at most 128 bytes); omit it and the server makes one per call.
+    #[schemars(length(min = 1, max = 128))]
     #[serde(default)]
     pub request_id: Option<String>,
 }

@@ -24,6 +24,7 @@ use crate::server::CairnMcp;
 #[serde(deny_unknown_fields)]
 pub struct KeyArgs {
     /// The memory key.
+    #[schemars(length(min = 1, max = 512))]
     pub key: String,
     /// `linearizable` (default: the latest committed state), `bounded` (a nearby
     /// replica, at most `max_staleness_ms` behind) or `any` (the replica's local state).
@@ -42,6 +43,7 @@ pub struct RecallArgs {
     /// `url`): what you are about to act on, e.g. `path:src/db/schema.rs`,
     /// `symbol:Db::open`, `topic:migrations`. A `path:` note anchored on a directory
     /// (`path:src/db/`) matches every path under it.
+    #[schemars(length(min = 1, max = 64))]
     pub cues: Vec<String>,
     /// Only keys starting with this prefix.
     #[serde(default)]
@@ -50,7 +52,8 @@ pub struct RecallArgs {
     /// recalled).
     #[serde(default)]
     pub include: Option<Vec<State>>,
-    /// At most this many notes (default 100).
+    /// At most this many notes, 1 to 1000 (default 100).
+    #[schemars(range(min = 1, max = 1000))]
     #[serde(default)]
     pub limit: Option<u32>,
     /// `linearizable` (default), `bounded` or `any`.
@@ -70,7 +73,8 @@ pub struct ListArgs {
     /// Only keys in these states (`active`, `revoked`, `forgotten`).
     #[serde(default)]
     pub states: Option<Vec<State>>,
-    /// At most this many keys (default 100).
+    /// At most this many keys, 1 to 1000 (default 100).
+    #[schemars(range(min = 1, max = 1000))]
     #[serde(default)]
     pub limit: Option<u32>,
     /// Continue after this key: the `next_after` of the previous page.
