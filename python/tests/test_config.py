@@ -32,6 +32,23 @@ def test_bad_endpoints_are_refused(endpoints: list[str]) -> None:
         Cairn(endpoints)
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "reason"),
+    [
+        ("http://h:1/v1", "no path"),
+        ("h:1/v1", "no path"),
+        ("http://h:1/?a=b", "no path, query"),
+        ("http://h:1#x", "fragment"),
+        ("h", "no port"),
+    ],
+)
+def test_an_endpoint_with_a_path_or_without_a_port_is_refused(endpoint: str, reason: str) -> None:
+    """``http://host:7401/v1`` would ask for ``/v1/v1/read``, and every key would look
+    absent; a bare host would mean port 80."""
+    with pytest.raises(InvalidInput, match=reason):
+        Cairn([endpoint])
+
+
 @pytest.mark.parametrize("variable", ["", "a:1,", "a:1,,b:2", " "])
 def test_an_empty_entry_of_cairn_endpoints_is_refused_as_the_cli_refuses_it(
     variable: str, monkeypatch: pytest.MonkeyPatch

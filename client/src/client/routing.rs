@@ -179,14 +179,20 @@ fn leader_endpoint(status: &ClusterStatus, asked: &str) -> Option<String> {
     normalize_endpoint(&node.client_addr, scheme).ok()
 }
 
-/// `host:port` or `http[s]://host:port[/]` → `http[s]://host:port`; a bare `host:port`
+/// `host:port` or `http[s]://host[:port][/]` → `http[s]://host[:port]`; a bare `host:port`
 /// gets `scheme`.
+///
+/// - A path (`/v1`), a query or a fragment is refused: the client adds the API's paths
+///   itself, so `http://host:7401/v1` would ask for `/v1/v1/read` and every key would
+///   look absent (404 `not_found` for an unknown path).
+/// - A bare host needs its port (`127.0.0.1` alone would mean port 80).
 pub(crate) fn normalize_endpoint(endpoint: &str, scheme: Scheme) -> Result<String> {
     let endpoint = endpoint.trim();
-    let with_scheme = if endpoint.contains("://") {
-        endpoint.to_string()
-    } else {
+    let bare = !endpoint.contains("://");
+    let with_scheme = if bare {
         format!("{}://{endpoint}", scheme.as_str())
+    } else {
+        endpoint.to_string()
     };
     let url = Url::parse(&with_scheme)
         .map_err(|e| ClientError::invalid_input(format!("endpoint {endpoint:?}: {e}")))?;
@@ -198,6 +204,17 @@ pub(crate) fn normalize_endpoint(endpoint: &str, scheme: Scheme) -> Result<Strin
     if url.host_str().is_none_or(str::is_empty) {
         return Err(ClientError::invalid_input(format!(
             "endpoint {endpoint:?}: no host"
+        )));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(ClientError::invalid_input(format!(
+            "endpoint {endpoint:?}: a node's address takes no path, query or fragment \
+             (give http[s]://host:port)"
+        )));
+    }
+    if bare && url.port().is_none() {
+        return Err(ClientError::invalid_input(format!(
+            "endpoint {endpoint:?}: no port (give host:port)"
         )));
     }
     Ok(with_scheme.trim_end_matches('/').to_string())
@@ -232,6 +249,23 @@ mod tests {
             "https://h:1"
         );
         assert!(normalize_endpoint("ftp://h:1", Scheme::Http).is_err());
+        for refused in [
+            "http://h:1/v1",
+            "h:1/v1",
+            "http://h:1/?a=b",
+            "http://h:1#x",
+            "h",
+        ] {
+            let err = normalize_endpoint(refused, Scheme::Http).unwrap_err();
+            assert!(
+                matches!(err, ClientError::InvalidInput { .. }),
+                "{refused}: {err}"
+            );
+        }
+        assert_eq!(
+            normalize_endpoint("http://h", Scheme::Http).unwrap(),
+            "http://h"
+        );
         assert!(normalize_endpoint("", Scheme::Http).is_err());
         assert!(Client::new(Vec::new()).is_err());
         let url = endpoint_url("http://h:1", &["v1", "tombstones", "a/b c"], &[]).unwrap();

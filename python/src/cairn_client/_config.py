@@ -115,19 +115,29 @@ class BearerToken:
 
 
 def normalize_endpoint(endpoint: str, scheme: str = "http") -> str:
-    """``host:port`` or ``http[s]://host:port[/]`` → ``http[s]://host:port``; a bare
-    ``host:port`` gets ``scheme``."""
+    """``host:port`` or ``http[s]://host[:port][/]`` → ``http[s]://host[:port]``; a bare
+    ``host:port`` gets ``scheme``. A path (``/v1``), a query or a fragment is refused: the
+    client adds the API's paths itself, so ``http://host:7401/v1`` would ask for
+    ``/v1/v1/read`` and every key would look absent. A bare host needs its port."""
     endpoint = endpoint.strip()
-    with_scheme = endpoint if "://" in endpoint else f"{scheme}://{endpoint}"
+    bare = "://" not in endpoint
+    with_scheme = f"{scheme}://{endpoint}" if bare else endpoint
     try:
         parts = urlsplit(with_scheme)
-        _ = parts.port  # raises ValueError for a port that is not a number
+        port = parts.port  # raises ValueError for a port that is not a number
     except ValueError as err:
         raise InvalidInput(f"endpoint {endpoint!r}: {err}") from None
     if parts.scheme not in ("http", "https"):
         raise InvalidInput(f"endpoint {endpoint!r}: expected http:// or https://")
     if not parts.hostname:
         raise InvalidInput(f"endpoint {endpoint!r}: no host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise InvalidInput(
+            f"endpoint {endpoint!r}: a node's address takes no path, query or fragment "
+            "(give http[s]://host:port)"
+        )
+    if bare and port is None:
+        raise InvalidInput(f"endpoint {endpoint!r}: no port (give host:port)")
     return with_scheme.rstrip("/")
 
 
