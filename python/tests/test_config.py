@@ -3,6 +3,7 @@ CA and client certificates on a real TLS cluster, and local input refused before
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -114,3 +115,9 @@ def test_unreadable_certificates_are_refused_without_their_content(tmp_path: Pat
     with pytest.raises(InvalidInput, match="client certificate") as refused:
         Cairn(["h:1"], client_cert=(cert, key))
     assert "c2VjcmV0" not in str(refused.value)
+    # A missing file is named, the key as the key.
+    missing_key = tmp_path / "missing.key"
+    with pytest.raises(InvalidInput, match=re.escape(f"client key {missing_key}: no such file")):
+        Cairn(["h:1"], client_cert=(cert, missing_key))
+    with pytest.raises(InvalidInput, match=r"client certificate .*missing\.pem: no such file"):
+        Cairn(["h:1"], client_cert=tmp_path / "missing.pem")

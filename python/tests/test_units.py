@@ -8,7 +8,9 @@ import time
 import pytest
 
 from cairn_client import (
+    AccessError,
     CairnError,
+    Conflict,
     ConnectionFailed,
     DecodeError,
     EventKind,
@@ -24,6 +26,7 @@ from cairn_client import (
     RetryPolicy,
     StaleRead,
     State,
+    Unavailable,
     VersionConflict,
     WatchEvent,
     new_request_id,
@@ -55,6 +58,41 @@ def test_each_code_is_its_class_with_status_and_message(
     assert type(err) is cls
     assert (err.code, err.status, err.message, err.details) == (code, status, "m", {"extra": 1})
     assert str(err) == f"{code}: m"
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "bases"),
+    [
+        ("invalid_request", 400, (ValueError,)),
+        ("not_found", 404, (LookupError,)),
+        ("version_conflict", 409, (Conflict,)),
+        ("key_forgotten", 409, (Conflict,)),
+        ("key_revoked", 409, (Conflict,)),
+        ("stale_write", 409, (Conflict,)),
+        ("invalid_transition", 409, (Conflict,)),
+        ("no_leader", 503, (Unavailable,)),
+        ("stale_read", 503, (Unavailable,)),
+        ("overloaded", 503, (Unavailable,)),
+        ("unauthenticated", 401, (AccessError,)),
+        ("permission_denied", 403, (AccessError,)),
+        ("actor_mismatch", 403, (AccessError,)),
+    ],
+)
+def test_codes_group_under_bases_that_say_what_to_do(
+    code: str, status: int, bases: tuple[type[Exception], ...]
+) -> None:
+    err = _error(status, f'{{"error":{{"code":"{code}","message":"m"}}}}')
+    assert isinstance(err, (CairnError, *bases)), type(err)
+    assert all(isinstance(err, base) for base in bases), type(err)
+    assert err.status == status
+    assert err.is_transient is isinstance(err, Unavailable)
+    groups = (Conflict, Unavailable, AccessError)
+    assert sum(isinstance(err, group) for group in groups) <= 1
+
+
+def test_a_connection_failure_is_unavailable_and_an_unknown_outcome_is_not() -> None:
+    assert isinstance(ConnectionFailed("http://h:1", "refused", sent=False), Unavailable)
+    assert not isinstance(OutcomeUnknown("lost"), Unavailable)
 
 
 def test_details_become_typed_attributes() -> None:

@@ -12,8 +12,10 @@ from ._core import SESSION_RETRIES_MAX
 from .aio import AsyncCairn, AsyncStream
 from .client import Cairn, Stream
 from .errors import (
+    AccessError,
     ActorMismatch,
     CairnError,
+    Conflict,
     ConnectionFailed,
     DecodeError,
     HttpStatusError,
@@ -34,6 +36,7 @@ from .errors import (
     StaleWrite,
     TooLarge,
     Unauthenticated,
+    Unavailable,
     VersionConflict,
 )
 from .models import (
@@ -82,6 +85,7 @@ from .session import KeyMark, Session
 
 __all__ = [
     "SESSION_RETRIES_MAX",
+    "AccessError",
     "AclChanged",
     "ActorMismatch",
     "AsyncCairn",
@@ -94,6 +98,7 @@ __all__ = [
     "CairnError",
     "ClusterStatus",
     "CompactResponse",
+    "Conflict",
     "ConnectionFailed",
     "Consistency",
     "CreatedPrincipal",
@@ -149,6 +154,7 @@ __all__ = [
     "Tombstone",
     "TooLarge",
     "Unauthenticated",
+    "Unavailable",
     "VersionConflict",
     "WatchEvent",
     "WhoAmI",

@@ -277,6 +277,10 @@ def _trusting_only(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
 
 def _load_client_cert(context: ssl.SSLContext, cert: str | os.PathLike[str] | CertPair) -> None:
     cert_file, key_file = cert if isinstance(cert, tuple) else (cert, None)
+    # `load_cert_chain` says neither which file is missing: each is checked first.
+    for what, path in (("client certificate", cert_file), ("client key", key_file)):
+        if path is not None and not os.path.isfile(path):
+            raise InvalidInput(f"{what} {os.fspath(path)}: no such file")
     try:
         context.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file else None)
     except (OSError, ssl.SSLError) as err:

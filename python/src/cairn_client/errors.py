@@ -22,8 +22,10 @@ from pydantic import BaseModel, ValidationError
 from .models import Permission, Revocation, Served, Tombstone
 
 __all__ = [
+    "AccessError",
     "ActorMismatch",
     "CairnError",
+    "Conflict",
     "ConnectionFailed",
     "DecodeError",
     "HttpStatusError",
@@ -44,6 +46,7 @@ __all__ = [
     "StaleWrite",
     "TooLarge",
     "Unauthenticated",
+    "Unavailable",
     "VersionConflict",
     "error_from_body",
     "error_from_response",
@@ -103,7 +106,30 @@ class CairnError(Exception):
         return _detail_int(self.details, "after_op_index")
 
 
-class InvalidRequest(CairnError):
+class Conflict(CairnError):
+    """409: the key's (or cluster's) state refused the operation; nothing changed. Base of
+    ``VersionConflict``, ``KeyForgotten``, ``KeyRevoked``, ``StaleWrite`` and
+    ``InvalidTransition``."""
+
+    status_default = 409
+
+
+class Unavailable(CairnError):
+    """The cluster could not serve the call now; trying again (elsewhere or later) may
+    succeed. Base of ``NoLeader``, ``StaleRead``, ``Overloaded`` and ``ConnectionFailed``.
+    A mutation that may have been applied is ``OutcomeUnknown`` instead, never one of
+    these."""
+
+    transient = True
+
+
+class AccessError(CairnError):
+    """401 or 403 (SPEC §8): the token proves no principal, or its grants do not cover
+    the operation. Base of ``Unauthenticated``, ``PermissionDenied`` and
+    ``ActorMismatch``."""
+
+
+class InvalidRequest(CairnError, ValueError):
     """400: the request was malformed or violated a limit (``field`` names it)."""
 
     code = "invalid_request"
@@ -115,7 +141,7 @@ class InvalidRequest(CairnError):
         return value if isinstance(value, str) else None
 
 
-class NotFound(CairnError):
+class NotFound(CairnError, LookupError):
     """404: the key (or tombstone id, principal, node) does not exist."""
 
     code = "not_found"
@@ -133,35 +159,32 @@ class NotFound(CairnError):
         return _detail_model(self.details, "served", Served)
 
 
-class VersionConflict(CairnError):
+class VersionConflict(Conflict):
     """409: ``expected_version`` did not match ``current_version``."""
 
     code = "version_conflict"
-    status_default = 409
 
     @property
     def current_version(self) -> int | None:
         return _detail_int(self.details, "current_version")
 
 
-class KeyForgotten(CairnError):
+class KeyForgotten(Conflict):
     """409: the key is forgotten; writing needs ``clear_tombstone``. ``tombstone`` says
     who forgot it, when and why."""
 
     code = "key_forgotten"
-    status_default = 409
 
     @property
     def tombstone(self) -> Tombstone | None:
         return _detail_model(self.details, "tombstone", Tombstone)
 
 
-class KeyRevoked(CairnError):
+class KeyRevoked(Conflict):
     """409: the key is revoked; writing needs ``override_revocation``. ``rendered`` is the
     deterrent line to show (SPEC §4), ``revocation`` who revoked it and why."""
 
     code = "key_revoked"
-    status_default = 409
 
     @property
     def revocation(self) -> Revocation | None:
@@ -173,12 +196,11 @@ class KeyRevoked(CairnError):
         return value if isinstance(value, str) else None
 
 
-class StaleWrite(CairnError):
+class StaleWrite(Conflict):
     """409: the key was forgotten, revoked or re-created after ``based_on_revision``
     (at ``fence_revision``)."""
 
     code = "stale_write"
-    status_default = 409
 
     @property
     def based_on_revision(self) -> int | None:
@@ -189,11 +211,10 @@ class StaleWrite(CairnError):
         return _detail_int(self.details, "fence_revision")
 
 
-class InvalidTransition(CairnError):
+class InvalidTransition(Conflict):
     """409: the operation is not allowed in the key's (or cluster's) state."""
 
     code = "invalid_transition"
-    status_default = 409
 
 
 class TooLarge(CairnError):
@@ -228,32 +249,29 @@ class RequestIdReused(CairnError):
         return value if isinstance(value, str) else None
 
 
-class NoLeader(CairnError):
+class NoLeader(Unavailable):
     """503: no leader is known (election in progress, or no quorum)."""
 
     code = "no_leader"
     status_default = 503
-    transient = True
 
     @property
     def leader_id(self) -> int | None:
         return _detail_int(self.details, "leader_id")
 
 
-class StaleRead(CairnError):
+class StaleRead(Unavailable):
     """503: the node could not serve the read at the requested freshness."""
 
     code = "stale_read"
     status_default = 503
-    transient = True
 
 
-class Overloaded(CairnError):
+class Overloaded(Unavailable):
     """503: the node's write queue is full; nothing was proposed."""
 
     code = "overloaded"
     status_default = 503
-    transient = True
 
 
 class OutcomeUnknown(CairnError):
@@ -274,14 +292,14 @@ class OutcomeUnknown(CairnError):
         return True
 
 
-class Unauthenticated(CairnError):
+class Unauthenticated(AccessError):
     """401: a missing, malformed, unknown or deleted token."""
 
     code = "unauthenticated"
     status_default = 401
 
 
-class PermissionDenied(CairnError):
+class PermissionDenied(AccessError):
     """403: no grant of the principal covers ``permission`` on ``key``."""
 
     code = "permission_denied"
@@ -301,7 +319,7 @@ class PermissionDenied(CairnError):
         return value if isinstance(value, str) else None
 
 
-class ActorMismatch(CairnError):
+class ActorMismatch(AccessError):
     """403: the request's ``actor`` is not the authenticated principal."""
 
     code = "actor_mismatch"
@@ -328,12 +346,11 @@ class Internal(CairnError):
 # --- failures only a client sees ------------------------------------------------------------
 
 
-class ConnectionFailed(CairnError):
+class ConnectionFailed(Unavailable):
     """The node could not be reached, or the connection broke (``sent``: the request may
     have reached the node before the failure)."""
 
     code = "transport"
-    transient = True
 
     def __init__(self, endpoint: str, message: str, *, sent: bool) -> None:
         super().__init__(f"{endpoint}: {message}", details={"endpoint": endpoint})
