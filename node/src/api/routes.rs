@@ -342,7 +342,8 @@ fn mutation_routes() -> Vec<Route> {
                 .errors(&[
                     ACTOR,
                     CONDITIONS,
-                    &[NotFound, KeyForgotten, KeyRevoked],
+                    // An op that alone would be 404 is 409 `invalid_transition` in a batch.
+                    &[InvalidTransition, KeyForgotten, KeyRevoked],
                     PROPOSED,
                 ]),
         ),
