@@ -135,7 +135,7 @@ fn stdio_token(args: &Args) -> Result<Option<BearerToken>, ClientError> {
 }
 
 async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
-    tracing::info!("serving MCP over stdio");
+    tracing::info!(cluster = %cluster_of(&gateway), "serving MCP over stdio");
     let serving = CairnMcp::new(gateway).serve(stdio::stdio());
     let running = tokio::select! {
         running = serving => running?,
@@ -154,12 +154,19 @@ async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
 async fn serve_http(address: std::net::SocketAddr, gateway: Arc<Gateway>) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(address).await?;
     tracing::info!(
+        cluster = %cluster_of(&gateway),
         "serving MCP over streamable HTTP at http://{}{MCP_PATH}",
         listener.local_addr()?
     );
     http::serve(listener, gateway, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The endpoints the server reaches the cluster at, for its first log line: a server
+/// started without `CAIRN_ENDPOINTS` says it uses the local defaults before a call fails.
+fn cluster_of(gateway: &Gateway) -> String {
+    gateway.anonymous().client().endpoints().join(",")
 }
 
 /// Resolves on SIGINT or SIGTERM.

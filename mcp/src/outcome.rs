@@ -257,6 +257,13 @@ impl Present for HistoryResponse {
                     "{} v{} {} by {} (revision {})",
                     self.key, event.version, kind, event.actor, event.revision
                 );
+                // What the operation acted on, as the structured event says it.
+                if let Some(by) = &event.by {
+                    line.push_str(&format!(", replaced by {by}"));
+                }
+                if let Some(anchor) = &event.anchor {
+                    line.push_str(&format!(", {anchor} changed"));
+                }
                 if let Some(reason) = &event.reason {
                     line.push_str(&format!(": {reason}"));
                 }
@@ -297,21 +304,56 @@ fn present(yes: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_client::api::{Consistency, Served};
+    use cairn_client::api::{Consistency, EventKind, HistoryEvent, Served};
+
+    fn served() -> Served {
+        Served {
+            node_id: 1,
+            role: "leader".into(),
+            consistency: Consistency::Linearizable,
+            applied_index: 9,
+            leader_commit_index: 9,
+            ms_since_leader_contact: Some(0),
+        }
+    }
 
     fn page(next_after: Option<&str>) -> ListResponse {
         ListResponse {
             items: vec![],
             next_after: next_after.map(str::to_string),
-            served: Served {
-                node_id: 1,
-                role: "leader".into(),
-                consistency: Consistency::Linearizable,
-                applied_index: 9,
-                leader_commit_index: 9,
-                ms_since_leader_contact: Some(0),
-            },
+            served: served(),
         }
+    }
+
+    #[test]
+    fn history_lines_name_what_a_supersede_or_a_stale_flag_acted_on() {
+        let event = |kind, version, by: Option<&str>, anchor: Option<&str>| HistoryEvent {
+            kind,
+            version,
+            revision: version + 10,
+            actor: "agent".into(),
+            reason: None,
+            at: 0,
+            value_hash: None,
+            by: by.map(str::to_string),
+            anchor: anchor.map(str::to_string),
+            observed_hash: anchor.map(|_| "h".to_string()),
+        };
+        let history = HistoryResponse {
+            key: "facts/db".into(),
+            events: vec![
+                event(EventKind::Superseded, 2, Some("facts/db2"), None),
+                event(EventKind::StaleFlagged, 3, None, Some("path:src/db.rs")),
+            ],
+            served: served(),
+        };
+        assert_eq!(
+            history.lines(),
+            [
+                "facts/db v2 superseded by agent (revision 12), replaced by facts/db2",
+                "facts/db v3 stale_flagged by agent (revision 13), path:src/db.rs changed",
+            ]
+        );
     }
 
     #[test]
