@@ -1878,3 +1878,26 @@ async fn pages_stop_at_their_value_bytes_and_stale_flags_are_bounded() {
         "{reread}"
     );
 }
+
+/// A value at the nesting limit (120 levels) reads back through every answer that carries
+/// values: a `list` page and a `recall` wrap it in 3 more levels, within the 128 a JSON
+/// decoder allows (a value of 126 levels, accepted before the limit, made such pages
+/// undecodable for the Rust client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_value_at_the_nesting_limit_reads_back_in_read_list_and_recall() {
+    let cluster = Cluster::start(1).await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let client = cluster.client();
+    let text = format!("{}{}", "[".repeat(120), "]".repeat(120));
+    let value: Value = serde_json::from_str(&text).expect("120 levels");
+    let mut request = WriteRequest::new("deep/1", value.clone(), "t60");
+    request.anchors = Some(vec!["topic:deep".into()]);
+    client.write(request).await.expect("write");
+    let read = client.read("deep/1", linearizable()).await.expect("read");
+    assert_eq!(read.record.value.as_ref(), Some(&value));
+    let page = client.list(ListRequest::new("deep/")).await.expect("list");
+    assert_eq!(page.items[0].value.as_ref(), Some(&value));
+    let recall = RecallRequest::new(vec!["topic:deep".into()]);
+    let notes = client.recall(recall).await.expect("recall");
+    assert_eq!(notes.notes[0].value.as_ref(), Some(&value));
+}

@@ -103,6 +103,11 @@ async fn check(cluster: &Cluster, cases: Vec<(&str, &str, Value, u16, &str, Valu
     }
 }
 
+/// `levels` arrays, each the only item of the one around it.
+fn nested(levels: usize) -> Value {
+    serde_json::from_str(&format!("{}{}", "[".repeat(levels), "]".repeat(levels))).unwrap()
+}
+
 /// The cluster's last log index: rejected requests must not move it.
 async fn last_log_index(cluster: &Cluster) -> u64 {
     cluster.status(1).await.expect("status").last_log_index
@@ -324,6 +329,22 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 400,
                 invalid,
                 json!({"field": "ops[1].actor", "limit": 128, "size": 129, "op_index": 1}),
+            ),
+            (
+                "a value nested 121 levels",
+                "/v1/write",
+                write(json!({"value": nested(121)})),
+                400,
+                invalid,
+                size("value", 121, 120),
+            ),
+            (
+                "a value nested 121 levels inside a batch op",
+                "/v1/batch",
+                json!({"ops": [{"op": "write", "key": "bq/2", "actor": "a", "value": nested(121)}]}),
+                400,
+                invalid,
+                json!({"field": "ops[0].value", "limit": 120, "size": 121, "op_index": 0}),
             ),
             (
                 "a recall with 65 cues",

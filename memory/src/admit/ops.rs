@@ -12,10 +12,27 @@ use super::fields::{
     actor, anchor, anchor_list, conditions, key, optional_reason, reason, single_line, tag_list,
     OBSERVED_HASH_BYTES_MAX,
 };
-use super::rejection::invalid;
+use super::rejection::{invalid, invalid_size};
 use crate::hash::{canonical_json, value_hash};
 use crate::records::ErrorCode;
 use crate::types::{Mutation, Op, OpError};
+
+/// Most levels of arrays and objects a written value nests. Every answer that carries
+/// values wraps them in at most 3 more (a `list` page: the page, its `items`, an item), and
+/// JSON decoders stop at 128 levels (serde_json's default, the clients' and the node's), so
+/// a stored value never makes a page that holds it unreadable.
+pub const VALUE_DEPTH_MAX: usize = 120;
+
+/// Levels of arrays and objects `value` nests (a scalar: 0). The request it came in was
+/// decoded within 128 levels, so this recursion is as deep at most.
+fn nesting(value: &serde_json::Value) -> usize {
+    use serde_json::Value::{Array, Object};
+    match value {
+        Array(items) => 1 + items.iter().map(nesting).max().unwrap_or(0),
+        Object(members) => 1 + members.values().map(nesting).max().unwrap_or(0),
+        _ => 0,
+    }
+}
 
 /// `POST /v1/write` → its mutation.
 pub fn write(req: &WriteRequest, l: &Limits) -> Result<Mutation, OpError> {
@@ -24,6 +41,15 @@ pub fn write(req: &WriteRequest, l: &Limits) -> Result<Mutation, OpError> {
     optional_reason(req.reason.as_deref(), l)?;
     if let Some(source) = &req.source {
         single_line("source", source, l.source_bytes_max)?;
+    }
+    let depth = nesting(&req.value);
+    if depth > VALUE_DEPTH_MAX {
+        return Err(invalid_size(
+            "value",
+            format_args!("nests {depth} levels of arrays and objects, more than {VALUE_DEPTH_MAX}"),
+            depth,
+            VALUE_DEPTH_MAX,
+        ));
     }
     let value = canonical_json(&req.value);
     if value.len() > l.value_bytes_max {
@@ -206,6 +232,23 @@ mod tests {
         assert_invalid(with_key(&"é".repeat(257)), "key"); // 514 bytes, 257 chars
         assert_invalid(with_key("a\nb"), "key");
         assert_invalid(with_key("a\0b"), "key");
+    }
+
+    #[test]
+    fn a_value_nested_deeper_than_its_limit_is_refused() {
+        let nested = |levels: usize| -> serde_json::Value {
+            let text = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+            serde_json::from_str(&text).unwrap()
+        };
+        let limits = Limits::default();
+        let at_limit = WriteRequest::new("k", nested(VALUE_DEPTH_MAX), "a");
+        assert!(write(&at_limit, &limits).is_ok());
+        let deeper = WriteRequest::new("k", nested(VALUE_DEPTH_MAX + 1), "a");
+        let refused = write(&deeper, &limits).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidRequest, "{refused:?}");
+        assert_eq!(details(&refused)["field"], "value");
+        assert_eq!(details(&refused)["limit"], VALUE_DEPTH_MAX);
+        assert_eq!(details(&refused)["size"], VALUE_DEPTH_MAX + 1);
     }
 
     #[test]
