@@ -17,6 +17,15 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Value, 
     deserializer.deserialize_any(StrictVisitor)
 }
 
+/// `text` as a value by the rules a write's value is decoded by: JSON whose objects
+/// name each member once.
+pub fn value_from_str(text: &str) -> Result<Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(value)
+}
+
 struct StrictVisitor;
 
 /// One nested value, decoded by the same rules.

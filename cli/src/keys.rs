@@ -95,9 +95,16 @@ fn read_batch(file: &Path) -> Result<BatchRequest> {
     } else {
         std::fs::read_to_string(file).map_err(|e| io_error(file.display(), e))?
     };
-    serde_json::from_str(&text).map_err(|e| ClientError::InvalidInput {
-        message: format!("batch {}: {e}", file.display()),
-    })
+    let refused = |why: String| ClientError::InvalidInput {
+        message: format!("batch {}: {why}", file.display()),
+    };
+    // As the node's body: a JSON object (serde would also take an array of the fields).
+    if !text.trim_start().starts_with('{') {
+        return Err(refused(
+            r#"expected a JSON object {"ops": [...]}"#.to_string(),
+        ));
+    }
+    serde_json::from_str(&text).map_err(|e| refused(e.to_string()))
 }
 
 // -- flags → requests ---------------------------------------------------------------------
@@ -239,11 +246,14 @@ impl RecallArgs {
 }
 
 /// VALUE as JSON when it parses (`42`, `true`, `{"a":1}`, `"quoted"`), else the raw string.
-/// JSON nested deeper than the parser goes is refused, not sent as a string: it is JSON,
-/// which the node refuses too (SPEC §5 extension: its nesting limit).
+/// JSON the node would refuse is refused here, not sent as a string or changed: nested
+/// deeper than the parser goes (SPEC §5 extension: its nesting limit), or an object that
+/// names a member twice (`{"a":1,"a":2}` would otherwise be sent as `{"a":2}`).
 fn parse_value(raw: &str) -> Result<Value> {
-    match serde_json::from_str(raw) {
-        Ok(value) => Ok(value),
+    match serde_json::from_str::<Value>(raw) {
+        Ok(_) => cairn_client::api::value_from_str(raw).map_err(|e| ClientError::InvalidInput {
+            message: format!("VALUE: {e}"),
+        }),
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
             Err(ClientError::InvalidInput {
                 message: format!(
@@ -346,6 +356,46 @@ mod tests {
             parse_value(&deep),
             Err(ClientError::InvalidInput { message }) if message.contains("nests deeper")
         ));
+        // JSON the node would refuse is refused, not sent changed: `{"a":2}`.
+        for twice in [r#"{"a":1,"a":2}"#, r#"[{"b":{"c":1,"c":2}}]"#] {
+            assert!(
+                matches!(
+                    parse_value(twice),
+                    Err(ClientError::InvalidInput { message }) if message.contains("duplicate field")
+                ),
+                "{twice}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_negative_number_is_a_value_not_a_flag() {
+        for (raw, value) in [("-1", json!(-1)), ("-0.5", json!(-0.5))] {
+            let KeyCommand::Write(args) = key_command(&["write", "k", raw]) else {
+                panic!("a write");
+            };
+            assert_eq!(parse_value(&args.value).unwrap(), value, "{raw}");
+        }
+    }
+
+    #[test]
+    fn a_batch_file_is_a_json_object() {
+        let dir = std::env::temp_dir().join(format!("cairn-batch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ops.json");
+        std::fs::write(&file, r#"[[{"op":"write","key":"k","value":1}]]"#).unwrap();
+        let refused = read_batch(&file).unwrap_err();
+        assert!(
+            refused.to_string().contains("expected a JSON object"),
+            "{refused}"
+        );
+        std::fs::write(
+            &file,
+            r#"{"ops":[{"op":"write","key":"k","value":1,"actor":"a"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(read_batch(&file).unwrap().ops.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

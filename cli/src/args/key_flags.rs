@@ -69,7 +69,8 @@ pub struct Common {
 #[derive(Debug, Args)]
 pub struct WriteArgs {
     pub key: String,
-    /// JSON if it parses (42, true, {"a":1}, '"quoted"'), else taken as a string.
+    /// JSON if it parses (42, -1, true, {"a":1}, '"quoted"'), else taken as a string.
+    #[arg(allow_negative_numbers = true)]
     pub value: String,
     #[command(flatten)]
     pub common: Common,
