@@ -108,7 +108,9 @@ pub enum ClientError {
     #[error("overloaded: {message}")]
     Overloaded { message: String },
     /// The mutation may or may not have been applied. Retry with this `request_id`.
-    #[error("outcome_unknown: {message} (request_id {request_id})")]
+    /// Empty `request_id`: a request that carried none (membership and principal changes),
+    /// whose outcome only the state can tell.
+    #[error("outcome_unknown: {}", with_request_id(.message, .request_id))]
     OutcomeUnknown { request_id: String, message: String },
     /// 401: a missing, malformed, unknown or deleted token.
     #[error("unauthenticated: {message}")]
@@ -353,6 +355,13 @@ impl ClientError {
 
 /// `message`, after `ops[I]: ` when the error is that of batch op I (unless the node's
 /// message already names it, as its `invalid_request` refusals do).
+fn with_request_id(message: &str, request_id: &str) -> String {
+    match request_id {
+        "" => message.to_string(),
+        id => format!("{message} (request_id {id})"),
+    }
+}
+
 fn at_op(op_index: &Option<usize>, message: &str) -> String {
     match op_index {
         Some(index) if !message.starts_with("ops[") => format!("ops[{index}]: {message}"),

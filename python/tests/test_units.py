@@ -175,6 +175,14 @@ def test_an_unknown_outcome_reads_code_then_message_once() -> None:
     assert isinstance(given_up, OutcomeUnknown)
     assert str(given_up) == "outcome_unknown: transport: http://h:1: reset"
     assert given_up.request_id == "r1"
+    # A membership or principal change carries no request_id: the state tells.
+    join = Call("POST", Route.LEADER, ("cluster", "join"), Mode.ADMIN, 1.0)
+    given_up = _give_up(join, reset, may_have_applied=True)
+    assert isinstance(given_up, OutcomeUnknown)
+    assert given_up.request_id == ""
+    assert str(given_up).endswith("read the state to learn whether it was applied")
+    refused = ConnectionFailed("http://h:1", "refused", sent=False)
+    assert _give_up(join, refused, may_have_applied=False) is refused
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:

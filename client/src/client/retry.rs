@@ -218,13 +218,21 @@ async fn before<T>(deadline: Option<Instant>, work: impl Future<Output = T>) -> 
 
 /// The error a call ends with once it stops retrying: a mutation that may have been
 /// applied is `outcome_unknown` under its `request_id` (the last error as it was, when it
-/// already says so).
+/// already says so); a membership or principal change, which carries none, is
+/// `outcome_unknown` without one, to be settled by reading the state.
 fn give_up(mode: &Mode, last: ClientError, may_have_applied: bool) -> ClientError {
     match (mode, last) {
         (_, last @ ClientError::OutcomeUnknown { .. }) => last,
         (Mode::Mutation(request_id), last) if may_have_applied => ClientError::OutcomeUnknown {
             request_id: request_id.clone(),
             message: last.to_string(),
+        },
+        (Mode::Admin, last) if may_have_applied => ClientError::OutcomeUnknown {
+            request_id: String::new(),
+            message: format!(
+                "{last}; the request carried no request_id: read the state to learn whether \
+                 it was applied"
+            ),
         },
         (_, last) => last,
     }
@@ -300,6 +308,37 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_membership_or_principal_change_cut_off_is_an_unknown_outcome_without_an_id() {
+        let cut = ClientError::Transport {
+            endpoint: "http://127.0.0.1:1".into(),
+            message: "the call timeout of 2000 ms ran out waiting for the answer".into(),
+            sent: true,
+        };
+        let given_up = give_up(&Mode::Admin, cut, true);
+        assert!(
+            matches!(&given_up, ClientError::OutcomeUnknown { request_id, .. } if request_id.is_empty()),
+            "{given_up:?}"
+        );
+        let shown = given_up.to_string();
+        assert!(
+            shown.ends_with("read the state to learn whether it was applied"),
+            "{shown}"
+        );
+        assert!(!shown.contains("(request_id"), "{shown}");
+        // Refused before it was sent: the failure as it was.
+        let refused = ClientError::Transport {
+            endpoint: "http://127.0.0.1:1".into(),
+            message: "connection refused".into(),
+            sent: false,
+        };
+        let given_up = give_up(&Mode::Admin, refused, false);
+        assert!(
+            matches!(given_up, ClientError::Transport { sent: false, .. }),
+            "{given_up:?}"
+        );
     }
 
     #[test]

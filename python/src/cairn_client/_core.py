@@ -389,6 +389,12 @@ def _give_up(call: Call, last: CairnError, may_have_applied: bool) -> CairnError
     if call.mode is Mode.MUTATION and may_have_applied and call.request_id is not None:
         # The cause, code included, is the message: "outcome_unknown: unavailable: ...".
         return OutcomeUnknown(str(last), details={"request_id": call.request_id})
+    if call.mode is Mode.ADMIN and may_have_applied:
+        # A membership or principal change carries no request_id: only the state can tell.
+        return OutcomeUnknown(
+            f"{last}; the request carried no request_id: read the state to learn whether it "
+            "was applied"
+        )
     return last
 
 
