@@ -41,13 +41,15 @@ def test_bad_endpoints_are_refused(endpoints: list[str]) -> None:
         ("http://h:1/?a=b", "no path, query"),
         ("http://h:1#x", "fragment"),
         ("h", "no port"),
+        ("http://u:secret@h:1", "credentials in the address"),
     ],
 )
 def test_an_endpoint_with_a_path_or_without_a_port_is_refused(endpoint: str, reason: str) -> None:
     """``http://host:7401/v1`` would ask for ``/v1/v1/read``, and every key would look
     absent; a bare host would mean port 80."""
-    with pytest.raises(InvalidInput, match=reason):
+    with pytest.raises(InvalidInput, match=reason) as refused:
         Cairn([endpoint])
+    assert "secret" not in str(refused.value)
 
 
 @pytest.mark.parametrize("variable", ["", "a:1,", "a:1,,b:2", " "])

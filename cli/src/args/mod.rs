@@ -52,6 +52,9 @@ pub struct Global {
         long,
         global = true,
         env = "CAIRN_ENDPOINTS",
+        // `--help` does not print the variable's value: an endpoint may carry what
+        // should not be on screen, even though one with credentials is refused.
+        hide_env_values = true,
         value_delimiter = ',',
         default_value = DEFAULT_ENDPOINTS.as_str()
     )]

@@ -206,6 +206,14 @@ pub(crate) fn normalize_endpoint(endpoint: &str, scheme: Scheme) -> Result<Strin
             "endpoint {endpoint:?}: no host"
         )));
     }
+    if !url.username().is_empty() || url.password().is_some() {
+        // Never echoed: the message names the host only.
+        return Err(ClientError::invalid_input(format!(
+            "endpoint for {}: credentials in the address are not used (a token goes in \
+             CAIRN_TOKEN or --token-file)",
+            url.host_str().unwrap_or_default()
+        )));
+    }
     if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
         return Err(ClientError::invalid_input(format!(
             "endpoint {endpoint:?}: a node's address takes no path, query or fragment \
@@ -255,12 +263,14 @@ mod tests {
             "http://h:1/?a=b",
             "http://h:1#x",
             "h",
+            "http://u:secret@h:1",
         ] {
             let err = normalize_endpoint(refused, Scheme::Http).unwrap_err();
             assert!(
                 matches!(err, ClientError::InvalidInput { .. }),
                 "{refused}: {err}"
             );
+            assert!(!err.to_string().contains("secret"), "{err}");
         }
         assert_eq!(
             normalize_endpoint("http://h", Scheme::Http).unwrap(),

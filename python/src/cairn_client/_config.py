@@ -131,6 +131,12 @@ def normalize_endpoint(endpoint: str, scheme: str = "http") -> str:
         raise InvalidInput(f"endpoint {endpoint!r}: expected http:// or https://")
     if not parts.hostname:
         raise InvalidInput(f"endpoint {endpoint!r}: no host")
+    if parts.username is not None or parts.password is not None:
+        # Never echoed: the message names the host only.
+        raise InvalidInput(
+            f"endpoint for {parts.hostname}: credentials in the address are not used "
+            "(a token goes in CAIRN_TOKEN or token=)"
+        )
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise InvalidInput(
             f"endpoint {endpoint!r}: a node's address takes no path, query or fragment "
