@@ -35,52 +35,41 @@ mod tests {
     use super::*;
     use cairn_client::ClientError;
 
-    /// Nothing listens on port 1 of loopback: every attempt is refused at once, so only the
-    /// budget ends the retries.
-    fn client_of_a_closed_port() -> Client {
-        Client::builder(vec!["http://127.0.0.1:1".into()])
+    /// A `whoami` within a budget of `total` at port 1 of loopback, where nothing listens
+    /// (every attempt is refused at once, so only the budget ends the client's 1,000
+    /// retries and 60 s call timeout): its failure, which sent nothing, and how long it
+    /// took.
+    async fn whoami_at_a_closed_port_within(total: Duration) -> (String, Duration) {
+        let client = Client::builder(vec!["http://127.0.0.1:1".into()])
             .retries_max(1_000)
             .call_timeout(Duration::from_secs(60))
             .build()
-            .expect("client")
-    }
-
-    /// The client stops once no further attempt fits before the deadline, with the last
-    /// refusal it met; its own call timeout (60 s) and retries (1,000) would go on.
-    #[tokio::test]
-    async fn a_budgets_client_gives_up_by_its_deadline_not_at_its_call_timeout() {
-        let budget = Budget::start(Duration::from_millis(300));
+            .expect("client");
         let started = Instant::now();
-        let err = budget
-            .client(&client_of_a_closed_port())
+        let err = Budget::start(total)
+            .client(&client)
             .whoami()
             .await
             .expect_err("nothing listens");
-        let waited = started.elapsed();
         assert!(
             matches!(err, ClientError::Transport { sent: false, .. }),
             "{err}"
         );
+        (err.to_string(), started.elapsed())
+    }
+
+    /// The client stops once no further attempt fits before the deadline, with the last
+    /// refusal it met.
+    #[tokio::test]
+    async fn a_budgets_client_gives_up_by_its_deadline_not_at_its_call_timeout() {
+        let (_, waited) = whoami_at_a_closed_port_within(Duration::from_millis(300)).await;
         assert!(waited < Duration::from_secs(2), "{waited:?}");
     }
 
     #[tokio::test]
     async fn a_spent_budget_begins_nothing() {
-        let budget = Budget::start(Duration::ZERO);
-        let started = Instant::now();
-        let err = budget
-            .client(&client_of_a_closed_port())
-            .whoami()
-            .await
-            .expect_err("no time left");
-        assert!(
-            matches!(err, ClientError::Transport { sent: false, .. }),
-            "{err}"
-        );
-        assert!(
-            err.to_string().contains("ran out finding the leader"),
-            "{err}"
-        );
-        assert!(started.elapsed() < Duration::from_secs(1));
+        let (err, waited) = whoami_at_a_closed_port_within(Duration::ZERO).await;
+        assert!(err.contains("ran out finding the leader"), "{err}");
+        assert!(waited < Duration::from_secs(1), "{waited:?}");
     }
 }
