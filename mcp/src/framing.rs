@@ -16,8 +16,9 @@ use rmcp::RoleServer;
 use serde_json::{json, Value};
 
 /// Deepest message decoded. serde_json refuses nesting past 127 levels (its recursion
-/// limit); a `tools/call` spends three (the message, `params`, `arguments`), so a value
-/// written through MCP nests at most 124 levels, two fewer than `POST /v1/write` accepts.
+/// limit); a `tools/call` spends three (the message, `params`, `arguments`), so a value in
+/// a message nests at most 124 levels. The node stores at most 120 and refuses deeper
+/// values itself (400, `field: "value"`).
 const MESSAGE_DEPTH_MAX: usize = 127;
 
 /// Longest message decoded. A value is at most 1 MiB of JSON; escaped inside a JSON-RPC

@@ -17,6 +17,8 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 # serde_json decodes 127 levels; a tools/call spends three before the value.
 VALUE_DEPTH_MAX = 124
+# The node stores values nested at most this deep (so list and recall pages decode).
+STORED_DEPTH_MAX = 120
 
 
 def nested(depth: int) -> Any:
@@ -30,8 +32,16 @@ async def test_a_tool_call_too_deep_or_too_long_is_a_tool_error(
     connect: Connect, prefix: str
 ) -> None:
     async with connect() as client:
-        deepest = await ok(client, "write", {"key": f"{prefix}deep", "value": nested(124)})
+        deepest = await ok(
+            client, "write", {"key": f"{prefix}deep", "value": nested(STORED_DEPTH_MAX)}
+        )
         assert deepest["version"] == 1
+        over_the_nodes_limit = await refused(
+            client, "write", {"key": f"{prefix}deeper", "value": nested(VALUE_DEPTH_MAX)}
+        )
+        assert over_the_nodes_limit.startswith("invalid_request: value: nests 124 levels"), (
+            over_the_nodes_limit
+        )
         too_deep = await refused(
             client, "write", {"key": f"{prefix}deeper", "value": nested(VALUE_DEPTH_MAX + 1)}
         )
