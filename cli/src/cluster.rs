@@ -42,7 +42,7 @@ pub async fn run(ctx: &Ctx, command: ClusterCommand) -> Result<()> {
         ClusterCommand::Compact { endpoints } => compact(ctx, endpoints).await,
         ClusterCommand::Metrics { endpoint } => {
             let endpoint = endpoint.unwrap_or_else(|| client.endpoints()[0].clone());
-            say(client.metrics(&endpoint).await?.trim_end());
+            client.metrics(&endpoint).await?.lines().for_each(say);
             Ok(())
         }
     }

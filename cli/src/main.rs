@@ -55,7 +55,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
+            eprintln!("error: {}", output::printable(&err.to_string()));
             ExitCode::from(err.exit_code())
         }
     }

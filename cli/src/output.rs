@@ -1,7 +1,12 @@
 //! Output primitives: one line to stdout, `--json`, aligned `key: value` fields and
 //! tables. What each response looks like is in [`crate::render`].
+//!
+//! Values, reasons, sources and tags are written by other agents, so nothing printed may
+//! command the terminal: every line goes through [`printable`] and every JSON document
+//! through [`to_json`], which escape the characters a terminal obeys instead of showing.
 
-use std::fmt::Display;
+use std::borrow::Cow;
+use std::fmt::{Display, Write as _};
 use std::io::Write;
 
 use serde::Serialize;
@@ -24,17 +29,62 @@ impl Ctx {
     }
 }
 
+/// Compact JSON in which a terminal command character is a `\uXXXX` escape: serde_json
+/// escapes C0 controls itself but writes DEL, C1 controls and bidirectional overrides as
+/// they are. Outside strings serde_json writes only ASCII punctuation, digits and
+/// literals, so every such character is inside a string, where the escape means the same.
 pub fn to_json(value: &impl Serialize) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| ClientError::Decode {
+    let json = serde_json::to_string(value).map_err(|e| ClientError::Decode {
         message: format!("print JSON: {e}"),
+    })?;
+    Ok(escape_commands(&json, |out, c| {
+        let _ = write!(out, "\\u{:04x}", u32::from(c));
+    })
+    .into_owned())
+}
+
+/// A character a terminal may act on instead of showing: C0 and C1 controls and DEL (ESC
+/// starts colour, title and cursor sequences, CR rewrites the line, LF starts a new one, so
+/// a value could forge a `state: active` line under a revoked key), and the bidirectional
+/// embeddings, overrides and isolates, which reorder what is shown.
+fn is_terminal_command(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every terminal command character written as a visible escape: `\n`, `\r`,
+/// `\t`, else `\u{1b}` (Rust's notation). Text without one is borrowed as it is.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    escape_commands(text, |out, c| {
+        let _ = match c {
+            '\n' => out.write_str("\\n"),
+            '\r' => out.write_str("\\r"),
+            '\t' => out.write_str("\\t"),
+            other => write!(out, "\\u{{{:x}}}", u32::from(other)),
+        };
     })
 }
 
-/// One line to stdout; a closed pipe (`cairn list | head`) ends the program quietly
-/// instead of panicking like `println!`.
+fn escape_commands(text: &str, escape: impl Fn(&mut String, char)) -> Cow<'_, str> {
+    if !text.chars().any(is_terminal_command) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_terminal_command(c) {
+            escape(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// One line to stdout, through [`printable`]; a closed pipe (`cairn list | head`) ends the
+/// program quietly instead of panicking like `println!`.
 pub fn say(line: impl Display) {
+    let line = line.to_string();
     let mut out = std::io::stdout().lock();
-    if let Err(err) = writeln!(out, "{line}") {
+    if let Err(err) = writeln!(out, "{}", printable(&line)) {
         if err.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }
@@ -47,7 +97,7 @@ pub fn say(line: impl Display) {
 pub fn print_fields(fields: &[(&str, String)]) {
     let width = fields.iter().map(|(name, _)| name.len()).max().unwrap_or(0) + 1;
     for (name, value) in fields {
-        let line = format!("{:<width$} {value}", format!("{name}:"));
+        let line = format!("{:<width$} {}", format!("{name}:"), printable(value));
         say(line.trim_end());
     }
 }
@@ -55,6 +105,14 @@ pub fn print_fields(fields: &[(&str, String)]) {
 /// A table with a header row; columns padded to their widest cell. A row shorter than the
 /// header (an error message) does not widen the columns: its last cell runs on.
 pub fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|row| {
+            row.iter()
+                .map(|cell| printable(cell).into_owned())
+                .collect()
+        })
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows.iter().filter(|row| row.len() == headers.len()) {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -86,4 +144,38 @@ pub fn joined<T: Display>(items: &[T]) -> String {
         .map(T::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_cannot_command_the_terminal_or_forge_a_line() {
+        let value = "ok\u{1b}]0;pwned\u{7}\r\nstate: active\tx\u{9b}2J\u{202e}cba";
+        let shown = printable(value);
+        assert_eq!(
+            shown,
+            "ok\\u{1b}]0;pwned\\u{7}\\r\\nstate: active\\tx\\u{9b}2J\\u{202e}cba"
+        );
+        assert!(!shown.chars().any(is_terminal_command));
+    }
+
+    #[test]
+    fn plain_text_is_borrowed_unchanged() {
+        let text = "[facts/ü] \"postgres\" 16 — ok \\n";
+        assert!(matches!(printable(text), Cow::Borrowed(t) if t == text));
+    }
+
+    #[test]
+    fn json_escapes_what_serde_leaves_raw_and_still_decodes_to_the_same_value() {
+        let value = serde_json::json!({"v": "a\u{7f}b\u{85}c\u{2066}d\u{1b}e", "k\u{9b}": 1});
+        let json = to_json(&value).unwrap();
+        assert!(!json.chars().any(is_terminal_command), "{json}");
+        assert!(
+            json.contains("\\u007f") && json.contains("\\u0085"),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), value);
+    }
 }

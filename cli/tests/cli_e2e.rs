@@ -864,6 +864,29 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     // Still served after compaction.
     let read: ReadResponse = cluster.json(&["read", key]);
     assert_eq!(read.record.value, Some(json!("sqlite")));
+
+    // A value and a reason written by another agent cannot command the terminal or forge a
+    // line: a revoked key's value that ends in a fake `state: active` line stays one line.
+    let hostile = "ok\u{1b}]0;title\u{7}\u{9b}2J\nstate:           active";
+    cluster.ok(&["write", "cli/hostile", hostile]);
+    let reason = "wrong\nstate:           active";
+    cluster.ok(&["revoke", "cli/hostile", "--reason", reason]);
+    let human = cluster.ok(&["read", "cli/hostile"]);
+    let states: Vec<&str> = human.lines().filter(|l| l.starts_with("state:")).collect();
+    assert_eq!(states, ["state:           revoked"], "{human}");
+    assert!(
+        human.contains("\\u{1b}]0;title\\u{7}\\u{9b}2J\\nstate:"),
+        "{human}"
+    );
+    assert!(human.contains("wrong\\nstate:"), "{human}");
+    for shown in [&human, &cluster.ok(&["--json", "read", "cli/hostile"])] {
+        assert!(
+            !shown.chars().any(|c| c.is_control() && c != '\n'),
+            "{shown:?}"
+        );
+    }
+    let read: ReadResponse = cluster.json(&["read", "cli/hostile"]);
+    assert_eq!(read.record.value, Some(json!(hostile)));
 }
 
 fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
