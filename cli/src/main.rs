@@ -34,8 +34,6 @@ use std::fmt::Display;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
 use cairn_client::{Client, ClientError, Session};
 
 use crate::args::{Cli, Command, Global};
@@ -51,7 +49,7 @@ struct Ctx {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_environment_and_args();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

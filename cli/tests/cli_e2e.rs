@@ -887,6 +887,16 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     }
     let read: ReadResponse = cluster.json(&["read", "cli/hostile"]);
     assert_eq!(read.record.value, Some(json!(hostile)));
+
+    // Empty variables count as unset (the default actor, no CA), as in the Python client.
+    let empty: Vec<(&str, &str)> = ["CAIRN_ACTOR", "CAIRN_CACERT", "CAIRN_SESSION_FILE"]
+        .into_iter()
+        .map(|name| (name, ""))
+        .collect();
+    let run = cluster.cairn_with(cluster.dir.path(), &empty, &["write", "cli/env", "1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let read: ReadResponse = cluster.json(&["read", "cli/env"]);
+    assert_eq!(read.record.meta.actor, "cli");
 }
 
 fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {

@@ -224,6 +224,32 @@ pub fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("cairn").chain(args.iter().copied()))
 }
 
+/// Variables that count as unset when set to the empty string, as the token's do and as
+/// the Python client reads them: `CAIRN_ACTOR= cairn write …` writes with the default
+/// actor instead of refusing an empty one. `CAIRN_ENDPOINTS` is not among them: an empty
+/// list names no node, and both clients refuse it rather than guess.
+const UNSET_WHEN_EMPTY: [&str; 5] = [
+    "CAIRN_ACTOR",
+    "CAIRN_CACERT",
+    "CAIRN_CERT",
+    "CAIRN_KEY",
+    "CAIRN_SESSION_FILE",
+];
+
+impl Cli {
+    /// The command line, with the environment's defaults (clap reads the variables, and
+    /// would take an empty one as an empty value).
+    pub fn parse_environment_and_args() -> Cli {
+        for name in UNSET_WHEN_EMPTY {
+            if std::env::var_os(name).is_some_and(|value| value.is_empty()) {
+                // No other thread exists yet (the runtime is current-thread, nothing spawned).
+                std::env::remove_var(name);
+            }
+        }
+        Cli::parse()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
