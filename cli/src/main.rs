@@ -50,10 +50,11 @@ struct Ctx {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = Cli::parse_environment_and_args();
+    let json = cli.global.json;
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", output::printable(&err.to_string()));
+            output::report_error(&err, json);
             ExitCode::from(err.exit_code())
         }
     }

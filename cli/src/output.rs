@@ -93,6 +93,17 @@ pub fn say(line: impl Display) {
     }
 }
 
+/// The error on stderr: `error: CODE: MESSAGE`, or with `--json` the node's error object
+/// `{"error": {"code", "message", …details}}` on one line, so a script reads the code and
+/// details (`op_index`, `current_version`, `request_id`, …) without parsing prose.
+pub fn report_error(err: &ClientError, json: bool) {
+    let line = match json {
+        true => to_json(&err.to_json()).unwrap_or_else(|_| err.to_string()),
+        false => format!("error: {err}"),
+    };
+    eprintln!("{}", printable(&line));
+}
+
 /// `key: value` lines with the values aligned.
 pub fn print_fields(fields: &[(&str, String)]) {
     let width = fields.iter().map(|(name, _)| name.len()).max().unwrap_or(0) + 1;

@@ -370,14 +370,24 @@ impl Cluster {
         serde_json::from_str(lines[0]).unwrap_or_else(|e| panic!("cairn {all:?}: {e}: {stdout}"))
     }
 
-    /// Exit `code` expected; the stderr names `error_code`.
+    /// Exit `code` expected; the stderr names `error_code` (with `--json`, in one error
+    /// object).
     fn fails(&self, args: &[&str], code: i32, error_code: &str) -> Run {
         let run = self.cairn(args);
         assert_eq!(run.code, code, "cairn {args:?}: {run:?}");
-        assert!(
-            run.stderr.starts_with(&format!("error: {error_code}: ")),
-            "cairn {args:?}: {run:?}"
-        );
+        if args.contains(&"--json") {
+            let error: Value = serde_json::from_str(run.stderr.trim_end())
+                .unwrap_or_else(|e| panic!("cairn {args:?}: {e}: {run:?}"));
+            assert_eq!(
+                error["error"]["code"], error_code,
+                "cairn {args:?}: {run:?}"
+            );
+        } else {
+            assert!(
+                run.stderr.starts_with(&format!("error: {error_code}: ")),
+                "cairn {args:?}: {run:?}"
+            );
+        }
         assert!(run.stdout.is_empty(), "cairn {args:?}: {run:?}");
         run
     }
@@ -745,8 +755,8 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert!(run.stderr.contains("--actor"), "{run:?}");
     cluster.fails(&["read", "cli/actor"], EXIT_NOT_FOUND, "not_found");
 
-    // A failed batch names its failing op, in human and --json mode alike (errors go to
-    // stderr in both); nothing of it was applied.
+    // A failed batch names its failing op, on stderr: as a line, or with --json as the
+    // node's error object with its details; nothing of it was applied.
     let ops = cluster.dir.path().join("ops.json");
     fs::write(
         &ops,
@@ -755,14 +765,16 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     )
     .unwrap();
     let ops = ops.to_string_lossy();
-    for args in [&["batch", &*ops][..], &["--json", "batch", &*ops]] {
-        let run = cluster.fails(args, EXIT_CONFLICT, "key_forgotten");
-        assert!(
-            run.stderr
-                .starts_with("error: key_forgotten: ops[1]: key \"cli/retry\""),
-            "{run:?}"
-        );
-    }
+    let run = cluster.fails(&["batch", &*ops], EXIT_CONFLICT, "key_forgotten");
+    assert!(
+        run.stderr
+            .starts_with("error: key_forgotten: ops[1]: key \"cli/retry\""),
+        "{run:?}"
+    );
+    let run = cluster.fails(&["--json", "batch", &*ops], EXIT_CONFLICT, "key_forgotten");
+    let error: Value = serde_json::from_str(&run.stderr).expect("one JSON error object");
+    assert_eq!(error["error"]["op_index"], 1, "{error}");
+    assert_eq!(error["error"]["tombstone"]["key"], "cli/retry", "{error}");
     cluster.fails(&["read", "cli/batch/1"], EXIT_NOT_FOUND, "not_found");
 
     // 13. a staleness bound alone means a bounded read; a named consistency wins.

@@ -35,7 +35,10 @@ const HTTP_BODY_EXCERPT_MAX: usize = 512;
 
 /// Every failure of a cairn call. `Display` is `<code>: <message>`; an error of a batch op
 /// names the op first, as the node's own batch refusals do: `<code>: ops[1]: <message>`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// It serializes as the node's error object, `{"code", "message", …details}` with the
+/// code of [`ClientError::name`] (see [`ClientError::to_json`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "code", rename_all = "snake_case")]
 pub enum ClientError {
     /// 400: the request was malformed or violated a limit.
     #[error("invalid_request: {message}")]
@@ -140,6 +143,7 @@ pub enum ClientError {
     },
     /// A non-success HTTP answer without a cairn error body (e.g. an unknown path).
     #[error("http_status: {status}: {body}")]
+    #[serde(rename = "http_status")]
     Http { status: u16, body: String },
     /// A success answer that does not decode as the expected type.
     #[error("decode: {message}")]
@@ -276,6 +280,23 @@ impl ClientError {
         }
     }
 
+    /// `{"error": {"code", "message", …details}}`, the shape of the node's own error
+    /// bodies, with the details this error carries (absent ones left out).
+    pub fn to_json(&self) -> Value {
+        let mut error = match serde_json::to_value(self) {
+            Ok(Value::Object(fields)) => fields,
+            _ => Map::new(),
+        };
+        error.retain(|_, value| !value.is_null());
+        // Every error object has a message; an HTTP status without a cairn body has none.
+        let shown = self.to_string();
+        let message = shown.strip_prefix(self.name()).unwrap_or(&shown);
+        error
+            .entry("message")
+            .or_insert_with(|| message.trim_start_matches(": ").into());
+        serde_json::json!({ "error": error })
+    }
+
     /// The CLI exit code of this error's class (see the `EXIT_*` constants).
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -408,6 +429,46 @@ mod tests {
 
     fn parse(status: u16, body: &str) -> ClientError {
         ClientError::from_response(status, body.as_bytes())
+    }
+
+    #[test]
+    fn the_json_form_is_the_nodes_error_object_under_the_printed_code() {
+        let conflict = parse(
+            409,
+            r#"{"error":{"code":"version_conflict","message":"at 3","current_version":3,
+                "op_index":1}}"#,
+        );
+        assert_eq!(
+            conflict.to_json(),
+            serde_json::json!({"error": {"code": "version_conflict", "message": "at 3",
+                "current_version": 3, "op_index": 1}})
+        );
+        let local = [
+            ClientError::Http {
+                status: 502,
+                body: "bad gateway".into(),
+            },
+            ClientError::Transport {
+                endpoint: "http://127.0.0.1:1".into(),
+                message: "refused".into(),
+                sent: false,
+            },
+            ClientError::OutcomeUnknown {
+                request_id: "r1".into(),
+                message: "cut off".into(),
+            },
+            ClientError::InvalidInput {
+                message: "endpoint".into(),
+            },
+            ClientError::Io {
+                message: "disk".into(),
+            },
+        ];
+        for err in local {
+            let json = err.to_json();
+            assert_eq!(json["error"]["code"], err.name(), "{json}");
+            assert!(json["error"]["message"].is_string(), "{json}");
+        }
     }
 
     #[test]
