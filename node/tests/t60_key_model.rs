@@ -1869,6 +1869,28 @@ async fn pages_stop_at_their_value_bytes_and_stale_flags_are_bounded() {
         before["version"], after["version"],
         "the refusal changed nothing"
     );
+    // In a batch the same refusal is a conflict with the key's state (SPEC §5: a batch
+    // refused at apply is 409 naming its op), with the size details; nothing applies.
+    let batch = json!({"ops": [
+        {"op": "write", "key": "big/batch", "value": 1, "actor": "t60"},
+        {"op": "flag_stale", "key": "big/0", "actor": "t60", "anchor": "path:one-more",
+         "observed_hash": "h"},
+    ]});
+    let (status, refused) = post_raw(&cluster, 1, "/v1/batch", &batch.to_string()).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(error_code(&refused), "invalid_transition");
+    assert_eq!(
+        (
+            &refused["error"]["op_index"],
+            &refused["error"]["field"],
+            &refused["error"]["limit"],
+            &refused["error"]["size"]
+        ),
+        (&json!(1), &json!("ops[1].stale"), &json!(64), &json!(65)),
+        "{refused}"
+    );
+    let (status, _) = post_raw(&cluster, 1, "/v1/read", r#"{"key":"big/batch"}"#).await;
+    assert_eq!(status, 404, "the batch applied nothing");
     let (status, answer) = post_raw(&cluster, 1, "/v1/flag-stale", &flag("path:f0".into())).await;
     assert_eq!(status, 200, "a flagged anchor is replaced: {answer}");
     let (_, reread) = post_raw(&cluster, 1, "/v1/read", r#"{"key":"big/0"}"#).await;

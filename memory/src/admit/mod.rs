@@ -39,5 +39,5 @@ mod test_support;
 
 pub use command::{batch, single};
 pub use fields::{actor, cues, key, prefix, OBSERVED_HASH_BYTES_MAX};
-pub use ops::{flag_stale, forget, mutation, reinstate, revoke, supersede, write};
+pub use ops::{flag_stale, forget, mutation, reinstate, revoke, supersede, write, VALUE_DEPTH_MAX};
 pub use rejection::in_op_path;

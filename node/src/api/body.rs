@@ -14,6 +14,7 @@ use cairn_api::{
     WriteRequest, EMPTY_ACTOR,
 };
 use cairn_config::Limits;
+use cairn_memory::admit::VALUE_DEPTH_MAX;
 use futures::FutureExt;
 use http_body_util::BodyExt;
 use std::time::Duration;
@@ -207,9 +208,10 @@ impl FromRequest<SharedApp> for NoFields {
     }
 }
 
-/// How deep a body may nest: serde_json's recursion limit, counted from the body itself,
-/// so a `write`'s value nests at most 126 levels (a batch op's, 124).
-pub const BODY_NESTING_MAX: usize = 128;
+/// Most levels of arrays and objects a body nests, the body itself counted: serde_json
+/// stops at its recursion limit of 128, so a body reaching 128 levels is refused and one
+/// of 127 decodes. A written value is held to fewer still ([`VALUE_DEPTH_MAX`], 120).
+pub const BODY_NESTING_MAX: usize = 127;
 
 /// Decodes a request body strictly. The fast path is plain `serde_json`; only a body that
 /// fails is decoded again with its path tracked (tracking allocates for every map key).
@@ -291,13 +293,11 @@ fn in_json_terms(message: &str) -> String {
 fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiError {
     if e.to_string().starts_with("recursion limit exceeded") {
         return ApiError::invalid(format!(
-            "invalid JSON body: its nesting reaches the limit of {BODY_NESTING_MAX} levels \
-             of arrays and objects (line {}, column {}); a write's value may nest at most {} \
-             levels, a batch op's value {}",
+            "invalid JSON body: it nests deeper than {BODY_NESTING_MAX} levels of arrays and \
+             objects (line {}, column {}); a body may nest at most {BODY_NESTING_MAX}, and a \
+             written value at most {VALUE_DEPTH_MAX}",
             e.line(),
             e.column(),
-            BODY_NESTING_MAX - 2,
-            BODY_NESTING_MAX - 4
         ))
         .with("field", "body")
         .with("limit", BODY_NESTING_MAX);
@@ -726,27 +726,27 @@ mod tests {
 
     #[test]
     fn nesting_is_bounded_and_the_refusal_says_by_what() {
-        let deepest = BODY_NESTING_MAX - 2;
+        // The body's object and the value's arrays: a body of BODY_NESTING_MAX levels
+        // decodes, one level more is refused. serde_json's own limit: if it moves, this
+        // test tells the documented numbers to.
+        let deepest = BODY_NESTING_MAX - 1;
         assert!(decode::<WriteRequest>(write_nested(deepest).as_bytes()).is_ok());
-        // serde_json's own limit: if it moves, this test tells the documented numbers to.
         assert_eq!(
             details::<WriteRequest>(&write_nested(deepest + 1)),
             json!({"field": "body", "limit": BODY_NESTING_MAX})
         );
-        // The refused body is 128 levels deep (the object and 127 arrays): the message
-        // says it reached the limit, not that it went past it.
         let e = decode::<WriteRequest>(write_nested(deepest + 1).as_bytes()).expect_err("deep");
         assert!(
             e.message.starts_with(
-                "invalid JSON body: its nesting reaches the limit of 128 levels of arrays and \
-                 objects (line 1, column"
+                "invalid JSON body: it nests deeper than 127 levels of arrays and objects \
+                 (line 1, column"
             ),
             "{}",
             e.message
         );
         assert!(
             e.message
-                .ends_with("a write's value may nest at most 126 levels, a batch op's value 124"),
+                .ends_with("a body may nest at most 127, and a written value at most 120"),
             "{}",
             e.message
         );

@@ -49,15 +49,20 @@ impl ApiError {
     }
 
     /// This error as the answer to a batch refused whole because its op `i` was refused
-    /// when applied: SPEC §5 answers such a batch 409 naming the op. So an op that alone
-    /// would be 404 `not_found` (revoke, reinstate, flag_stale or supersede of an absent
-    /// key) is 409 `invalid_transition` here, keeping its `key`: in a batch an earlier op
-    /// may create the key, so its absence is a conflict with the state the batch met.
-    /// Other refusals keep their code (a 409 already, or 403 and 413, which say the batch
-    /// may never pass as it is).
+    /// when applied: SPEC §5 answers such a batch 409 naming the op. What an op meets at
+    /// apply is the state of its key, which the batch's own earlier ops may have made, so
+    /// a refusal that alone has another status is a conflict with that state here:
+    ///
+    /// - 404 `not_found` (revoke, reinstate, flag_stale or supersede of an absent key) is
+    ///   409 `invalid_transition`, keeping its `key`;
+    /// - 413 `too_large` (the flag that would be a key's 65th stale flag: sizes of the
+    ///   request itself are refused before the log) is 409 `invalid_transition`, keeping
+    ///   `field`, `limit` and `size`;
+    /// - 409s keep their code, and 403 stays 403: grants changed since the batch was
+    ///   proposed refuse it as they refuse a single op (SPEC §8).
     pub fn refusing_batch_op(self, i: usize) -> Self {
         let code = match self.code {
-            ErrorCode::NotFound => ErrorCode::InvalidTransition,
+            ErrorCode::NotFound | ErrorCode::TooLarge => ErrorCode::InvalidTransition,
             code => code,
         };
         ApiError { code, ..self }.in_op(i)
