@@ -17,7 +17,7 @@ pub struct WriteRequest {
     /// Any JSON value; an object in it names each member once (a second `a` is 400).
     #[serde(deserialize_with = "crate::strict_value::deserialize")]
     pub value: Value,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -26,7 +26,7 @@ pub struct WriteRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,7 +67,7 @@ pub struct WriteRequest {
 pub struct ForgetRequest {
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -76,7 +76,7 @@ pub struct ForgetRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
@@ -97,7 +97,7 @@ pub struct ForgetRequest {
 pub struct RevokeRequest {
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -106,7 +106,7 @@ pub struct RevokeRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::REASON)))]
@@ -127,7 +127,7 @@ pub struct RevokeRequest {
 pub struct ReinstateRequest {
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -136,7 +136,7 @@ pub struct ReinstateRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,7 +158,7 @@ pub struct ReinstateRequest {
 pub struct FlagStaleRequest {
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub key: String,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -167,7 +167,7 @@ pub struct FlagStaleRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::ANCHOR)))]
@@ -192,7 +192,7 @@ pub struct SupersedeRequest {
     pub key: String,
     #[cfg_attr(feature = "json-schema", schemars(pattern(crate::patterns::LINE)))]
     pub by: String,
-    /// Who does it. With auth on it may be omitted (empty) and is then the principal's
+    /// Who does it. With auth on it may be omitted (or `null`) and is then the principal's
     /// name; any other name is 403 `actor_mismatch` (SPEC §8).
     #[serde(
         default,
@@ -201,7 +201,7 @@ pub struct SupersedeRequest {
     )]
     #[cfg_attr(
         feature = "json-schema",
-        schemars(with = "String", pattern(crate::patterns::LINE))
+        schemars(with = "Option<String>", pattern(crate::patterns::LINE))
     )]
     pub actor: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -421,15 +421,17 @@ fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     Ok(Option::<bool>::deserialize(deserializer)?.unwrap_or(false))
 }
 
-/// An `actor` a body names must name someone. Leaving the field out is how a caller on an
-/// auth-on cluster asks for its principal's name (the field is then empty); an empty
-/// string sent on purpose is a malformed actor (SPEC §5: 1–128 bytes), refused as such
-/// rather than read as "left out".
+/// An `actor` a body names must name someone. Leaving the field out, or sending `null` as
+/// every other optional field allows, is how a caller on an auth-on cluster asks for its
+/// principal's name (the field is then empty); an empty string sent on purpose is a
+/// malformed actor (SPEC §5: 1–128 bytes), refused as such rather than read as "left out".
 ///
 /// The refusal's message starts with [`EMPTY_ACTOR`], by which a node adds the size details
 /// its other size refusals carry (decoding knows no limits).
 fn named_actor<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    let actor = String::deserialize(deserializer)?;
+    let Some(actor) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(String::new());
+    };
     if actor.is_empty() {
         return Err(serde::de::Error::custom(format!(
             "{EMPTY_ACTOR}: name who acts (with auth on, leave the field out to act as the \
@@ -445,6 +447,17 @@ pub const EMPTY_ACTOR: &str = "actor must not be empty";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_actor_is_left_out_and_an_empty_one_is_refused() {
+        let null: WriteRequest =
+            serde_json::from_str(r#"{"key":"k","value":1,"actor":null}"#).unwrap();
+        let absent: WriteRequest = serde_json::from_str(r#"{"key":"k","value":1}"#).unwrap();
+        assert_eq!(null, absent);
+        assert_eq!(null.actor, "");
+        let empty = serde_json::from_str::<WriteRequest>(r#"{"key":"k","value":1,"actor":""}"#);
+        assert!(empty.unwrap_err().to_string().starts_with(EMPTY_ACTOR));
+    }
 
     #[test]
     fn unknown_fields_are_rejected() {

@@ -865,6 +865,18 @@ async fn t85_04_actor_is_bound_to_the_principal_also_through_a_follower() {
     )
     .await
     .expect(200, None, "write, actor = the principal");
+    api.post(
+        leader,
+        "/v1/write",
+        t,
+        json!({"key": "act/1", "value": 3, "actor": null}),
+    )
+    .await
+    .expect(
+        200,
+        None,
+        "write, actor null (left out, as any optional field)",
+    );
     let forget = api
         .post(
             leader,
@@ -882,7 +894,7 @@ async fn t85_04_actor_is_bound_to_the_principal_also_through_a_follower() {
     );
     assert_eq!(
         api.history_actors(leader, &token, "act/1").await,
-        vec!["alice", "alice", "alice"],
+        vec!["alice", "alice", "alice", "alice"],
         "history actors"
     );
 
