@@ -348,6 +348,16 @@ pub async fn list(
 ) -> Result<Response> {
     let req = &body.value;
     admit::prefix("prefix", &req.prefix, &app.config.limits)?;
+    if let Some(after) = &req.after {
+        // A position among keys: what a key may be, or empty (the start).
+        admit::prefix("after", after, &app.config.limits)?;
+    }
+    if req.states.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ApiError::invalid(
+            "states: an empty list matches no key; leave it out to list every state",
+        )
+        .with("field", "states"));
+    }
     if req.states.iter().flatten().any(|s| *s == KeyState::Absent) {
         return Err(ApiError::invalid(
             "states: absent keys are never listed (a key never written has no record)",
@@ -470,6 +480,12 @@ pub async fn recall(
         admit::prefix("prefix", prefix, &app.config.limits)?;
     }
     let recallable = |s: &KeyState| matches!(s, KeyState::Active | KeyState::Revoked);
+    if req.include.as_ref().is_some_and(Vec::is_empty) {
+        return Err(ApiError::invalid(
+            "include: an empty list matches no note; leave it out for active and revoked notes",
+        )
+        .with("field", "include"));
+    }
     if let Some(state) = req.include.iter().flatten().find(|s| !recallable(s)) {
         return Err(ApiError::invalid(format!(
             "include: {state} notes are never recalled (only active and revoked ones)"
