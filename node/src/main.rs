@@ -241,9 +241,11 @@ fn init_logging(log_level: &str) -> Result<(), String> {
         })?,
         Err(_) => configured,
     };
+    // Colour only for a terminal: a log file or a collector gets plain text to grep.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     Ok(())
 }

@@ -84,6 +84,8 @@ async fn run_with(
     // Bind first: a port conflict fails fast, before any state is touched.
     let client_listener = bind(&config.client_addr, "client").await?;
     let peer_listener = bind(&config.peer_addr, "peer").await?;
+    let client_shown = bound_address(&config.client_addr, &client_listener);
+    let peer_shown = bound_address(&config.peer_addr, &peer_listener);
     let storage = Storage::open(&config, &data_dir)?;
     let engine = storage.engine.clone();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -139,8 +141,8 @@ async fn run_with(
     );
     tracing::info!(
         id = config.id,
-        client = %config.client_addr,
-        peer = %config.peer_addr,
+        client = %client_shown,
+        peer = %peer_shown,
         client_tls = transport.client_port.is_some(),
         peer_proof = ?config.peer_proof(),
         admitted = node.app.admission.state() == AdmissionState::Admitted,
@@ -488,6 +490,16 @@ async fn watch_fatal(raft: Raft) -> String {
         if metrics.has_changed().is_err() {
             return "Raft metrics channel closed".to_string();
         }
+    }
+}
+
+/// `addr` as configured, followed by the socket address it bound when that reads
+/// otherwise (`localhost:7401 (127.0.0.1:7401)`): a name binds the first address the
+/// resolver gives, which the log should show.
+fn bound_address(addr: &str, listener: &TcpListener) -> String {
+    match listener.local_addr() {
+        Ok(bound) if bound.to_string() != addr => format!("{addr} ({bound})"),
+        _ => addr.to_string(),
     }
 }
 
