@@ -1218,6 +1218,24 @@ async fn an_expired_or_future_certificate_is_refused_at_start_and_a_valid_one_is
             "the data dir was touched"
         );
     }
+    // A peer certificate of another CA, even one made alike (two `cairn-node certs` runs),
+    // is refused too: every peer would refuse it.
+    let dir = tempfile::tempdir().unwrap();
+    let ours = generate(&dir.path().join("ours"), &[1]);
+    let theirs = generate(&dir.path().join("theirs"), &[1]);
+    let (cert, key) = &theirs.nodes[&1];
+    let (code, out) = run_with_peer_tls(dir.path(), 1, cert, key, &ours.ca_cert).await;
+    assert_eq!(code, Some(2), "{out}");
+    let named = format!(
+        "{}: not issued by a CA of {}",
+        cert.display(),
+        ours.ca_cert.display()
+    );
+    assert!(out.contains(&named), "{named:?} not in {out}");
+    assert!(
+        !dir.path().join("data").exists(),
+        "the data dir was touched"
+    );
     // A running cluster shows its certificates' end on /metrics: `cairn-node certs`
     // issues them until 4096-01-01 (rcgen's default), 67,090,118,400 s after the epoch.
     let cluster = TlsCluster::start(1, false).await;

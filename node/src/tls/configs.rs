@@ -67,7 +67,7 @@ impl PeerTls {
         };
         let (chain, key) = (pem::certs(cert)?, pem::key(key)?);
         check_names_node(cert, &chain[0], config.id)?;
-        let not_after = validity::not_after(cert, &chain, &pem::roots(ca)?, UnixTime::now())?;
+        let not_after = validity::not_after(cert, &chain, (ca, &pem::roots(ca)?), UnixTime::now())?;
         let mut server = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(rustls("peer TLS"))?
@@ -122,11 +122,28 @@ fn check_names_node(path: &Path, cert: &CertificateDer<'_>, id: u64) -> Result<(
 /// The notAfter (unix seconds) of the client port's certificate, checked valid now
 /// ([`validity::not_after`]) against [`NodeConfig::client_port_ca`]; `None` without
 /// client TLS, without a CA to check it against, or when it does not chain to that CA.
+///
+/// A certificate of another CA only warns: clients may trust its issuer (a public CA),
+/// while a node relaying to this one, which trusts the CA it relays with alone, cannot.
 pub fn client_cert_not_after(config: &NodeConfig) -> Result<Option<u64>, TlsError> {
     let (Some(cert), Some(ca)) = (&config.tls_cert, config.client_port_ca()) else {
         return Ok(None);
     };
-    validity::not_after(cert, &pem::certs(cert)?, &pem::roots(ca)?, UnixTime::now())
+    match validity::not_after(
+        cert,
+        &pem::certs(cert)?,
+        (ca, &pem::roots(ca)?),
+        UnixTime::now(),
+    ) {
+        Err(e @ TlsError::NotFromCa { .. }) => {
+            tracing::warn!(
+                "{e}; relays from other nodes to this one will fail (set tls_ca to the CA \
+                 of every node's client certificate)"
+            );
+            Ok(None)
+        }
+        answer => answer,
+    }
 }
 
 /// The client a node relays with to another node's HTTPS client port (followers relay
@@ -163,7 +180,7 @@ fn client_verifier(
 }
 
 fn rustls(what: &'static str) -> impl FnOnce(rustls::Error) -> TlsError {
-    move |source| TlsError::Rustls { what, source }
+    move |error| TlsError::Rustls { what, error }
 }
 
 #[cfg(test)]

@@ -64,11 +64,12 @@ pub enum TlsError {
     Pem { path: PathBuf, reason: String },
     #[error("{}: holds no {what}", path.display())]
     Empty { path: PathBuf, what: &'static str },
-    #[error("{what}: {source}")]
+    /// rustls's error is part of the message, not a source: printed as a chain (`{:#}`) it
+    /// would be said twice.
+    #[error("{what}: {error}")]
     Rustls {
         what: &'static str,
-        #[source]
-        source: rustls::Error,
+        error: rustls::Error,
     },
     #[error("client certificate verifier: {0}")]
     Verifier(#[from] rustls::server::VerifierBuilderError),
@@ -84,6 +85,13 @@ pub enum TlsError {
     },
     #[error("{}: {reason}", path.display())]
     NotValidNow { path: PathBuf, reason: String },
+    #[error(
+        "{}: not issued by a CA of {}, which the nodes verify it with: issue it from that \
+         CA (cairn-node certs), or name the CA that issued it",
+        path.display(),
+        ca.display()
+    )]
+    NotFromCa { path: PathBuf, ca: PathBuf },
     #[error("generating certificates: {0}")]
     Generate(#[from] rcgen::Error),
     #[error("writing {}: {source}", path.display())]

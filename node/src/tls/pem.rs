@@ -33,9 +33,9 @@ pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 pub fn roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
     for cert in certs(path)? {
-        store.add(cert).map_err(|source| TlsError::Rustls {
+        store.add(cert).map_err(|error| TlsError::Rustls {
             what: "adding a CA certificate",
-            source,
+            error,
         })?;
     }
     Ok(store)

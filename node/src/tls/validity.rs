@@ -22,19 +22,29 @@ pub const EXPIRY_WARNING: Duration = Duration::from_secs(30 * 24 * 3600);
 const END_OF_TIME: Duration = Duration::from_secs(253_402_300_800);
 
 /// The notAfter (unix seconds) of `chain[0]`, a certificate of this node that chains to
-/// `ca`, checked to be valid at `now`.
+/// `ca` (loaded from `ca_path`), checked to be valid at `now`.
 ///
 /// - An expired or not yet valid certificate is [`TlsError::NotValidNow`], naming `path`.
-/// - `Ok(None)` when webpki does not accept the chain for another reason (another CA, a
-///   usage it does not allow): what that costs is the TLS layer's to report, not a date.
+/// - One that no CA of `ca_path` issued is [`TlsError::NotFromCa`]: whoever verifies the
+///   node with that CA (its peers, a relaying node) refuses it.
+/// - `Ok(None)` when webpki does not accept the chain for another reason (a usage it does
+///   not allow): what that costs is the TLS layer's to report, not a date.
 pub fn not_after(
     path: &Path,
     chain: &[CertificateDer<'_>],
-    ca: &RootCertStore,
+    (ca_path, ca): (&Path, &RootCertStore),
     now: UnixTime,
 ) -> Result<Option<u64>, TlsError> {
     match verify_at(chain, ca, now) {
         Ok(()) => {}
+        // No CA of the file has the issuer's name, or one has it but not the key that
+        // signed the certificate (two CAs made alike, such as two `cairn-node certs` runs).
+        Err(webpki::Error::UnknownIssuer | webpki::Error::InvalidSignatureForPublicKey) => {
+            return Err(TlsError::NotFromCa {
+                path: path.to_path_buf(),
+                ca: ca_path.to_path_buf(),
+            });
+        }
         Err(webpki::Error::CertExpired { not_after, .. }) => {
             return Err(not_valid(
                 path,
@@ -133,7 +143,13 @@ mod tests {
     #[test]
     fn a_valid_certificate_gives_its_not_after() {
         let (chain, ca) = issued(2020, 2030);
-        let end = not_after(Path::new("c.pem"), &chain, &ca, at(NOW)).unwrap();
+        let end = not_after(
+            Path::new("c.pem"),
+            &chain,
+            (Path::new("ca.pem"), &ca),
+            at(NOW),
+        )
+        .unwrap();
         // 2030-01-01T00:00:00Z: the leaf's end, not its CA's (rcgen's default, 4096).
         assert_eq!(end, Some(1_893_456_000));
         assert_eq!(rfc3339(at(1_893_456_000)), "2030-01-01T00:00:00Z");
@@ -145,10 +161,22 @@ mod tests {
     #[test]
     fn expired_and_future_certificates_are_refused_naming_the_file_and_date() {
         let (chain, ca) = issued(2000, 2001);
-        let e = not_after(Path::new("old.pem"), &chain, &ca, at(NOW)).unwrap_err();
+        let e = not_after(
+            Path::new("old.pem"),
+            &chain,
+            (Path::new("ca.pem"), &ca),
+            at(NOW),
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "old.pem: expired at 2001-01-01T00:00:00Z");
         let (chain, ca) = issued(2090, 2099);
-        let e = not_after(Path::new("new.pem"), &chain, &ca, at(NOW)).unwrap_err();
+        let e = not_after(
+            Path::new("new.pem"),
+            &chain,
+            (Path::new("ca.pem"), &ca),
+            at(NOW),
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "new.pem: not valid before 2090-01-01T00:00:00Z"
@@ -156,10 +184,21 @@ mod tests {
     }
 
     #[test]
-    fn a_certificate_of_another_ca_has_no_date_here() {
+    fn a_certificate_of_another_ca_is_refused_naming_both_files() {
         let (chain, _) = issued(2020, 2030);
         let (_, other_ca) = issued(2020, 2030);
-        let end = not_after(Path::new("c.pem"), &chain, &other_ca, at(NOW)).unwrap();
-        assert_eq!(end, None);
+        let e = not_after(
+            Path::new("c.pem"),
+            &chain,
+            (Path::new("other-ca.pem"), &other_ca),
+            at(NOW),
+        )
+        .unwrap_err();
+        assert!(matches!(e, TlsError::NotFromCa { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("c.pem: not issued by a CA of other-ca.pem"),
+            "{e}"
+        );
     }
 }
