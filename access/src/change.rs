@@ -56,7 +56,20 @@ impl AccessChange {
         }
     }
 
-    fn author(&self) -> Option<&str> {
+    /// The change's name in log lines: `enable`, `add`, `rotate`, `delete`, `grants`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AccessChange::Enable { .. } => "enable",
+            AccessChange::AddPrincipal { .. } => "add",
+            AccessChange::RotateToken { .. } => "rotate",
+            AccessChange::DeletePrincipal { .. } => "delete",
+            AccessChange::SetGrants { .. } => "grants",
+        }
+    }
+
+    /// The principal that made the change; `None` for [`AccessChange::Enable`], which is
+    /// made while auth is off, by no one.
+    pub fn author(&self) -> Option<&str> {
         match self {
             AccessChange::Enable { .. } => None,
             AccessChange::AddPrincipal { by, .. }

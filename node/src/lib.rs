@@ -24,6 +24,7 @@
 pub mod api;
 pub mod consensus;
 pub mod datadir;
+pub mod log_throttle;
 pub mod metrics;
 pub mod native_heap;
 pub mod node;

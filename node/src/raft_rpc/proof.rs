@@ -23,6 +23,7 @@
 //! stay as they were.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue};
@@ -35,6 +36,7 @@ use subtle::ConstantTimeEq;
 
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft};
+use crate::log_throttle::LogThrottle;
 use crate::metrics::Metrics;
 use crate::tls::configs::{names_node, node_dns_name};
 use crate::tls::PeerCertificate;
@@ -136,7 +138,13 @@ pub struct PeerGate {
     pub raft: Raft,
     pub vouches: Vouches,
     pub metrics: Arc<Metrics>,
+    /// One `peer request refused` line per reason a minute: a removed node left running
+    /// is refused about twice a second for as long as it runs.
+    pub refusals_logged: LogThrottle,
 }
+
+/// How often one reason of refusal is logged at most (every refusal is counted).
+pub const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(60);
 
 /// Refuses a request without proof (401 `unauthenticated` when none is given, 403
 /// `permission_denied` when it is wrong, in the error body of SPEC §5), else passes it on.
@@ -145,7 +153,14 @@ pub async fn require(State(gate): State<PeerGate>, request: Request, next: Next)
         Ok(()) => next.run(request).await,
         Err(refusal) => {
             Metrics::inc(&gate.metrics.peer_refused);
-            tracing::warn!(path = %request.uri().path(), reason = %refusal.message, "peer request refused");
+            if let Some(unlogged) = gate.refusals_logged.admit(&refusal.message, Instant::now()) {
+                tracing::warn!(
+                    path = %request.uri().path(),
+                    reason = %refusal.message,
+                    since_last_line = unlogged,
+                    "peer request refused"
+                );
+            }
             refusal.into_response()
         }
     }

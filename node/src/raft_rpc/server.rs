@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::admission::{Admission, AdmissionState, AdmitRequest};
-use super::proof::{self, PeerGate, ServerProof};
+use super::proof::{self, PeerGate, ServerProof, REFUSAL_LOG_PERIOD};
 use super::vouch::Vouches;
 use super::{
     ADMIT_PATH, APPEND_PATH, APPLIED_PATH, CONTENT_TYPE, MEMBER_PATH, PROOF_MODE_PATH,
@@ -28,6 +28,7 @@ use super::{
 };
 use crate::api::error::ApiError;
 use crate::consensus::{NodeId, Raft, TypeConfig, Vote};
+use crate::log_throttle::LogThrottle;
 use crate::metrics::Metrics;
 use crate::store::codec;
 
@@ -71,6 +72,7 @@ pub fn router(
         raft: raft.clone(),
         vouches,
         metrics: metrics.clone(),
+        refusals_logged: LogThrottle::new(REFUSAL_LOG_PERIOD),
     };
     let peer = Peer {
         raft,

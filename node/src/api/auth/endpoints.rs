@@ -35,12 +35,13 @@ type Result<T> = std::result::Result<T, ApiError>;
 async fn apply(app: &App, change: AccessChange) -> Result<u64> {
     let mut dry_run = (*app.view.access()).clone();
     cairn_access::change::apply(&mut dry_run, &change, 0).map_err(ApiError::from)?;
-    let subject = change.subject().to_string();
+    let (kind, subject) = (change.kind(), change.subject().to_string());
+    let by = change.author().unwrap_or("-").to_string();
     let verdict = propose(&app.raft, change, app.config.dedup_retention_ms)
         .await
         .map_err(|e| write_failure(e, None))?;
     let acl_revision = verdict.map_err(ApiError::from)?;
-    tracing::info!(principal = %subject, acl_revision, "access changed");
+    tracing::info!(change = %kind, principal = %subject, %by, acl_revision, "access changed");
     spread(app).await;
     Ok(acl_revision)
 }
