@@ -35,6 +35,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use cairn_client::{Client, ClientError, Session};
+use clap::Parser;
 
 use crate::args::{Cli, Command, Global};
 
@@ -47,9 +48,23 @@ struct Ctx {
     json: bool,
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> ExitCode {
-    let cli = Cli::parse_environment_and_args();
+fn main() -> ExitCode {
+    // Before the runtime starts any thread: the environment is process-wide.
+    cairn_client::env::unset_empty_variables();
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(run_and_report(cli)),
+        Err(e) => {
+            eprintln!("error: io: starting the runtime: {e}");
+            ExitCode::from(cairn_client::error::EXIT_OTHER)
+        }
+    }
+}
+
+async fn run_and_report(cli: Cli) -> ExitCode {
     let json = cli.global.json;
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,

@@ -44,6 +44,7 @@ pub use cairn_api as api;
 
 pub mod bearer;
 pub mod client;
+pub mod env;
 pub mod error;
 pub mod requests;
 pub mod session;

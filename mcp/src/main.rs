@@ -38,6 +38,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
+use rmcp::service::ServerInitializeError;
 use rmcp::ServiceExt;
 
 use cairn_client::{BearerToken, ClientError};
@@ -49,9 +50,20 @@ use crate::server::CairnMcp;
 /// Exit code for a configuration error (bad flag, token file, certificate, address).
 const EXIT_CONFIG: u8 = 2;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before the runtime starts its threads: the environment is process-wide.
+    cairn_client::env::unset_empty_variables();
     let args = Args::parse();
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime.block_on(run(args)),
+        Err(e) => {
+            eprintln!("cairn-mcp: starting the runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
@@ -138,7 +150,15 @@ async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
     tracing::info!(cluster = %cluster_of(&gateway), "serving MCP over stdio");
     let serving = CairnMcp::new(gateway).serve(stdio::stdio());
     let running = tokio::select! {
-        running = serving => running?,
+        running = serving => match running {
+            Ok(running) => running,
+            // The client went away before it initialized: input closed, a clean stop.
+            Err(ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("stdio closed before initialize, stopping");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        },
         () = shutdown_signal() => return Ok(()),
     };
     let stop = running.cancellation_token();

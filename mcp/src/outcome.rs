@@ -139,7 +139,8 @@ fn error_lines(err: &ClientError) -> Vec<String> {
         )),
         ClientError::Unauthenticated { .. } => Some(
             "The cluster has auth on and this server's caller has no valid token \
-             (stdio: CAIRN_TOKEN; HTTP: Authorization: Bearer)."
+             (stdio: --token-file, CAIRN_TOKEN or CAIRN_TOKEN_FILE; HTTP: Authorization: \
+             Bearer)."
                 .to_string(),
         ),
         _ => None,

@@ -55,15 +55,10 @@ async def test_auth_enabled_later_is_noticed_and_tokenless_calls_refused(prefix:
             assert admin.read(key).value == "before auth"
 
 
-@pytest.mark.parametrize(
-    ("flags", "env"),
-    [(["--actor", ""], {}), ([], {"CAIRN_ACTOR": ""})],
-    ids=["flag", "environment"],
-)
-def test_an_empty_actor_is_refused_at_start(flags: list[str], env: dict[str, str]) -> None:
-    """An empty ``--actor`` (or ``CAIRN_ACTOR``) would make every mutation fail later: a
-    configuration error, exit code 2, before anything is served."""
-    started = subprocess.run(
+def _run_with_closed_input(
+    flags: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [str(mcp_binary()), *flags],
         check=False,
         env={"PATH": os.environ.get("PATH", ""), **env},
@@ -72,5 +67,19 @@ def test_an_empty_actor_is_refused_at_start(flags: list[str], env: dict[str, str
         text=True,
         timeout=30,
     )
+
+
+def test_an_empty_actor_flag_is_refused_at_start() -> None:
+    """An empty ``--actor`` would make every mutation fail later: a configuration error,
+    exit code 2, before anything is served."""
+    started = _run_with_closed_input(["--actor", ""], {})
     assert started.returncode == 2, started
     assert "actor" in started.stderr, started
+
+
+def test_an_empty_actor_variable_counts_as_unset_and_closed_input_stops_cleanly() -> None:
+    """``CAIRN_ACTOR=""`` is no actor at all, as in the CLI and the Python client; the
+    server then serves stdio, and input closed before ``initialize`` is a clean stop."""
+    started = _run_with_closed_input([], {"CAIRN_ACTOR": "", "CAIRN_CACERT": ""})
+    assert started.returncode == 0, started
+    assert "stdio closed before initialize" in started.stderr, started

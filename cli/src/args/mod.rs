@@ -135,7 +135,8 @@ pub enum ClusterCommand {
         /// ID=CLIENT_ADDR,PEER_ADDR; repeatable.
         #[arg(long = "node", value_parser = parse_node_spec)]
         nodes: Vec<NodeSpec>,
-        /// Turn auth on from the first entry with this admin; prints its token once.
+        /// Turn auth on at init, right after the first election, with this admin; prints
+        /// its token once.
         #[arg(long, value_name = "NAME")]
         auth_admin: Option<String>,
     },
@@ -143,6 +144,7 @@ pub enum ClusterCommand {
     Join(JoinArgs),
     /// Remove a node.
     Remove {
+        /// The id of the member to remove.
         #[arg(long)]
         id: u64,
     },
@@ -154,10 +156,13 @@ pub enum ClusterCommand {
 
 #[derive(Debug, Args)]
 pub struct JoinArgs {
+    /// The new node's id, one no member has.
     #[arg(long)]
     pub id: u64,
+    /// Where the new node serves clients, HOST:PORT.
     #[arg(long)]
     pub client_addr: String,
+    /// Where the new node serves peers, HOST:PORT.
     #[arg(long)]
     pub peer_addr: String,
 }
@@ -222,32 +227,6 @@ fn parse_node_spec(raw: &str) -> Result<NodeSpec, String> {
 #[cfg(test)]
 pub fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("cairn").chain(args.iter().copied()))
-}
-
-/// Variables that count as unset when set to the empty string, as the token's do and as
-/// the Python client reads them: `CAIRN_ACTOR= cairn write …` writes with the default
-/// actor instead of refusing an empty one. `CAIRN_ENDPOINTS` is not among them: an empty
-/// list names no node, and both clients refuse it rather than guess.
-const UNSET_WHEN_EMPTY: [&str; 5] = [
-    "CAIRN_ACTOR",
-    "CAIRN_CACERT",
-    "CAIRN_CERT",
-    "CAIRN_KEY",
-    "CAIRN_SESSION_FILE",
-];
-
-impl Cli {
-    /// The command line, with the environment's defaults (clap reads the variables, and
-    /// would take an empty one as an empty value).
-    pub fn parse_environment_and_args() -> Cli {
-        for name in UNSET_WHEN_EMPTY {
-            if std::env::var_os(name).is_some_and(|value| value.is_empty()) {
-                // No other thread exists yet (the runtime is current-thread, nothing spawned).
-                std::env::remove_var(name);
-            }
-        }
-        Cli::parse()
-    }
 }
 
 #[cfg(test)]
