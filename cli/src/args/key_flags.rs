@@ -107,6 +107,7 @@ pub struct ReasonArgs {
 #[derive(Debug, Args)]
 pub struct OptionalReasonArgs {
     pub key: String,
+    /// Why (optional, kept in the history event).
     #[arg(long)]
     pub reason: Option<String>,
     #[command(flatten)]
@@ -132,6 +133,7 @@ pub struct SupersedeArgs {
     /// The key that replaces KEY.
     #[arg(long)]
     pub by: String,
+    /// Why (optional, kept in the history event).
     #[arg(long)]
     pub reason: Option<String>,
     #[command(flatten)]
@@ -169,11 +171,13 @@ pub struct TombstoneArgs {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Only keys that start with this [default: every key].
     #[arg(default_value = "")]
     pub prefix: String,
     /// Only keys in this state (active, revoked, forgotten); repeatable.
     #[arg(long = "state", value_parser = parse_listed_state)]
     pub states: Vec<State>,
+    /// Most items on the page, 1 to 1000 [default: 100].
     #[arg(long)]
     pub limit: Option<u32>,
     /// Continue after this key (the `next_after` of the previous page).
@@ -188,12 +192,14 @@ pub struct RecallArgs {
     /// Cues kind:value.
     #[arg(required = true)]
     pub cues: Vec<String>,
+    /// Only notes whose key starts with this.
     #[arg(long)]
     pub prefix: Option<String>,
     /// Only notes in this state (active, revoked); repeatable [default: active and
     /// revoked].
     #[arg(long = "include", value_name = "STATE", value_parser = parse_recalled_state)]
     pub include: Vec<State>,
+    /// Most notes, 1 to 1000 [default: 100].
     #[arg(long)]
     pub limit: Option<u32>,
     #[command(flatten)]
@@ -202,6 +208,7 @@ pub struct RecallArgs {
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
+    /// Only changes of keys that start with this.
     #[arg(long)]
     pub prefix: Option<String>,
     /// First revision to deliver (inclusive) [default: the next one].

@@ -199,7 +199,9 @@ class Served(_Result):
 
 class Record(_Result):
     """A key's current record. ``value`` is present only for ``active`` and ``revoked``
-    keys; ``rendered`` is the note as agents should see it (SPEC §4)."""
+    keys; ``rendered`` is the note as agents should see it (SPEC §4). A stored JSON
+    ``null`` and no value at all (a ``forgotten`` key) are both ``None`` here: ``state``
+    tells them apart."""
 
     key: str
     state: State
