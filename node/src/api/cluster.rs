@@ -350,6 +350,7 @@ pub async fn join(
     }
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
+    confirm_leadership(&app).await?;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
     let joined_at = match membership_of(&app, spec.id, &info)? {
         Some(Member::Voter) => {
@@ -513,6 +514,7 @@ pub async fn remove(
     }
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
+    confirm_leadership(&app).await?;
     check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
     app.raft
@@ -534,6 +536,20 @@ pub async fn remove(
     }
     tracing::info!(id, "node removed");
     Ok(Json(membership(&app)).into_response())
+}
+
+/// Confirms that this node still leads (a ReadIndex round, as for a linearizable read)
+/// before it judges the membership. A leader deposed without knowing it yet (paused, cut
+/// off) holds an old membership: it would answer 404 to the removal of a node joined since,
+/// and a caller taking that as "removed" would stop a voter the cluster still counts.
+async fn confirm_leadership(app: &App) -> Result<()> {
+    app.reads.linearizable().await.map(drop).map_err(|e| {
+        let why = ApiError::from(e).message;
+        ApiError::new(
+            ErrorCode::NoLeader,
+            format!("this node could not confirm that it still leads: {why}"),
+        )
+    })
 }
 
 /// Refuses a removal that would leave the remaining voters without a live majority.
