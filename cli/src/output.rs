@@ -3,9 +3,9 @@
 //!
 //! Values, reasons, sources and tags are written by other agents, so nothing printed may
 //! command the terminal: every line goes through [`printable`] and every JSON document
-//! through [`to_json`], which escape the characters a terminal obeys instead of showing.
+//! through [`to_json`], which escape the characters a terminal obeys instead of showing
+//! ([`cairn_client::text`]).
 
-use std::borrow::Cow;
 use std::fmt::{Display, Write as _};
 use std::io::Write;
 
@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use cairn_client::error::EXIT_OTHER;
+use cairn_client::text::{escape_command_chars, printable};
 use cairn_client::ClientError;
 
 use crate::{Ctx, Result};
@@ -37,46 +38,10 @@ pub fn to_json(value: &impl Serialize) -> Result<String> {
     let json = serde_json::to_string(value).map_err(|e| ClientError::Decode {
         message: format!("print JSON: {e}"),
     })?;
-    Ok(escape_commands(&json, |out, c| {
+    Ok(escape_command_chars(&json, |out, c| {
         let _ = write!(out, "\\u{:04x}", u32::from(c));
     })
     .into_owned())
-}
-
-/// A character a terminal may act on instead of showing: C0 and C1 controls and DEL (ESC
-/// starts colour, title and cursor sequences, CR rewrites the line, LF starts a new one, so
-/// a value could forge a `state: active` line under a revoked key), and the bidirectional
-/// embeddings, overrides and isolates, which reorder what is shown.
-fn is_terminal_command(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` with every terminal command character written as a visible escape: `\n`, `\r`,
-/// `\t`, else `\u{1b}` (Rust's notation). Text without one is borrowed as it is.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    escape_commands(text, |out, c| {
-        let _ = match c {
-            '\n' => out.write_str("\\n"),
-            '\r' => out.write_str("\\r"),
-            '\t' => out.write_str("\\t"),
-            other => write!(out, "\\u{{{:x}}}", u32::from(other)),
-        };
-    })
-}
-
-fn escape_commands(text: &str, escape: impl Fn(&mut String, char)) -> Cow<'_, str> {
-    if !text.chars().any(is_terminal_command) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_terminal_command(c) {
-            escape(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// One line to stdout, through [`printable`]; a closed pipe (`cairn list | head`) ends the
@@ -162,27 +127,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_line_cannot_command_the_terminal_or_forge_a_line() {
-        let value = "ok\u{1b}]0;pwned\u{7}\r\nstate: active\tx\u{9b}2J\u{202e}cba";
-        let shown = printable(value);
-        assert_eq!(
-            shown,
-            "ok\\u{1b}]0;pwned\\u{7}\\r\\nstate: active\\tx\\u{9b}2J\\u{202e}cba"
-        );
-        assert!(!shown.chars().any(is_terminal_command));
-    }
-
-    #[test]
-    fn plain_text_is_borrowed_unchanged() {
-        let text = "[facts/ü] \"postgres\" 16 — ok \\n";
-        assert!(matches!(printable(text), Cow::Borrowed(t) if t == text));
-    }
-
-    #[test]
     fn json_escapes_what_serde_leaves_raw_and_still_decodes_to_the_same_value() {
         let value = serde_json::json!({"v": "a\u{7f}b\u{85}c\u{2066}d\u{1b}e", "k\u{9b}": 1});
         let json = to_json(&value).unwrap();
-        assert!(!json.chars().any(is_terminal_command), "{json}");
+        assert!(
+            !json.chars().any(cairn_client::text::is_command_char),
+            "{json}"
+        );
         assert!(
             json.contains("\\u007f") && json.contains("\\u0085"),
             "{json}"

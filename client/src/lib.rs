@@ -48,6 +48,7 @@ pub mod env;
 pub mod error;
 pub mod requests;
 pub mod session;
+pub mod text;
 pub mod watch;
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use cairn_client::api::{
     HistoryResponse, ListResponse, MutationResult, ProbeResponse, ReadResponse, RecallNote,
     RecallResponse, State,
 };
+use cairn_client::text::printable;
 use cairn_client::ClientError;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::ErrorData;
@@ -49,7 +50,7 @@ pub fn success(output: &impl Present) -> ToolAnswer {
     let json = serde_json::to_value(output)
         .map_err(|e| ErrorData::internal_error(format!("encode the tool output: {e}"), None))?;
     let mut result = CallToolResult::success(vec![
-        ContentBlock::text(output.lines().join("\n")),
+        ContentBlock::text(shown(&output.lines())),
         ContentBlock::text(json.to_string()),
     ]);
     result.structured_content = Some(json);
@@ -91,9 +92,17 @@ pub fn failure_with_warnings(err: ClientError, mut warnings: Vec<String>) -> Too
     warnings.retain(|rendered| Some(rendered.as_str()) != own && seen.insert(rendered.clone()));
     let mut lines = warnings;
     lines.extend(error_lines(&err));
-    Ok(CallToolResult::error(vec![ContentBlock::text(
-        lines.join("\n"),
-    )]))
+    Ok(CallToolResult::error(vec![ContentBlock::text(shown(
+        &lines,
+    ))]))
+}
+
+/// The lines of a text block, one per line: a value or reason that holds a line break or
+/// another control character shows it as an escape ([`printable`]), so it cannot pose as a
+/// note of its own (an active `[KEY] …` line under a revoked one).
+fn shown(lines: &[String]) -> String {
+    let shown: Vec<_> = lines.iter().map(|line| printable(line)).collect();
+    shown.join("\n")
 }
 
 /// `code: message`, with the rendered warning of a revoked key before it and the details
