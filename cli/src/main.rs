@@ -66,7 +66,11 @@ fn main() -> ExitCode {
 
 async fn run_and_report(cli: Cli) -> ExitCode {
     let json = cli.global.json;
-    match run(cli).await {
+    let outcome = run(cli).await;
+    if let Some(code) = output::stdout_exit() {
+        return code;
+    }
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             output::report_error(&err, json);

@@ -8,6 +8,8 @@
 
 use std::fmt::{Display, Write as _};
 use std::io::Write;
+use std::process::ExitCode;
+use std::sync::OnceLock;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -26,7 +28,7 @@ impl Ctx {
         } else {
             human(value);
         }
-        Ok(())
+        stdout_failed()
     }
 }
 
@@ -44,17 +46,42 @@ pub fn to_json(value: &impl Serialize) -> Result<String> {
     .into_owned())
 }
 
-/// One line to stdout, through [`printable`]; a closed pipe (`cairn list | head`) ends the
-/// program quietly instead of panicking like `println!`.
+/// The first failure to write stdout. Output stops there, and the command ends as soon as
+/// it next emits an answer; the program still saves its session file (a mutation that was
+/// applied is in it even when its answer could not be printed) before it exits.
+static STDOUT_FAILURE: OnceLock<std::io::Error> = OnceLock::new();
+
+/// One line to stdout, through [`printable`]; nothing once stdout failed (a closed pipe,
+/// `cairn list | head`, or a full disk), instead of panicking like `println!`.
 pub fn say(line: impl Display) {
+    if STDOUT_FAILURE.get().is_some() {
+        return;
+    }
     let line = line.to_string();
     let mut out = std::io::stdout().lock();
     if let Err(err) = writeln!(out, "{}", printable(&line)) {
-        if err.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("error: io: stdout: {err}");
-        std::process::exit(i32::from(EXIT_OTHER));
+        let _ = STDOUT_FAILURE.set(err);
+    }
+}
+
+/// How a failure to write stdout ends the program, if there was one: a closed pipe quietly
+/// (exit 0: the reader has what it wanted), anything else as an I/O error.
+pub fn stdout_exit() -> Option<ExitCode> {
+    let err = STDOUT_FAILURE.get()?;
+    if err.kind() == std::io::ErrorKind::BrokenPipe {
+        return Some(ExitCode::SUCCESS);
+    }
+    eprintln!("error: io: stdout: {err}");
+    Some(ExitCode::from(EXIT_OTHER))
+}
+
+/// An error that ends the command once stdout failed ([`stdout_exit`] says how it ends).
+fn stdout_failed() -> Result<()> {
+    match STDOUT_FAILURE.get() {
+        Some(err) => Err(ClientError::Io {
+            message: format!("stdout: {err}"),
+        }),
+        None => Ok(()),
     }
 }
 

@@ -900,6 +900,28 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     let read: ReadResponse = cluster.json(&["read", "cli/hostile"]);
     assert_eq!(read.record.value, Some(json!(hostile)));
 
+    // A mutation whose answer cannot be printed (stdout on a full disk) was still applied:
+    // the session file records it, and the failure is an I/O error (exit 1).
+    let session = cluster.dir.path().join("full.session");
+    let full = Command::new(CLI)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .current_dir(cluster.dir.path())
+        .args(["--endpoints", &cluster.endpoints(), "--session-file"])
+        .arg(&session)
+        .args(["write", "cli/full", "1"])
+        .stdin(Stdio::null())
+        .stdout(File::create("/dev/full").expect("/dev/full"))
+        .output()
+        .expect("running cairn");
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: io: stdout: "), "{stderr}");
+    let saved = fs::read_to_string(&session).expect("the session file was written");
+    assert!(!saved.trim().is_empty(), "{saved:?}");
+    let read: ReadResponse = cluster.json(&["read", "cli/full"]);
+    assert_eq!(read.record.value, Some(json!(1)));
+
     // Empty variables count as unset (the default actor, no CA), as in the Python client.
     let empty: Vec<(&str, &str)> = ["CAIRN_ACTOR", "CAIRN_CACERT", "CAIRN_SESSION_FILE"]
         .into_iter()
