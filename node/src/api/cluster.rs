@@ -350,10 +350,10 @@ pub async fn join(
     }
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
-    confirm_leadership(&app).await?;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
     let joined_at = match membership_of(&app, spec.id, &info)? {
         Some(Member::Voter) => {
+            confirm_leadership(&app).await?;
             admit::check_voter_admitted(&app, spec).await?;
             return Ok(Json(membership(&app)).into_response());
         }
@@ -514,7 +514,6 @@ pub async fn remove(
     }
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
-    confirm_leadership(&app).await?;
     check_quorum_after_removal(&app, id).await?;
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
     app.raft
@@ -539,9 +538,12 @@ pub async fn remove(
 }
 
 /// Confirms that this node still leads (a ReadIndex round, as for a linearizable read)
-/// before it judges the membership. A leader deposed without knowing it yet (paused, cut
-/// off) holds an old membership: it would answer 404 to the removal of a node joined since,
-/// and a caller taking that as "removed" would stop a voter the cluster still counts.
+/// before an answer that says a change is already done or needs none: a removal's 404, a
+/// join's "already a voter". A leader deposed without knowing it yet (paused, cut off)
+/// holds an old membership: it would answer 404 to the removal of a node joined since, and
+/// a caller taking that as "removed" would stop a voter the cluster still counts. Refusals
+/// (409) and the changes themselves need no such round: a refusal changes nothing, and a
+/// deposed leader cannot commit a change.
 async fn confirm_leadership(app: &App) -> Result<()> {
     app.reads.linearizable().await.map(drop).map_err(|e| {
         let why = ApiError::from(e).message;
@@ -563,6 +565,7 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
         .get_node(&id)
         .is_some();
     if !is_member {
+        confirm_leadership(app).await?;
         return Err(ApiError::new(
             ErrorCode::NotFound,
             format!("node {id} is not a member"),
