@@ -4,8 +4,10 @@
 //!
 //! A key may contain `/` (`project/db`), so everything after `cairn://key/` is the key,
 //! percent-decoded: `cairn://key/project/db` and `cairn://key/project%2Fdb` name the
-//! same key.
+//! same key. A change is notified under every URI the client subscribed to its key with
+//! ([`Subscriptions`]), since clients match notifications by exact URI.
 
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 
 use cairn_client::api::{ReadOptions, WatchEvent};
@@ -50,9 +52,55 @@ pub fn key_of(uri: &str) -> Result<String, ErrorData> {
     })
 }
 
-/// The URI of `key`, as notifications name it.
-pub fn uri_of(key: &str) -> String {
-    format!("{URI_PREFIX}{key}")
+/// The subscribed URIs of one session or listen stream, by the key each names.
+///
+/// - A change of a key is notified under each URI subscribed to it, exactly as the
+///   client wrote it (`cairn://key/a%2Fb` and `cairn://key/a/b` both, if both were used).
+/// - Unsubscribing any URI of a key ends every subscription to that key.
+#[derive(Debug, Default)]
+pub struct Subscriptions {
+    uris_by_key: HashMap<String, BTreeSet<String>>,
+}
+
+impl Subscriptions {
+    /// The subscriptions of `uris`; a URI that names no key is left out (a listen
+    /// request's filter only keeps URIs that do, see `accepted_subscription_filter`).
+    pub fn of_uris<'a>(uris: impl IntoIterator<Item = &'a String>) -> Subscriptions {
+        let mut subscriptions = Subscriptions::default();
+        for uri in uris {
+            // Refused URIs are not part of the accepted filter, so there is nothing to do.
+            let _named_no_key = subscriptions.add(uri);
+        }
+        subscriptions
+    }
+
+    /// Subscribes `uri`, or says why it names no key.
+    pub fn add(&mut self, uri: &str) -> Result<(), ErrorData> {
+        let key = key_of(uri)?;
+        self.uris_by_key
+            .entry(key)
+            .or_default()
+            .insert(uri.to_owned());
+        Ok(())
+    }
+
+    /// Ends the subscriptions to the key `uri` names, under whatever URI they were made.
+    pub fn remove(&mut self, uri: &str) -> Result<(), ErrorData> {
+        self.uris_by_key.remove(&key_of(uri)?);
+        Ok(())
+    }
+
+    /// The URIs a change of `key` is notified under (none if it is not subscribed).
+    pub fn uris(&self, key: &str) -> Vec<String> {
+        self.uris_by_key
+            .get(key)
+            .map(|uris| uris.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.uris_by_key.is_empty()
+    }
 }
 
 /// `resources/read` of a key: the rendered note, then the record as JSON.
@@ -98,11 +146,12 @@ pub async fn watch(caller: &Caller) -> Result<WatchStream, ErrorData> {
         .map_err(|err| ErrorData::internal_error(format!("open the change feed: {err}"), None))
 }
 
-/// Sends `notify(uri)` for every change of a key `wanted` names, until the feed ends or
-/// `notify` fails (the client is gone). Returns the feed's error, if that ended it.
+/// Sends `notify(uri)` for every change of a key, under each URI `uris_of` gives for it
+/// (none for a key nobody subscribed to), until the feed ends or `notify` fails (the
+/// client is gone). Returns the feed's error, if that ended it.
 pub async fn forward<N, F>(
     mut feed: WatchStream,
-    wanted: impl Fn(&str) -> bool,
+    uris_of: impl Fn(&str) -> Vec<String>,
     mut notify: N,
 ) -> Option<ClientError>
 where
@@ -114,8 +163,10 @@ where
             Ok(event) => event,
             Err(err) => return Some(err),
         };
-        if wanted(&key) && !notify(uri_of(&key)).await {
-            return None;
+        for uri in uris_of(&key) {
+            if !notify(uri).await {
+                return None;
+            }
         }
     }
     None
@@ -157,6 +208,30 @@ mod tests {
         ] {
             assert!(key_of(bad).is_err(), "{bad}");
         }
-        assert_eq!(key_of(&uri_of("a/b c")).unwrap(), "a/b c");
+    }
+
+    #[test]
+    fn a_change_is_notified_under_every_uri_subscribed_to_its_key() {
+        let mut subscriptions = Subscriptions::default();
+        subscriptions.add("cairn://key/a%2Fb%20c").unwrap();
+        subscriptions.add("cairn://key/a/b%20c").unwrap();
+        subscriptions.add("cairn://key/other").unwrap();
+        assert!(subscriptions.add("cairn://key/%zz").is_err());
+        assert_eq!(
+            subscriptions.uris("a/b c"),
+            ["cairn://key/a%2Fb%20c", "cairn://key/a/b%20c"]
+        );
+        assert!(subscriptions.uris("a/b").is_empty());
+
+        // Unsubscribing one spelling ends the key's subscriptions, not the others'.
+        subscriptions.remove("cairn://key/a/b c").unwrap();
+        assert!(subscriptions.uris("a/b c").is_empty());
+        assert_eq!(subscriptions.uris("other"), ["cairn://key/other"]);
+        subscriptions.remove("cairn://key/other").unwrap();
+        assert!(subscriptions.is_empty());
+
+        let listened = ["cairn://key/x%2Fy".to_owned(), "file:///x".to_owned()];
+        let subscriptions = Subscriptions::of_uris(&listened);
+        assert_eq!(subscriptions.uris("x/y"), ["cairn://key/x%2Fy"]);
     }
 }

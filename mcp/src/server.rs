@@ -8,11 +8,10 @@
 //! falls back to another caller's token.
 //!
 //! Subscriptions come in two protocol generations: `resources/subscribe` (sessions before
-//! MCP 2026-07-28: keys are added to this session's set, and one change-feed task per
+//! MCP 2026-07-28: URIs are added to this session's [`Subscriptions`], and one change-feed task per
 //! session notifies the peer) and `subscriptions/listen` (2026-07-28: one change feed per
 //! listen request, notifying through its stream until the client closes it).
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -30,7 +29,7 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 
 use crate::gateway::{Caller, Gateway};
-use crate::resources;
+use crate::resources::{self, Subscriptions};
 use crate::tools::budget::Budget;
 use crate::tools::Call;
 
@@ -45,8 +44,8 @@ const INSTRUCTIONS: &str = include_str!("instructions.md");
 pub struct CairnMcp {
     gateway: Arc<Gateway>,
     tools: ToolRouter<CairnMcp>,
-    /// Keys this session subscribed to with `resources/subscribe`.
-    subscribed: Arc<Mutex<HashSet<String>>>,
+    /// What this session subscribed to with `resources/subscribe`.
+    subscribed: Arc<Mutex<Subscriptions>>,
     /// Whether this session's change-feed task runs.
     feeding: Arc<AtomicBool>,
 }
@@ -84,7 +83,7 @@ impl CairnMcp {
             .unwrap_or_else(|| self.gateway.budget())
     }
 
-    fn subscribed(&self) -> MutexGuard<'_, HashSet<String>> {
+    fn subscribed(&self) -> MutexGuard<'_, Subscriptions> {
         self.subscribed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -111,11 +110,11 @@ impl CairnMcp {
             context.peer.clone(),
         );
         tokio::spawn(async move {
-            let wanted = |key: &str| {
+            let uris_of = |key: &str| {
                 subscribed
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .contains(key)
+                    .uris(key)
             };
             let notify = |uri: String| {
                 let peer = peer.clone();
@@ -125,7 +124,7 @@ impl CairnMcp {
                 }
             };
             tokio::select! {
-                ended = resources::forward(feed, wanted, notify) => {
+                ended = resources::forward(feed, uris_of, notify) => {
                     if let Some(err) = ended {
                         tracing::warn!(error = %err, "change feed of subscriptions ended");
                     }
@@ -209,8 +208,7 @@ impl ServerHandler for CairnMcp {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let key = resources::key_of(&request.uri)?;
-        self.subscribed().insert(key);
+        self.subscribed().add(&request.uri)?;
         self.feed_subscriptions(&context).await
     }
 
@@ -219,16 +217,14 @@ impl ServerHandler for CairnMcp {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let key = resources::key_of(&request.uri)?;
-        self.subscribed().remove(&key);
-        Ok(())
+        self.subscribed().remove(&request.uri)
     }
 
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let keys: Vec<String> = requested
+        let uris: Vec<String> = requested
             .resource_subscriptions
             .iter()
             .flatten()
@@ -237,20 +233,15 @@ impl ServerHandler for CairnMcp {
             .collect();
         Some(
             SubscriptionFilter::builder()
-                .resource_subscriptions(keys)
+                .resource_subscriptions(uris)
                 .build(),
         )
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let keys: HashSet<String> = context
-            .accepted()
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .filter_map(|uri| resources::key_of(uri).ok())
-            .collect();
-        if keys.is_empty() {
+        let subscriptions =
+            Subscriptions::of_uris(context.accepted().resource_subscriptions.iter().flatten());
+        if subscriptions.is_empty() {
             context.cancelled().await;
             return Ok(());
         }
@@ -258,7 +249,7 @@ impl ServerHandler for CairnMcp {
         let feed = resources::watch(&caller).await?;
         let sink = context.sink();
         let notify = |uri: String| async move { sink.notify_resource_updated(uri).await.is_ok() };
-        let forwarded = resources::forward(feed, |key| keys.contains(key), notify);
+        let forwarded = resources::forward(feed, |key| subscriptions.uris(key), notify);
         tokio::select! {
             () = context.cancelled() => Ok(()),
             ended = forwarded => match ended {

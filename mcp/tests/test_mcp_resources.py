@@ -5,6 +5,7 @@ earlier ones)."""
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import anyio
 import pytest
@@ -60,8 +61,10 @@ async def test_a_key_reads_as_a_resource(connect: Connect, prefix: str) -> None:
 
 
 async def test_listen_notifies_changes_of_subscribed_keys(connect: Connect, prefix: str) -> None:
-    watched, other = f"{prefix}watched", f"{prefix}other"
-    uri = f"cairn://key/{watched}"
+    watched, other = f"{prefix}watched key", f"{prefix}other"
+    # Percent-encoded, as a client that escapes keys writes it: the notification must name
+    # the key the same way, since clients match notifications by exact URI.
+    uri = "cairn://key/" + quote(watched, safe="")
     with anyio.fail_after(60):
         async with connect() as client, client.listen(resource_subscriptions=[uri]) as events:
             assert events.honored.resource_subscriptions == [uri]
@@ -82,14 +85,18 @@ async def test_legacy_subscribe_notifies_changes(
     cluster: LocalCluster, agent_token: str, prefix: str
 ) -> None:
     watched = f"{prefix}legacy"
-    uri = f"cairn://key/{watched}"
+    uri, escaped = f"cairn://key/{watched}", "cairn://key/" + quote(watched, safe="")
+    unwatched = f"{prefix}unwatched"
     updates: list[str] = []
-    seen = anyio.Event()
+    both_seen, marker_seen = anyio.Event(), anyio.Event()
 
     async def on_message(message: IncomingMessage) -> None:
         if isinstance(message, ResourceUpdatedNotification):
             updates.append(message.params.uri)
-            seen.set()
+            if len(updates) == 2:
+                both_seen.set()
+            if message.params.uri.endswith("unwatched"):
+                marker_seen.set()
 
     server = StdioServerParameters(
         command=str(mcp_binary()),
@@ -105,8 +112,20 @@ async def test_legacy_subscribe_notifies_changes(
                 {"uri": f"cairn://key/{prefix}never"},
             )
             await client.subscribe_resource(uri)
-            await ok(client, "write", {"key": f"{prefix}unwatched", "value": 1})
+            await client.subscribe_resource(escaped)
+            await ok(client, "write", {"key": unwatched, "value": 1})
             await ok(client, "write", {"key": watched, "value": 1})
-            await seen.wait()
-            await client.unsubscribe_resource(uri)
-    assert updates == [uri]
+            await both_seen.wait()
+            # Unsubscribing one spelling of the key ends both subscriptions. The feed is in
+            # revision order, so a notification of the next write would come before the
+            # marker's.
+            await client.unsubscribe_resource(escaped)
+            await ok(client, "write", {"key": watched, "value": 2})
+            await client.subscribe_resource(f"cairn://key/{unwatched}")
+            await ok(client, "write", {"key": unwatched, "value": 2})
+            await marker_seen.wait()
+            await client.unsubscribe_resource(f"cairn://key/{unwatched}")
+    # One notification under each URI the key was subscribed with, none after the
+    # unsubscription, then the marker's.
+    assert sorted(updates[:2]) == sorted([uri, escaped])
+    assert updates[2:] == [f"cairn://key/{unwatched}"]
