@@ -604,6 +604,21 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
         EXIT_CONFLICT,
         "key_forgotten",
     );
+    // A retried refusal is the original one, and `--json` says so as the node does.
+    let retry = [
+        "--json",
+        "write",
+        key,
+        "postgres 16",
+        "--request-id",
+        "cli-refused-1",
+    ];
+    let first = cluster.fails(&retry, EXIT_CONFLICT, "key_forgotten");
+    let again = cluster.fails(&retry, EXIT_CONFLICT, "key_forgotten");
+    let first: Value = serde_json::from_str(&first.stderr).unwrap();
+    let again: Value = serde_json::from_str(&again.stderr).unwrap();
+    assert_eq!(first["error"].get("replayed"), None, "{first}");
+    assert_eq!(again["error"]["replayed"], true, "{again}");
     let human = cluster.ok(&["read", key]);
     assert!(
         first_line(&human).starts_with(&format!("[{key}] [FORGOTTEN]")),

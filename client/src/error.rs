@@ -33,6 +33,19 @@ pub const EXIT_DENIED: u8 = 7;
 /// Longest slice of a non-JSON error body kept in [`ClientError::Http`].
 const HTTP_BODY_EXCERPT_MAX: usize = 512;
 
+/// The fields of a node's error object besides `code` and `message`, all of them as sent
+/// (those a variant parses too), so that nothing the node said is lost: `replayed`,
+/// `field`, `limit`, `size`, `fence_revision`, `after_op_index`, .... Empty for errors the
+/// client made itself (a give-up after retries included).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeDetails(Option<Box<Map<String, Value>>>);
+
+impl NodeDetails {
+    fn of(fields: &Map<String, Value>) -> NodeDetails {
+        NodeDetails((!fields.is_empty()).then(|| Box::new(fields.clone())))
+    }
+}
+
 /// Every failure of a cairn call. `Display` is `<code>: <message>`; an error of a batch op
 /// names the op first, as the node's own batch refusals do: `<code>: ops[1]: <message>`.
 /// It serializes as the node's error object, `{"code", "message", …details}` with the
@@ -42,7 +55,12 @@ const HTTP_BODY_EXCERPT_MAX: usize = 512;
 pub enum ClientError {
     /// 400: the request was malformed or violated a limit.
     #[error("invalid_request: {message}")]
-    InvalidRequest { message: String },
+    InvalidRequest {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 404: the key (or tombstone id) does not exist.
     #[error("not_found: {}", at_op(.op_index, .message))]
     NotFound {
@@ -52,6 +70,9 @@ pub enum ClientError {
         served: Option<Served>,
         /// The batch operation whose key does not exist.
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 409: `expected_version` did not match.
     #[error("version_conflict: {}", at_op(.op_index, .message))]
@@ -60,6 +81,9 @@ pub enum ClientError {
         current_version: Option<u64>,
         /// Index of the failing operation when the request was a batch.
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 409: the key is forgotten; writing needs `clear_tombstone`.
     #[error("key_forgotten: {}", at_op(.op_index, .message))]
@@ -67,6 +91,9 @@ pub enum ClientError {
         message: String,
         tombstone: Option<Box<Tombstone>>,
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 409: the key is revoked; writing needs `override_revocation`.
     #[error("key_revoked: {}", at_op(.op_index, .message))]
@@ -76,48 +103,90 @@ pub enum ClientError {
         /// The deterrent line (SPEC §4), so a caller can show why the belief was revoked.
         rendered: Option<String>,
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 409: the key changed (forgotten, revoked, re-created) after `based_on_revision`.
     #[error("stale_write: {}", at_op(.op_index, .message))]
     StaleWrite {
         message: String,
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 409: the operation is not allowed in the key's state.
     #[error("invalid_transition: {}", at_op(.op_index, .message))]
     InvalidTransition {
         message: String,
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
-    /// 413: key, value, reason or anchors over their limits.
+    /// 413: a value or request body over its limit, or a key's 65th stale flag (a key,
+    /// reason or list over its limit is 400 `invalid_request`, with `field`, `limit`, `size`).
     #[error("too_large: {message}")]
-    TooLarge { message: String },
+    TooLarge {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 422: the `request_id` was already used for a different payload.
     #[error("request_id_reused: {message}")]
     RequestIdReused {
         message: String,
         request_id: Option<String>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 503: no leader is known (election in progress, or no quorum).
     #[error("no_leader: {message}")]
     NoLeader {
         message: String,
         leader_id: Option<u64>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 503: the node could not serve the read at the requested freshness.
     #[error("stale_read: {message}")]
-    StaleRead { message: String },
+    StaleRead {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 503: the node's write queue is full; nothing was proposed.
     #[error("overloaded: {message}")]
-    Overloaded { message: String },
+    Overloaded {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// The mutation may or may not have been applied. Retry with this `request_id`.
     /// Empty `request_id`: a request that carried none (membership and principal changes),
     /// whose outcome only the state can tell.
     #[error("outcome_unknown: {}", with_request_id(.message, .request_id))]
-    OutcomeUnknown { request_id: String, message: String },
+    OutcomeUnknown {
+        request_id: String,
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 401: a missing, malformed, unknown or deleted token.
     #[error("unauthenticated: {message}")]
-    Unauthenticated { message: String },
+    Unauthenticated {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 403: no grant of the principal covers `permission` on `key` (or on the batch's
     /// operation `op_index`).
     #[error("permission_denied: {}", at_op(.op_index, .message))]
@@ -126,13 +195,26 @@ pub enum ClientError {
         permission: Option<cairn_api::Permission>,
         key: Option<String>,
         op_index: Option<usize>,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
     },
     /// 403: the request's `actor` is not the authenticated principal.
     #[error("actor_mismatch: {message}")]
-    ActorMismatch { message: String },
+    ActorMismatch {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// 500: the node failed internally.
     #[error("internal: {message}")]
-    Internal { message: String },
+    Internal {
+        message: String,
+        /// Every detail the node sent ([`ClientError::details`]).
+        #[serde(skip)]
+        details: NodeDetails,
+    },
     /// The node could not be reached, or the connection broke.
     #[error("transport: {endpoint}: {message}")]
     Transport {
@@ -179,58 +261,106 @@ impl ClientError {
     }
 
     /// Builds the variant for `code`, parsing the details that code carries.
-    pub fn from_code(code: ErrorCode, message: String, details: &Map<String, Value>) -> Self {
-        let op_index = detail::<usize>(details, "op_index");
+    pub fn from_code(code: ErrorCode, message: String, fields: &Map<String, Value>) -> Self {
+        let op_index = detail::<usize>(fields, "op_index");
+        let details = NodeDetails::of(fields);
         match code {
-            ErrorCode::InvalidRequest => ClientError::InvalidRequest { message },
+            ErrorCode::InvalidRequest => ClientError::InvalidRequest { message, details },
             ErrorCode::NotFound => ClientError::NotFound {
                 message,
-                served: detail(details, "served"),
+                served: detail(fields, "served"),
                 op_index,
+                details,
             },
             ErrorCode::VersionConflict => ClientError::VersionConflict {
                 message,
-                current_version: detail(details, "current_version"),
+                current_version: detail(fields, "current_version"),
                 op_index,
+                details,
             },
             ErrorCode::KeyForgotten => ClientError::KeyForgotten {
                 message,
-                tombstone: detail(details, "tombstone"),
+                tombstone: detail(fields, "tombstone"),
                 op_index,
+                details,
             },
             ErrorCode::KeyRevoked => ClientError::KeyRevoked {
                 message,
-                revocation: detail(details, "revocation"),
-                rendered: detail(details, "rendered"),
+                revocation: detail(fields, "revocation"),
+                rendered: detail(fields, "rendered"),
                 op_index,
+                details,
             },
-            ErrorCode::StaleWrite => ClientError::StaleWrite { message, op_index },
-            ErrorCode::InvalidTransition => ClientError::InvalidTransition { message, op_index },
-            ErrorCode::TooLarge => ClientError::TooLarge { message },
+            ErrorCode::StaleWrite => ClientError::StaleWrite {
+                message,
+                op_index,
+                details,
+            },
+            ErrorCode::InvalidTransition => ClientError::InvalidTransition {
+                message,
+                op_index,
+                details,
+            },
+            ErrorCode::TooLarge => ClientError::TooLarge { message, details },
             ErrorCode::RequestIdReused => ClientError::RequestIdReused {
                 message,
-                request_id: detail(details, "request_id"),
+                request_id: detail(fields, "request_id"),
+                details,
             },
             ErrorCode::NoLeader => ClientError::NoLeader {
                 message,
-                leader_id: detail(details, "leader_id"),
+                leader_id: detail(fields, "leader_id"),
+                details,
             },
-            ErrorCode::StaleRead => ClientError::StaleRead { message },
-            ErrorCode::Overloaded => ClientError::Overloaded { message },
+            ErrorCode::StaleRead => ClientError::StaleRead { message, details },
+            ErrorCode::Overloaded => ClientError::Overloaded { message, details },
             ErrorCode::OutcomeUnknown => ClientError::OutcomeUnknown {
-                request_id: detail(details, "request_id").unwrap_or_default(),
+                request_id: detail(fields, "request_id").unwrap_or_default(),
                 message,
+                details,
             },
-            ErrorCode::Unauthenticated => ClientError::Unauthenticated { message },
+            ErrorCode::Unauthenticated => ClientError::Unauthenticated { message, details },
             ErrorCode::PermissionDenied => ClientError::PermissionDenied {
                 message,
-                permission: detail(details, "permission"),
-                key: detail(details, "key"),
+                permission: detail(fields, "permission"),
+                key: detail(fields, "key"),
                 op_index,
+                details,
             },
-            ErrorCode::ActorMismatch => ClientError::ActorMismatch { message },
-            ErrorCode::Internal => ClientError::Internal { message },
+            ErrorCode::ActorMismatch => ClientError::ActorMismatch { message, details },
+            ErrorCode::Internal => ClientError::Internal { message, details },
         }
+    }
+
+    /// The details of the node's error object (`{"error": {"code", "message", …details}}`)
+    /// as it sent them; `None` for client-side failures and errors without any.
+    pub fn details(&self) -> Option<&Map<String, Value>> {
+        let details = match self {
+            ClientError::InvalidRequest { details, .. }
+            | ClientError::NotFound { details, .. }
+            | ClientError::VersionConflict { details, .. }
+            | ClientError::KeyForgotten { details, .. }
+            | ClientError::KeyRevoked { details, .. }
+            | ClientError::StaleWrite { details, .. }
+            | ClientError::InvalidTransition { details, .. }
+            | ClientError::TooLarge { details, .. }
+            | ClientError::RequestIdReused { details, .. }
+            | ClientError::NoLeader { details, .. }
+            | ClientError::StaleRead { details, .. }
+            | ClientError::Overloaded { details, .. }
+            | ClientError::OutcomeUnknown { details, .. }
+            | ClientError::Unauthenticated { details, .. }
+            | ClientError::PermissionDenied { details, .. }
+            | ClientError::ActorMismatch { details, .. }
+            | ClientError::Internal { details, .. } => details,
+            ClientError::Transport { .. }
+            | ClientError::Http { .. }
+            | ClientError::Decode { .. }
+            | ClientError::SessionRegression { .. }
+            | ClientError::InvalidInput { .. }
+            | ClientError::Io { .. } => return None,
+        };
+        details.0.as_deref()
     }
 
     /// The SPEC §5 code of a server-reported error; `None` for client-side failures.
@@ -281,13 +411,17 @@ impl ClientError {
     }
 
     /// `{"error": {"code", "message", …details}}`, the shape of the node's own error
-    /// bodies, with the details this error carries (absent ones left out).
+    /// bodies: every detail the node sent, and those the client knows of its own errors
+    /// (absent ones left out).
     pub fn to_json(&self) -> Value {
         let mut error = match serde_json::to_value(self) {
             Ok(Value::Object(fields)) => fields,
             _ => Map::new(),
         };
         error.retain(|_, value| !value.is_null());
+        for (name, value) in self.details().into_iter().flatten() {
+            error.entry(name.as_str()).or_insert_with(|| value.clone());
+        }
         // Every error object has a message; an HTTP status without a cairn body has none.
         let shown = self.to_string();
         let message = shown.strip_prefix(self.name()).unwrap_or(&shown);
@@ -443,6 +577,22 @@ mod tests {
             serde_json::json!({"error": {"code": "version_conflict", "message": "at 3",
                 "current_version": 3, "op_index": 1}})
         );
+        // Details no variant parses are kept as the node sent them.
+        let replayed = parse(
+            409,
+            r#"{"error":{"code":"stale_write","message":"changed","based_on_revision":4,
+                "fence_revision":9,"replayed":true}}"#,
+        );
+        let expected = serde_json::json!({"code": "stale_write", "message": "changed",
+            "based_on_revision": 4, "fence_revision": 9, "replayed": true});
+        assert_eq!(replayed.to_json(), serde_json::json!({ "error": expected }));
+        assert_eq!(replayed.details().unwrap()["fence_revision"], 9);
+        let too_large = parse(
+            413,
+            r#"{"error":{"code":"too_large","message":"key","field":"key","limit":512,
+                "size":600}}"#,
+        );
+        assert_eq!(too_large.to_json()["error"]["limit"], 512);
         let local = [
             ClientError::Http {
                 status: 502,
@@ -456,6 +606,7 @@ mod tests {
             ClientError::OutcomeUnknown {
                 request_id: "r1".into(),
                 message: "cut off".into(),
+                details: NodeDetails::default(),
             },
             ClientError::InvalidInput {
                 message: "endpoint".into(),
@@ -465,6 +616,7 @@ mod tests {
             },
         ];
         for err in local {
+            assert_eq!(err.details(), None);
             let json = err.to_json();
             assert_eq!(json["error"]["code"], err.name(), "{json}");
             assert!(json["error"]["message"].is_string(), "{json}");
@@ -502,13 +654,18 @@ mod tests {
             r#"{"error":{"code":"version_conflict","message":"expected 2, at 5",
                 "current_version":5,"op_index":1}}"#,
         );
+        let ClientError::VersionConflict {
+            message,
+            current_version,
+            op_index,
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
         assert_eq!(
-            err,
-            ClientError::VersionConflict {
-                message: "expected 2, at 5".into(),
-                current_version: Some(5),
-                op_index: Some(1),
-            }
+            (message.as_str(), *current_version, *op_index),
+            ("expected 2, at 5", Some(5), Some(1))
         );
         assert_eq!(err.code(), Some(ErrorCode::VersionConflict));
         assert_eq!(err.exit_code(), EXIT_CONFLICT);
@@ -572,12 +729,17 @@ mod tests {
             504,
             r#"{"error":{"code":"outcome_unknown","message":"leader lost","request_id":"r1"}}"#,
         );
+        let ClientError::OutcomeUnknown {
+            request_id,
+            message,
+            ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
         assert_eq!(
-            err,
-            ClientError::OutcomeUnknown {
-                request_id: "r1".into(),
-                message: "leader lost".into()
-            }
+            (request_id.as_str(), message.as_str()),
+            ("r1", "leader lost")
         );
         assert_eq!(err.exit_code(), EXIT_OUTCOME_UNKNOWN);
         assert!(err.is_transient() && err.may_have_applied());

@@ -268,6 +268,7 @@ async fn caller_of(
         return match gateway.auth_on(budget).await? {
             true => Err(ClientError::Unauthenticated {
                 message: "this cairn cluster has auth on: send Authorization: Bearer TOKEN".into(),
+                details: Default::default(),
             }),
             false => Ok(gateway.anonymous()),
         };
@@ -275,10 +276,12 @@ async fn caller_of(
     let token = header.to_str().ok().and_then(bearer_token).ok_or_else(|| {
         ClientError::Unauthenticated {
             message: "the Authorization header is not `Bearer TOKEN`".into(),
+            details: Default::default(),
         }
     })?;
     let token = BearerToken::new(token).map_err(|_| ClientError::Unauthenticated {
         message: "the bearer token is malformed".into(),
+        details: Default::default(),
     })?;
     gateway.caller_for(token, budget).await
 }

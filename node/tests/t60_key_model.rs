@@ -1202,6 +1202,7 @@ async fn a_batch_with_a_failing_op_applies_nothing_and_names_it() {
             op_index,
             current_version,
             message,
+            ..
         }) => {
             assert_eq!(op_index, Some(2));
             // Evaluated after op 0, which changed the key first: the batch applied

@@ -159,6 +159,7 @@ impl Client {
             .ok_or_else(|| ClientError::NoLeader {
                 message: "no endpoint reported a reachable leader".into(),
                 leader_id: None,
+                details: Default::default(),
             })
     }
 

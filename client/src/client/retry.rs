@@ -226,6 +226,7 @@ fn give_up(mode: &Mode, last: ClientError, may_have_applied: bool) -> ClientErro
         (Mode::Mutation(request_id), last) if may_have_applied => ClientError::OutcomeUnknown {
             request_id: request_id.clone(),
             message: last.to_string(),
+            details: Default::default(),
         },
         (Mode::Admin, last) if may_have_applied => ClientError::OutcomeUnknown {
             request_id: String::new(),
@@ -233,6 +234,7 @@ fn give_up(mode: &Mode, last: ClientError, may_have_applied: bool) -> ClientErro
                 "{last}; the request carried no request_id: read the state to learn whether \
                  it was applied"
             ),
+            details: Default::default(),
         },
         (_, last) => last,
     }
@@ -287,6 +289,7 @@ mod tests {
         let from_node = ClientError::OutcomeUnknown {
             request_id: "r1".into(),
             message: "not applied within 5000 ms".into(),
+            details: Default::default(),
         };
         let kept = give_up(&mode, from_node, true).to_string();
         assert_eq!(
@@ -302,6 +305,7 @@ mod tests {
             ClientError::OutcomeUnknown {
                 request_id,
                 message,
+                ..
             } => {
                 assert_eq!(request_id, "r1");
                 assert!(message.contains("connection reset"), "{message}");
@@ -439,6 +443,7 @@ mod tests {
             ClientError::OutcomeUnknown {
                 request_id,
                 message,
+                ..
             } => {
                 assert_eq!(*request_id, sent_id);
                 assert!(

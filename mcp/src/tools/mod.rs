@@ -283,9 +283,11 @@ mod tests {
                 message: message.clone(),
                 served: None,
                 op_index: None,
+                details: Default::default(),
             },
             ClientError::Unauthenticated {
                 message: message.clone(),
+                details: Default::default(),
             },
         ];
         for err in &expected {
