@@ -205,6 +205,13 @@ def test_batch_applies_all_operations_or_none(api: Cairn, prefix: str) -> None:
         api.batch([ForgetRequest(key=b, reason="r"), WriteRequest(key=b, value=5)])
     assert (on_its_own_forget.value.op_index, on_its_own_forget.value.after_op_index) == (1, 0)
 
+    # An op given as a dict cannot say which operation it is: refused before anything is sent.
+    with pytest.raises(InvalidInput) as not_a_model:
+        api.batch([WriteRequest(key=b, value=6), {"key": b, "value": 7}])  # type: ignore[list-item]
+    assert not_a_model.value.details == {"field": "ops[1]"}
+    assert "ops[1] is a dict, not an operation model" in str(not_a_model.value)
+    assert api.read(b).value == 2
+
 
 def test_list_pages_and_list_all_walks_every_page(api: Cairn, prefix: str) -> None:
     keys = [f"{prefix}{i:02}" for i in range(5)]
@@ -268,6 +275,9 @@ def test_errors_of_bad_input_are_typed(api: Cairn, prefix: str) -> None:
     with pytest.raises(InvalidRequest) as bad_key:
         api.write("", 1)
     assert bad_key.value.status == 400
+    with pytest.raises(InvalidRequest) as long_key:
+        api.write("k" * 513, 1)
+    assert (long_key.value.field, long_key.value.limit, long_key.value.size) == ("key", 512, 513)
     with pytest.raises(InvalidRequest):
         api.tombstone("not-hex!")
     with pytest.raises(InvalidRequest):

@@ -355,6 +355,31 @@ def build(model: type[R], what: str, **fields: Any) -> R:
         raise InvalidInput.from_validation(what, err) from None
 
 
+_BATCH_OP_TYPES = (
+    WriteRequest,
+    ForgetRequest,
+    RevokeRequest,
+    ReinstateRequest,
+    FlagStaleRequest,
+    SupersedeRequest,
+)
+
+
+def _batch_ops(ops: Iterable[BatchOp]) -> list[BatchOp]:
+    """``ops`` as a list, each checked to be an operation model: a dict or any other object
+    is ``InvalidInput`` naming it, as pydantic cannot tell which operation a dict means."""
+    checked = list(ops)
+    for index, op in enumerate(checked):
+        if not isinstance(op, _BATCH_OP_TYPES):
+            raise InvalidInput(
+                f"batch: ops[{index}] is a {type(op).__name__}, not an operation model "
+                "(WriteRequest, ForgetRequest, RevokeRequest, ReinstateRequest, "
+                "FlagStaleRequest or SupersedeRequest)",
+                details={"field": f"ops[{index}]"},
+            )
+    return checked
+
+
 _GRANTS = TypeAdapter(list[Grant])
 _NODES = TypeAdapter(list[NodeSpec])
 
@@ -740,7 +765,7 @@ class Core:
             op.model_copy(update={"actor": default_actor})
             if op.actor is None and default_actor
             else op
-            for op in ops
+            for op in _batch_ops(ops)
         ]
         request = build(BatchRequest, "batch", ops=with_actors, request_id=request_id)
         return (yield from self.mutate(request, BatchResult))

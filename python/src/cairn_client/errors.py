@@ -130,7 +130,8 @@ class AccessError(CairnError):
 
 
 class InvalidRequest(CairnError, ValueError):
-    """400: the request was malformed or violated a limit (``field`` names it)."""
+    """400: the request was malformed or violated a limit (``field`` names it; ``limit`` and
+    ``size`` for a size out of bounds)."""
 
     code = "invalid_request"
     status_default = 400
@@ -139,6 +140,14 @@ class InvalidRequest(CairnError, ValueError):
     def field(self) -> str | None:
         value = self.details.get("field")
         return value if isinstance(value, str) else None
+
+    @property
+    def limit(self) -> int | None:
+        return _detail_int(self.details, "limit")
+
+    @property
+    def size(self) -> int | None:
+        return _detail_int(self.details, "size")
 
 
 class NotFound(CairnError, LookupError):
@@ -218,7 +227,9 @@ class InvalidTransition(Conflict):
 
 
 class TooLarge(CairnError):
-    """413: a key, value, reason, body or list over its limit."""
+    """413: a value or request body over its limit, or a key's 65th stale flag (a key,
+    reason or list over its limit is ``InvalidRequest``, with the same ``field``, ``limit``
+    and ``size``)."""
 
     code = "too_large"
     status_default = 413
