@@ -153,14 +153,29 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(RunError::Config(e)) => {
             // A certificate, key or secret that does not load is a config error too.
-            eprintln!("cairn-node: config: {e:#}");
+            eprintln!("cairn-node: config: {}", said_once(&e));
             ExitCode::from(2)
         }
         Err(RunError::Failed(e)) => {
-            eprintln!("cairn-node: {e:#}");
+            eprintln!("cairn-node: {}", said_once(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// `error` and its causes on one line, each said once: a message that already quotes its
+/// cause (`cannot read: No such file or directory (os error 2)`) is not followed by the
+/// cause again, as anyhow's `{:#}` would.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut line = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 /// The target features this binary was compiled with (`.cargo/config.toml`) that the CPU

@@ -61,29 +61,49 @@ pub enum RunError {
 }
 
 /// Runs a node until `stop` resolves, then shuts it down cleanly.
+///
+/// - Nothing is written before both ports are bound: a node refused at start (a port in
+///   use) leaves no data dir behind, so none is tied to its id.
 pub async fn run(config: NodeConfig, stop: impl Future<Output = ()>) -> Result<(), RunError> {
     let transport = Transport::load(&config).map_err(RunError::Config)?;
     transport.announce(&config);
+    let listeners = Listeners {
+        client: bind(&config.client_addr, "client").await?,
+        peer: bind(&config.peer_addr, "peer").await?,
+    };
     let data_dir = DataDir::open(&config.data_dir, config.id).map_err(|e| match e {
         DataDirError::WrongNode { .. } | DataDirError::NotADirectory(_) => {
             RunError::Config(e.into())
         }
+        DataDirError::Io { ref source, .. }
+            if source.kind() == std::io::ErrorKind::NotADirectory =>
+        {
+            RunError::Config(e.into())
+        }
         other => RunError::Failed(other.into()),
     })?;
-    Ok(run_with(config, transport, data_dir, stop).await?)
+    Ok(run_with(config, transport, listeners, data_dir, stop).await?)
 }
 
-/// [`run`] once the transport's certificates, keys and secret are loaded and the data
-/// dir is locked.
+/// The two bound ports.
+struct Listeners {
+    client: TcpListener,
+    peer: TcpListener,
+}
+
+/// [`run`] once the transport's certificates, keys and secret are loaded, both ports are
+/// bound and the data dir is locked.
 async fn run_with(
     config: NodeConfig,
     transport: Transport,
+    listeners: Listeners,
     data_dir: DataDir,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    // Bind first: a port conflict fails fast, before any state is touched.
-    let client_listener = bind(&config.client_addr, "client").await?;
-    let peer_listener = bind(&config.peer_addr, "peer").await?;
+    let Listeners {
+        client: client_listener,
+        peer: peer_listener,
+    } = listeners;
     let client_shown = bound_address(&config.client_addr, &client_listener);
     let peer_shown = bound_address(&config.peer_addr, &peer_listener);
     let storage = Storage::open(&config, &data_dir)?;

@@ -571,6 +571,16 @@ async fn a_data_dir_that_is_a_file_exits_with_code_2() {
         "{stderr}"
     );
     assert_eq!(std::fs::read(&file).unwrap(), b"notes");
+    // Under a file, too: the system's reason is said once.
+    let below = file.join("sub");
+    let args = node_flags("1", below.to_str().unwrap(), &client_addr, &peer_addr);
+    let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.matches("Not a directory").count(),
+        1,
+        "said once: {stderr}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -588,8 +598,8 @@ async fn a_taken_port_stops_the_node_before_it_touches_anything_else() {
         "{stderr}"
     );
     assert!(
-        !data_dir.join("db").exists(),
-        "RocksDB was opened although the port was taken"
+        !data_dir.exists(),
+        "the data dir was made (and tied to id 1) although the port was taken"
     );
 }
 

@@ -182,6 +182,30 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
         }
         other => panic!("join under a member's addresses: {other:?}"),
     }
+    // The same address spelled another way is the same address; a host that does not
+    // resolve is no address at all (400, nothing changes).
+    let spelled = NodeSpec {
+        id: 9,
+        client_addr: support::free_addr(),
+        peer_addr: cluster.spec(1).peer_addr.replace("127.0.0.1", "localhost"),
+    };
+    match client.join(spelled).await {
+        Err(ClientError::InvalidTransition { message, .. }) => {
+            assert!(message.contains("an address of node 1"), "{message}")
+        }
+        other => panic!("join under a member's address, spelled by name: {other:?}"),
+    }
+    let nowhere = NodeSpec {
+        id: 9,
+        client_addr: "nosuch.invalid:7409".into(),
+        peer_addr: support::free_addr(),
+    };
+    match client.join(nowhere).await {
+        Err(err @ ClientError::InvalidRequest { .. }) => {
+            assert_eq!(err.details().unwrap()["field"], "client_addr", "{err}")
+        }
+        other => panic!("join at a host that does not resolve: {other:?}"),
+    }
     let moved = NodeSpec {
         peer_addr: support::free_addr(),
         ..dead

@@ -15,6 +15,7 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, InitializeError, 
 use openraft::{ChangeMembers, ServerState};
 use serde_json::json;
 
+use super::addresses::MemberAddresses;
 use super::admit;
 use super::auth::{self, endpoints};
 use super::body::{JsonBody, NoFields};
@@ -70,19 +71,11 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     })
 }
 
-/// Whether node `id` could serve at `info`'s addresses in this cluster:
-/// - they differ (a node serves clients and peers on two ports);
-/// - with a peer secret, which proves nothing beyond one host (SPEC §8: "on loopback
-///   only"), the peer address is on loopback: a member elsewhere would be sent the
-///   secret, or never reached.
+/// Whether node `id` could serve at `info`'s addresses in this cluster: with a peer
+/// secret, which proves nothing beyond one host (SPEC §8: "on loopback only"), the peer
+/// address is on loopback: a member elsewhere would be sent the secret, or never reached.
+/// (That they resolve, and to two addresses, is [`MemberAddresses::of_new`]'s check.)
 fn check_usable(app: &App, id: NodeId, info: &NodeInfo, at: &str) -> Result<()> {
-    if info.client_addr == info.peer_addr {
-        return Err(ApiError::invalid(format!(
-            "node {id}: client_addr and peer_addr are both {}: they must differ",
-            info.peer_addr
-        ))
-        .with("field", format!("{at}peer_addr")));
-    }
     if app.config.peer_proof() == PeerProof::Secret && !cairn_config::is_loopback(&info.peer_addr) {
         return Err(ApiError::invalid(format!(
             "node {id}: peer_addr {} is not on loopback, and this cluster's peers prove \
@@ -93,27 +86,6 @@ fn check_usable(app: &App, id: NodeId, info: &NodeInfo, at: &str) -> Result<()> 
         .with("field", format!("{at}peer_addr")));
     }
     Ok(())
-}
-
-/// The field of `node` (`client_addr` or `peer_addr`) that names an address `other` uses
-/// too, if any. Two members at one address would be one process answering for two ids.
-fn shared_address(node: &NodeInfo, other: &NodeInfo) -> Option<&'static str> {
-    let taken = [other.client_addr.as_str(), other.peer_addr.as_str()];
-    [
-        ("client_addr", &node.client_addr),
-        ("peer_addr", &node.peer_addr),
-    ]
-    .into_iter()
-    .find(|(_, addr)| taken.contains(&addr.as_str()))
-    .map(|(field, _)| field)
-}
-
-fn address_of<'a>(node: &'a NodeInfo, field: &str) -> &'a str {
-    if field == "client_addr" {
-        &node.client_addr
-    } else {
-        &node.peer_addr
-    }
 }
 
 /// Nodes an init may list: far more than any Raft cluster has voters, and few enough
@@ -152,28 +124,32 @@ fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>
     Ok(members)
 }
 
-/// An init's addresses, checked as a whole: each node's are usable ([`check_usable`]) and
-/// its own (no address listed twice), and this node's entry names the addresses it
-/// listens on (a membership that gave it others would have peers and clients look for it
-/// elsewhere).
-fn check_init_addresses(app: &App, members: &[(NodeId, NodeInfo)]) -> Result<()> {
+/// An init's addresses, checked as a whole: each node's are usable ([`check_usable`]),
+/// resolve, and are its own (no socket address listed twice, however spelled), and this
+/// node's entry names the addresses it listens on (a membership that gave it others would
+/// have peers and clients look for it elsewhere).
+async fn check_init_addresses(app: &App, members: &[(NodeId, NodeInfo)]) -> Result<()> {
+    let mut checked: Vec<MemberAddresses<'_>> = Vec::with_capacity(members.len());
     for (i, (id, info)) in members.iter().enumerate() {
         let at = format!("nodes[{i}].");
         check_usable(app, *id, info, &at)?;
-        if let Some((other, field)) = members[..i]
+        let addresses = MemberAddresses::of_new(*id, info, &at).await?;
+        if let Some((other, field)) = members
             .iter()
-            .find_map(|(other, known)| Some((*other, shared_address(info, known)?)))
+            .zip(&checked)
+            .find_map(|((other, _), known)| Some((*other, addresses.shared_with(known)?)))
         {
             return Err(ApiError::invalid(format!(
                 "node {id}: {field} {} is an address of node {other} too: every node has \
                  its own addresses",
-                address_of(info, field)
+                addresses.written(field)
             ))
             .with("field", format!("{at}{field}")));
         }
         if *id == app.node_id {
             check_own_addresses(app, info, &at)?;
         }
+        checked.push(addresses);
     }
     Ok(())
 }
@@ -225,9 +201,9 @@ pub async fn init(
     }
     let members = init_members(&app, &body.value.nodes)?;
     if let Some(auth) = &body.value.auth {
-        cairn_access::validate::name("auth.admin", &auth.admin)?;
+        cairn_access::validate::new_name("auth.admin", &auth.admin)?;
     }
-    check_init_addresses(&app, &members)?;
+    check_init_addresses(&app, &members).await?;
     admit::first_members(&app, &members).await?;
     match app
         .raft
@@ -337,6 +313,7 @@ pub async fn join(
     let spec = &body.value;
     let info = node_info(spec, "")?;
     check_usable(&app, spec.id, &info, "")?;
+    let addresses = MemberAddresses::of_new(spec.id, &info, "").await?;
     if !app.is_leader() {
         return forward::to_leader(
             &app,
@@ -351,7 +328,7 @@ pub async fn join(
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
     // Learner first: it receives the log (or a snapshot) without counting toward quorum.
-    let joined_at = match membership_of(&app, spec.id, &info)? {
+    let joined_at = match membership_of(&app, spec.id, &addresses).await? {
         Some(Member::Voter) => {
             confirm_leadership(&app).await?;
             admit::check_voter_admitted(&app, spec).await?;
@@ -406,28 +383,33 @@ enum Member {
 /// What node `id` already is, if a member. A join of a member under other addresses
 /// would answer as if it had happened while the membership keeps the old ones: 409,
 /// naming them. Under the same addresses a join is idempotent. A join under an address
-/// of another member is 409 too: one process would answer for two ids.
-fn membership_of(app: &App, id: NodeId, info: &NodeInfo) -> Result<Option<Member>> {
-    let metrics = app.raft.metrics();
-    let metrics = metrics.borrow();
-    let config = &metrics.membership_config;
-    let holder = config
+/// of another member, however spelled, is 409 too: one process would answer for two ids.
+async fn membership_of(
+    app: &App,
+    id: NodeId,
+    joining: &MemberAddresses<'_>,
+) -> Result<Option<Member>> {
+    let config = app.raft.metrics().borrow().membership_config.clone();
+    let others = config
         .membership()
         .nodes()
-        .filter(|(other, _)| **other != id)
-        .find_map(|(other, known)| Some((*other, shared_address(info, known)?)));
-    if let Some((other, field)) = holder {
+        .filter(|(other, _)| **other != id);
+    for (other, known) in others {
+        let Some(field) = joining.shared_with(&MemberAddresses::of_member(known).await) else {
+            continue;
+        };
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
             format!(
                 "{field} {} is an address of node {other}, a member: node {id} needs \
                  addresses of its own",
-                address_of(info, field)
+                joining.written(field)
             ),
         )
         .with("id", id)
         .with("field", field));
     }
+    let info = joining.info;
     let Some(known) = config.membership().get_node(&id) else {
         return Ok(None);
     };

@@ -11,6 +11,7 @@
 //! - `routes`: the route table, which builds both the router and the OpenAPI document.
 //! - `openapi`: `GET /openapi.json`, generated from the route table and the wire types.
 
+mod addresses;
 mod admit;
 pub mod auth;
 pub mod body;
