@@ -57,6 +57,25 @@ pub fn name(field: &str, name: &str) -> Result<(), AccessError> {
     Ok(())
 }
 
+/// The name of a principal being made (`POST /v1/auth/principals`, the first admin of
+/// `enable` and `init`): a [`name`], and not `.` or `..`, which URL clients resolve as
+/// path segments, so that `/v1/auth/principals/../rotate` would never reach the node
+/// and the principal could not be rotated or deleted by name. (Names made before this
+/// rule still pass [`name`] where a request names an existing principal.)
+pub fn new_name(field: &str, name: &str) -> Result<(), AccessError> {
+    self::name(field, name)?;
+    match name {
+        "." | ".." => Err(invalid(
+            field,
+            format!(
+                "principal name {name:?}: a name of dots only would be read as a URL path \
+                 segment"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Grants as requested, made stored records: each with at least one permission, a
 /// prefix of at most 512 bytes without control characters, `admin` only on the empty
 /// prefix; at most 64.
@@ -130,6 +149,23 @@ mod tests {
                 ),
                 "{bad:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_new_name_is_no_url_path_segment() {
+        for dots in [".", ".."] {
+            assert!(
+                name("name", dots).is_ok(),
+                "an existing {dots:?} is still named"
+            );
+            assert!(
+                matches!(new_name("name", dots), Err(AccessError::Invalid { field, .. }) if field == "name"),
+                "{dots:?}"
+            );
+        }
+        for good in ["...", ".a", "a..b", "alice"] {
+            assert!(new_name("name", good).is_ok(), "{good}");
         }
     }
 

@@ -66,6 +66,8 @@ struct Answer {
     status: u16,
     body: Value,
     text: String,
+    /// The `WWW-Authenticate` header, if any.
+    challenge: Option<String>,
 }
 
 impl Answer {
@@ -152,10 +154,19 @@ impl Http {
             .await
             .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
         let status = response.status().as_u16();
+        let challenge = response
+            .headers()
+            .get(reqwest::header::WWW_AUTHENTICATE)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
         let bytes = response.bytes().await.expect("answer body");
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        Answer { status, body, text }
+        Answer {
+            status,
+            body,
+            text,
+            challenge,
+        }
     }
 }
 
@@ -340,6 +351,14 @@ async fn t85_01_bad_tokens_are_401_on_every_node_and_change_nothing() {
                 Some("unauthenticated"),
                 &format!("node {id}: read, {what}"),
             );
+            // RFC 9110 §11.6.1: a 401 names the scheme it wants.
+            for answer in [&write, &read] {
+                assert_eq!(
+                    answer.challenge.as_deref(),
+                    Some("Bearer"),
+                    "node {id}: {what}"
+                );
+            }
         }
     }
     assert_eq!(
@@ -2504,6 +2523,19 @@ async fn t85_17_a_request_that_proves_no_identity_is_401_before_its_shape_is_che
         // Public routes keep answering without a token.
         let got = send_raw(&api, id, Method::GET, "/healthz?x=1", None, Vec::new()).await;
         assert_eq!(got.0, 400, "node {id}: /healthz with a query parameter");
+        // Headers alone decide these: the node answers at once, never inviting the body
+        // (`100 Continue`) or waiting for it.
+        let endpoint = cluster.endpoint(id);
+        let no_token = head_only(&endpoint, None, 10, true).await;
+        assert!(
+            no_token.starts_with("HTTP/1.1 401"),
+            "node {id}: {no_token}"
+        );
+        let oversize = head_only(&endpoint, Some(&at), 3_000_000, true).await;
+        assert!(
+            oversize.starts_with("HTTP/1.1 413"),
+            "node {id}: {oversize}"
+        );
     }
     assert_eq!(
         last_log_index(&cluster, leader).await,
@@ -2525,6 +2557,41 @@ async fn t85_17_a_request_that_proves_no_identity_is_401_before_its_shape_is_che
         .await;
         assert_eq!(got, (400, "invalid_request".to_string()), "node {id}");
     }
+}
+
+/// The first answer to a `POST /v1/write` whose head declares `content_length` bytes and
+/// whose body never comes (with `Expect: 100-continue` when `expect`), read within 5 s:
+/// the node must answer from the head alone.
+async fn head_only(
+    endpoint: &str,
+    auth: Option<&str>,
+    content_length: u64,
+    expect: bool,
+) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = endpoint.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await.expect("connect");
+    let mut head = format!(
+        "POST /v1/write HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Content-Length: {content_length}\r\n"
+    );
+    if let Some(auth) = auth {
+        head.push_str(&format!("Authorization: {auth}\r\n"));
+    }
+    if expect {
+        head.push_str("Expect: 100-continue\r\n");
+    }
+    head.push_str("\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .await
+        .expect("send the head");
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer from the head alone, within 5 s")
+        .expect("read");
+    String::from_utf8_lossy(&answer[..read]).into_owned()
 }
 
 /// An `any` read and `GET /cluster/status` authenticate against the grants of the node

@@ -67,16 +67,37 @@ fn sized_empty_actor(error: ApiError, limits: &Limits) -> ApiError {
 }
 
 /// The request's whole body, at most `limit` bytes ([`read_limited`], told the declared
-/// `Content-Length` and `limits.request_body_timeout_ms`).
+/// `Content-Length` and `limits.request_body_timeout_ms`). A client that waits to be
+/// invited to send its body (`Expect: 100-continue`) and declares more than `limit` is
+/// refused from the head, uninvited; any other client is read up to the limit first, so
+/// that it reads the 413 rather than a connection reset mid-body.
 async fn read_body(req: Request, limit: usize, limits: &Limits) -> Result<Bytes, ApiError> {
+    let waits = waits_for_continue(&req);
     let (body, content_length, stall) = body_parts(req, limits);
+    if waits && content_length.is_some_and(|declared| declared > limit as u64) {
+        return Err(body_too_large(content_length, 0, limit));
+    }
     read_limited(body, content_length, limit, stall).await
+}
+
+/// Whether the client waits for `100 Continue` before it sends its body: reading the body
+/// would have the HTTP layer invite it.
+fn waits_for_continue(req: &Request) -> bool {
+    req.headers()
+        .get(axum::http::header::EXPECT)
+        .is_some_and(|expect| expect.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// Reads and drops the body of a request refused before its body was looked at (at most
 /// the node's body limit, with the same stall timer), so that a client still sending it
 /// reads the refusal instead of a reset connection. Nothing of it is kept or decoded.
+///
+/// A client that waits to be told to send its body (`Expect: 100-continue`) is not told:
+/// it gets the refusal at once.
 pub async fn discard(req: Request, limits: &Limits) {
+    if waits_for_continue(&req) {
+        return;
+    }
     let (body, content_length, stall) = body_parts(req, limits);
     let _ = read_frames(body, content_length, body_bytes_max(limits), stall, drop).await;
 }

@@ -125,10 +125,19 @@ pub fn role_name(state: ServerState) -> &'static str {
 
 /// Counts every 401 and 403 this node answers in `cairn_auth_refused_total`, and every 400
 /// and 413 in `cairn_bad_requests_total`, whichever check refused it (one place, so no
-/// refusal path, a body that does not decode included, can forget to count).
-async fn count_refusals(State(app): State<SharedApp>, response: Response) -> Response {
+/// refusal path, a body that does not decode included, can forget to count). A 401 names
+/// the scheme it wants (`WWW-Authenticate: Bearer`, which RFC 9110 §11.6.1 requires of
+/// every 401), relayed ones included.
+async fn count_refusals(State(app): State<SharedApp>, mut response: Response) -> Response {
     match response.status().as_u16() {
-        401 | 403 => Metrics::inc(&app.metrics.auth_refused),
+        401 => {
+            Metrics::inc(&app.metrics.auth_refused);
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        403 => Metrics::inc(&app.metrics.auth_refused),
         400 | 413 => Metrics::inc(&app.metrics.bad_requests),
         _ => {}
     }

@@ -132,7 +132,7 @@ fn admin(app: &App, headers: &HeaderMap) -> Result<String> {
 /// Turns auth on for this cluster with `admin` as its first principal (the leader's
 /// half of `POST /v1/auth/enable` and of `POST /cluster/init` with `auth`).
 pub async fn enable_here(app: &App, admin: &str) -> Result<AuthEnabled> {
-    validate::name("admin", admin)?;
+    validate::new_name("admin", admin)?;
     let token = Token::generate();
     let change = AccessChange::Enable {
         admin: admin.to_string(),
@@ -178,7 +178,7 @@ pub async fn create(
     body: JsonBody<CreatePrincipalRequest>,
 ) -> Result<Response> {
     let req = &body.value;
-    validate::name("name", &req.name)?;
+    validate::new_name("name", &req.name)?;
     let grants = validate::grants(&req.grants)?;
     if !app.is_leader() {
         return relay(
