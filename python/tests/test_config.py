@@ -6,10 +6,19 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cairn_client import Cairn, ConnectionFailed, InvalidInput, State
+from cairn_client import (
+    AsyncCairn,
+    Cairn,
+    ConnectionFailed,
+    InvalidInput,
+    RetryPolicy,
+    State,
+    WriteRequest,
+)
 from cairn_client.testing import LocalCluster
 
 
@@ -76,6 +85,120 @@ def test_bad_arguments_are_refused_before_anything_is_sent(
         client.create_principal("p", [{"prefix": "", "permissions": ["fly"]}])
     with pytest.raises(InvalidInput, match="consistency"):
         Cairn(["127.0.0.1:9"], consistency="eventual")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        # clear_tombstone="yes" would un-forget a forgotten key; True would be version 1.
+        ("clear_tombstone", "yes"),
+        ("override_revocation", "on"),
+        ("override_revocation", 1),
+        ("expected_version", True),
+        ("expected_version", "2"),
+        ("based_on_revision", 1.0),
+        ("source", b"agent"),
+        ("anchors", [b"topic:db"]),
+    ],
+)
+def test_request_options_of_the_wrong_type_are_refused_not_converted(
+    option: str, value: Any, connect: Callable[..., Cairn]
+) -> None:
+    client = connect(["127.0.0.1:9"], actor="a")
+    with pytest.raises(InvalidInput, match=f"write: {option}"):
+        client.write("k", 1, **{option: value})
+
+
+def test_arguments_of_the_wrong_type_are_invalid_input_before_anything_is_sent(
+    connect: Callable[..., Cairn],
+) -> None:
+    client = connect(["127.0.0.1:9"], actor="a")
+    with pytest.raises(InvalidInput, match="write: key"):
+        client.write(b"key", 1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="read: max_staleness_ms"):
+        client.read("k", max_staleness_ms="5")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="batch: ops"):
+        client.batch(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="tombstone_id"):
+        client.tombstone(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput, match="name"):
+        client.rotate_token(None)  # type: ignore[arg-type]
+    for prefix in (5, b"live/"):
+        # Not the prefix "5": a watch of a prefix that is not a str.
+        with pytest.raises(InvalidInput, match="watch: prefix"), client.watch(prefix):  # type: ignore[arg-type]
+            pass
+    with pytest.raises(InvalidInput, match="from_revision"), client.watch("", from_revision=True):
+        pass
+    # An enum option still takes its value's name, as the guide shows.
+    batch_op = WriteRequest(key="k", value=1, clear_tombstone=True)
+    assert batch_op.clear_tombstone is True
+
+
+@pytest.mark.parametrize("cls", [Cairn, AsyncCairn])
+@pytest.mark.parametrize(
+    "option", ["timeout", "connect_timeout", "discovery_timeout", "watch_silence_timeout"]
+)
+@pytest.mark.parametrize("value", [-1, 0, float("inf"), float("nan"), 1e10, True, "5", None])
+def test_timeouts_are_seconds_above_zero_checked_by_the_constructor(
+    cls: type[Cairn | AsyncCairn], option: str, value: Any
+) -> None:
+    """Unchecked, each transport failed later its own way: ValueError, OverflowError, or
+    a retried OutcomeUnknown saying a write that never left may have applied."""
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {option}: "):
+        cls(["127.0.0.1:9"], **{option: value})
+
+
+@pytest.mark.parametrize("value", [-1, 0, float("inf"), "x", True])
+def test_a_call_timeout_is_none_or_seconds_above_zero(value: Any) -> None:
+    with pytest.raises(InvalidInput, match=r"^invalid_input: call_timeout: "):
+        Cairn(["127.0.0.1:9"], call_timeout=value)
+    Cairn(
+        ["127.0.0.1:9"], call_timeout=None, timeout=0.5, watch_silence_timeout=365 * 86400
+    ).close()
+
+
+@pytest.mark.parametrize("cls", [Cairn, AsyncCairn])
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"token": 123}, "token"),
+        ({"token": b"cairn_abc"}, "token"),
+        ({"endpoints": [None]}, "endpoint None"),
+        ({"endpoints": b"127.0.0.1:7401"}, "endpoints"),
+        ({"endpoints": 7401}, "endpoints"),
+        ({"token_file": 123}, "token_file"),
+        ({"ca_cert": 5}, "ca_cert"),
+        ({"client_cert": (1, 2)}, "client_cert"),
+        ({"client_cert": 5}, "client_cert"),
+        ({"verify": "yes"}, "verify"),  # not a CA file: that is ca_cert
+        ({"retry": "x"}, "retry"),
+        ({"session": "x"}, "session"),
+        ({"actor": 5}, "actor"),
+        ({"max_staleness_ms": "5"}, "max_staleness_ms"),
+        ({"max_staleness_ms": -1}, "max_staleness_ms"),
+    ],
+)
+def test_constructor_arguments_of_the_wrong_type_are_invalid_input(
+    cls: type[Cairn | AsyncCairn], arguments: dict[str, Any], named: str
+) -> None:
+    arguments.setdefault("endpoints", ["127.0.0.1:9"])
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {re.escape(named)}"):
+        cls(**arguments)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"retries_max": -1}, "retries_max"),
+        ({"retries_max": 1.5}, "retries_max"),
+        ({"backoff_ms_min": True}, "backoff_ms_min"),
+        ({"backoff_ms_min": 5000, "backoff_ms_max": 10}, "backoff_ms_min 5000 is more than"),
+    ],
+)
+def test_a_retry_policy_out_of_range_is_invalid_input(fields: dict[str, Any], named: str) -> None:
+    with pytest.raises(InvalidInput, match=f"RetryPolicy {named}"):
+        RetryPolicy(**fields)
+    assert RetryPolicy(retries_max=0, backoff_ms_min=0, backoff_ms_max=0).backoff(1) <= 0.001
 
 
 def test_https_with_the_cluster_ca_and_a_client_certificate(

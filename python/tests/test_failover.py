@@ -48,6 +48,7 @@ def _settle(outcomes: Outcomes, key: str, error: CairnError | None) -> None:
     if error is None:
         outcomes.acknowledged[key] = time.monotonic()
     elif isinstance(error, OutcomeUnknown):
+        assert error.request_id is not None, "every write carries a request_id"
         outcomes.unknown[key] = error.request_id
     else:
         outcomes.failed.append(key)
@@ -160,6 +161,7 @@ def test_an_isolated_leader_answers_outcome_unknown_and_the_retry_applies_once(
     ):
         client.pinned(local.endpoints[leader - 1]).write("isolated/k", "v")
     request_id = unknown.value.request_id
+    assert request_id is not None
     assert len(request_id) == 32
     # "<code>: <message>", the code once.
     assert str(unknown.value) == f"outcome_unknown: {unknown.value.message}"
@@ -196,6 +198,7 @@ def test_a_call_ends_at_its_call_timeout(
     assert time.monotonic() - started < bound + 2.5
     assert f"call timeout of {bound} s" in unknown.value.message
     request_id = unknown.value.request_id
+    assert request_id is not None
     assert len(request_id) == 32
     for follower in followers:
         local.start(follower)

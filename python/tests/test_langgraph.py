@@ -30,7 +30,17 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from cairn_client import AsyncCairn, Cairn, KeyForgotten, KeyRevoked, Session, State
+from cairn_client import (
+    AsyncCairn,
+    Cairn,
+    ConnectionFailed,
+    InvalidInput,
+    KeyForgotten,
+    KeyRevoked,
+    RetryPolicy,
+    Session,
+    State,
+)
 from cairn_client.langgraph import DELETE_REASON, WARNING_FIELD, CairnStore
 from cairn_client.langgraph._keys import KeyCodec
 from cairn_client.langgraph._match import matches_filter, query_cues, text_matches
@@ -204,6 +214,7 @@ def test_notes_under_the_prefix_that_the_store_cannot_have_written_are_not_items
     store.put(NOTES, "mine", {"v": 1})
     api.write(f"{lg.prefix}notes/scalar", "not a JSON object")
     api.write(f"{lg.prefix}notes%2fbad/k", {"v": 2})  # not how the store escapes "/"
+    api.write(f"{lg.prefix}toplevel", {"v": 3})  # no namespace: a put cannot make it
     assert store.get(NOTES, "scalar") is None
     assert [item.key for item in store.search(())] == ["mine"]
     assert store.list_namespaces() == [NOTES]
@@ -284,6 +295,10 @@ def test_search_keeps_the_values_that_pass_the_filter(lg: Harness) -> None:
     assert keys(filter={"score": {"$gt": 3, "$lte": 9}}) == ["b", "c"]
     assert keys(filter={"kind": {"$ne": "fact"}}) == ["c"]
     assert keys(filter={"missing": 1}) == []
+    # As LangGraph's in-memory store: a limit of 0 is no items, by listing or by cues.
+    assert keys(limit=0) == []
+    assert keys(limit=0, offset=1) == []
+    assert keys(limit=1, offset=1) == ["b"]
 
 
 def test_search_pages_through_more_than_one_cairn_page(lg: Harness) -> None:
@@ -479,6 +494,51 @@ def test_a_store_needs_the_client_of_the_calls_it_makes() -> None:
 
 
 @pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"prefix": 5}, "prefix"),
+        ({"reason": None}, "reason"),
+        ({"recreate_deleted": "yes"}, "recreate_deleted"),
+        ({"override_revocation": 1}, "override_revocation"),
+        ({"anchor_fields": "tags[*]"}, "anchor_fields"),  # not the paths "t", "a", ...
+        ({"anchor_fields": [1]}, "anchor_fields"),
+        ({"page_size": 0}, "page_size"),
+        ({"recall_limit": "10"}, "recall_limit"),
+    ],
+)
+def test_store_options_of_the_wrong_type_are_invalid_input(
+    options: dict[str, Any], named: str
+) -> None:
+    with (
+        Cairn(["127.0.0.1:9"]) as client,
+        pytest.raises(InvalidInput, match=f"^invalid_input: {named}"),
+    ):
+        CairnStore(client, **options)
+
+
+def test_a_client_that_is_not_a_cairn_client_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="client: expected Cairn"):
+        CairnStore("notaclient")  # type: ignore[arg-type]
+    with Cairn(["127.0.0.1:9"]) as client, pytest.raises(InvalidInput, match="async_client"):
+        CairnStore(async_client=client)  # type: ignore[arg-type]
+
+
+def test_a_put_of_a_value_or_index_of_the_wrong_type_is_refused_before_anything_is_sent() -> None:
+    # Port 9 (discard) is never a cairn node: a put that reached the client would fail
+    # with ConnectionFailed instead.
+    with Cairn(["127.0.0.1:9"], retry=RetryPolicy(retries_max=0)) as client:
+        store = CairnStore(client)
+        with pytest.raises(InvalidInput, match="value: expected a dict"):
+            store.put(NOTES, "k", "string")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="index: expected a list"):
+            store.put(NOTES, "k", {"anchors": ["topic:a"]}, index="anchors[*]")  # type: ignore[arg-type]
+        with pytest.raises(InvalidInput, match="index"):
+            store.batch([PutOp(NOTES, "k", {"v": 1}, index=True)])  # type: ignore[arg-type]
+        with pytest.raises(ConnectionFailed):
+            store.put(NOTES, "k", {"anchors": ["topic:a"]}, index=["anchors[*]"])
+
+
+@pytest.mark.parametrize(
     ("namespace", "key"),
     [
         (("users", "alice"), "prefs"),
@@ -499,7 +559,16 @@ def test_keys_decode_to_the_namespace_and_key_they_encode(
 
 @pytest.mark.parametrize(
     "cairn_key",
-    ["other/k", "lg/a%2fb/k", "lg/a%zz/k", "lg/%FF/k", "lg/%2/k", "lg/a//k", "lg/%61/k"],
+    [
+        "other/k",
+        "lg/a%2fb/k",
+        "lg/a%zz/k",
+        "lg/%FF/k",
+        "lg/%2/k",
+        "lg/a//k",
+        "lg/%61/k",
+        "lg/toplevel",  # an empty namespace, which LangGraph's put refuses
+    ],
 )
 def test_keys_the_store_cannot_have_written_decode_to_nothing(cairn_key: str) -> None:
     assert KeyCodec("lg/").decode(cairn_key) is None

@@ -26,7 +26,7 @@ from cairn_client import (
     StaleRead,
     State,
 )
-from cairn_client.session import TOKEN_KEYS_MAX
+from cairn_client.session import TOKEN_JSON_BYTES_MAX, TOKEN_KEYS_MAX
 from cairn_client.testing import LocalCluster, find_node_binary
 
 
@@ -87,6 +87,22 @@ def test_an_exported_token_keeps_the_newest_keys_within_its_bounds() -> None:
     assert imported.key("k0000") is None
 
 
+def test_a_full_token_is_as_long_as_the_guide_says() -> None:
+    """The 16 KiB bound is on the JSON; the token, its base64url, is 4/3 of it: at most
+    ceil(16384 * 4 / 3) = 21,846 characters, which is what docs/python.md must say."""
+    session = Session()
+    for i in range(TOKEN_KEYS_MAX):
+        top = 2**63 + i  # 19-digit numbers: the most JSON per entry
+        session.observe_key(f"{i:04}" + "k" * 60, KeyMark(top, top, top, top))
+    token = session.export_token()
+    json_bytes = len(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    chars_max = -(-TOKEN_JSON_BYTES_MAX * 4 // 3)
+    assert TOKEN_JSON_BYTES_MAX - 200 < json_bytes <= TOKEN_JSON_BYTES_MAX
+    assert chars_max - 300 < len(token) <= chars_max
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    assert f"16 KiB of JSON, so at most {chars_max:,} characters of token" in guide
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -104,6 +120,12 @@ def test_an_exported_token_keeps_the_newest_keys_within_its_bounds() -> None:
 def test_malformed_tokens_are_refused(body: str) -> None:
     with pytest.raises(InvalidInput, match="malformed session token"):
         Session.import_token(body)
+
+
+@pytest.mark.parametrize("token", [None, 5, b"eyJyIjowLCJrIjpbXX0"])
+def test_a_session_token_that_is_not_a_str_is_invalid_input(token: object) -> None:
+    with pytest.raises(InvalidInput, match="malformed session token: expected a str"):
+        Session.import_token(token)  # type: ignore[arg-type]
 
 
 def test_answers_older_than_the_session_are_regressions() -> None:

@@ -1,14 +1,21 @@
-"""The pure parts, without a cluster: error bodies to exceptions, retry classification,
-backoff bounds, request ids, SSE parsing and watch resumption."""
+"""The parts that need no cluster: error bodies to exceptions, retry classification,
+backoff bounds, request ids, SSE parsing and watch resumption, and what a transport
+failure says about a request that may have reached a node (a loopback server that hangs
+up)."""
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from cairn_client import (
     AccessError,
+    Cairn,
     CairnError,
     Conflict,
     ConnectionFailed,
@@ -179,10 +186,67 @@ def test_an_unknown_outcome_reads_code_then_message_once() -> None:
     join = Call("POST", Route.LEADER, ("cluster", "join"), Mode.ADMIN, 1.0)
     given_up = _give_up(join, reset, may_have_applied=True)
     assert isinstance(given_up, OutcomeUnknown)
-    assert given_up.request_id == ""
+    assert given_up.request_id is None, "SPEC: null for a request sent without one"
     assert str(given_up).endswith("read the state to learn whether it was applied")
     refused = ConnectionFailed("http://h:1", "refused", sent=False)
     assert _give_up(join, refused, may_have_applied=False) is refused
+
+
+def test_a_request_id_that_is_null_or_missing_is_none() -> None:
+    from_node = _error(504, '{"error":{"code":"outcome_unknown","message":"m","request_id":null}}')
+    assert isinstance(from_node, OutcomeUnknown)
+    assert from_node.request_id is None
+    assert OutcomeUnknown("lost").request_id is None
+
+
+def test_a_transport_failure_of_a_read_never_may_have_applied() -> None:
+    read = ConnectionFailed("http://h:1", "reset", sent=True, read_only=True)
+    assert (read.sent, read.may_have_applied, read.is_transient) == (True, False, True)
+
+
+@pytest.mark.parametrize("method", ["read", "write"])
+def test_a_connection_cut_after_sending_applied_nothing_only_for_a_read(
+    method: str, connect: Callable[..., Cairn]
+) -> None:
+    """A node that takes the request and closes the connection without an answer: the
+    request was sent, but a read changes nothing, so only the write may have applied."""
+    with _hang_up_server() as endpoint:
+        client = connect([endpoint], actor="a", retry=RetryPolicy(retries_max=0))
+        if method == "write":
+            with pytest.raises(OutcomeUnknown) as unknown:
+                client.write("k", 1)
+            assert unknown.value.may_have_applied
+            return
+        with pytest.raises(ConnectionFailed) as failed:
+            client.read("k")
+        assert failed.value.sent is True
+        assert failed.value.may_have_applied is False
+
+
+@contextmanager
+def _hang_up_server() -> Iterator[str]:
+    """A loopback server that reads each request and closes without answering."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.recv(65536)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
 
 
 def test_backoff_is_exponential_capped_and_jittered() -> None:

@@ -53,6 +53,10 @@ class ClientBase:
         consistency: ConsistencyLike | None = None,
         max_staleness_ms: int | None = None,
     ) -> None:
+        if session is not None and not isinstance(session, Session):
+            raise InvalidInput(f"session: expected a Session, not {type(session).__name__}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidInput(f"retry: expected a RetryPolicy, not {type(retry).__name__}")
         settings = resolve_settings(
             endpoints=endpoints,
             token=token,
@@ -61,12 +65,12 @@ class ClientBase:
             ca_cert=ca_cert,
             verify=verify,
             client_cert=client_cert,
-            timeouts=Timeouts(
-                connect=connect_timeout,
-                request=timeout,
-                discovery=discovery_timeout,
-                watch_silence=watch_silence_timeout,
-                call=call_timeout,
+            timeouts=Timeouts.of_options(
+                timeout=timeout,
+                connect_timeout=connect_timeout,
+                discovery_timeout=discovery_timeout,
+                watch_silence_timeout=watch_silence_timeout,
+                call_timeout=call_timeout,
             ),
             retry=retry or RetryPolicy(),
             consistency=_consistency_name(consistency),

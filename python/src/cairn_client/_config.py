@@ -9,7 +9,7 @@ import os
 import random
 import ssl
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -46,6 +46,19 @@ class RetryPolicy:
     backoff_ms_min: int = BACKOFF_MS_MIN_DEFAULT
     backoff_ms_max: int = BACKOFF_MS_MAX_DEFAULT
 
+    def __post_init__(self) -> None:
+        """Whole numbers, 0 or more, the minimum at most the maximum: else
+        ``InvalidInput`` naming the field."""
+        for name in ("retries_max", "backoff_ms_min", "backoff_ms_max"):
+            value = getattr(self, name)
+            if not _is_count(value):
+                raise InvalidInput(f"RetryPolicy {name}: {value!r}; expected an int, 0 or more")
+        if self.backoff_ms_min > self.backoff_ms_max:
+            raise InvalidInput(
+                f"RetryPolicy backoff_ms_min {self.backoff_ms_min} is more than backoff_ms_max "
+                f"{self.backoff_ms_max}"
+            )
+
     def backoff(self, attempt: int) -> float:
         """Seconds before retry number ``attempt`` (1-based): exponential, capped, and
         jittered to between half and all of it, so clients that failed together do not
@@ -69,6 +82,50 @@ class Timeouts:
     """A whole call: its attempts, leader discovery and the backoff between them
     (``None``: the retry count alone bounds it)."""
 
+    @classmethod
+    def of_options(
+        cls,
+        *,
+        timeout: object,
+        connect_timeout: object,
+        discovery_timeout: object,
+        watch_silence_timeout: object,
+        call_timeout: object,
+    ) -> Timeouts:
+        """The timeouts of a client's options, each checked: seconds, more than 0 and at
+        most a year (``call_timeout`` may be ``None``), else ``InvalidInput`` naming it.
+        Checked here, as both transports would otherwise fail later, each its own way."""
+        return cls(
+            connect=_seconds("connect_timeout", connect_timeout),
+            request=_seconds("timeout", timeout),
+            discovery=_seconds("discovery_timeout", discovery_timeout),
+            watch_silence=_seconds("watch_silence_timeout", watch_silence_timeout),
+            call=None if call_timeout is None else _seconds("call_timeout", call_timeout),
+        )
+
+
+# Longest timeout accepted: a year. From about 1e10 s the sync transport's socket
+# deadline overflows (OverflowError) while the async one waits: both refuse it alike here.
+_SECONDS_MAX = 365 * 24 * 3600.0
+
+
+def _seconds(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= _SECONDS_MAX  # NaN fails every comparison
+    ):
+        raise InvalidInput(
+            f"{name}: {value!r}; expected seconds, a number more than 0 and at most "
+            f"{_SECONDS_MAX:.0f} (a year)"
+        )
+    return float(value)
+
+
+def _is_count(value: object) -> bool:
+    """An ``int`` (not a ``bool``), 0 or more."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
 
 class BearerToken:
     """A principal's token, sent as ``Authorization: Bearer TOKEN``. Its ``repr`` and
@@ -77,6 +134,8 @@ class BearerToken:
     __slots__ = ("_token",)
 
     def __init__(self, token: str) -> None:
+        if not isinstance(token, str):
+            raise InvalidInput(f"token: expected a str, not {type(token).__name__}")
         token = token.strip()
         if not token:
             raise InvalidInput("token: empty")
@@ -90,6 +149,7 @@ class BearerToken:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> BearerToken:
         """The token in the file at ``path``; errors name the file, never its content."""
+        _check_path("token_file", path)
         try:
             text = Path(path).read_text()
         except (OSError, UnicodeDecodeError) as err:
@@ -119,6 +179,8 @@ def normalize_endpoint(endpoint: str, scheme: str = "http") -> str:
     ``host:port`` gets ``scheme``. A path (``/v1``), a query or a fragment is refused: the
     client adds the API's paths itself, so ``http://host:7401/v1`` would ask for
     ``/v1/v1/read`` and every key would look absent. A bare host needs its port."""
+    if not isinstance(endpoint, str):
+        raise InvalidInput(f"endpoint {endpoint!r}: expected a str, not {type(endpoint).__name__}")
     endpoint = endpoint.strip()
     bare = "://" not in endpoint
     with_scheme = f"{scheme}://{endpoint}" if bare else endpoint
@@ -193,8 +255,10 @@ def resolve_settings(
     listed = _endpoint_list(endpoints, environ)
     if not listed:
         raise InvalidInput("no endpoints given")
-    if timeouts.call is not None and not timeouts.call > 0:
-        raise InvalidInput(f"call_timeout: {timeouts.call} s; must be more than 0")
+    if actor is not None and not isinstance(actor, str):
+        raise InvalidInput(f"actor: expected a str, not {type(actor).__name__}")
+    if max_staleness_ms is not None and not _is_count(max_staleness_ms):
+        raise InvalidInput(f"max_staleness_ms: {max_staleness_ms!r}; expected an int, 0 or more")
     return Settings(
         endpoints=tuple(normalize_endpoint(endpoint, scheme) for endpoint in listed),
         token=_token(token, token_file, environ),
@@ -217,6 +281,11 @@ def _endpoint_list(endpoints: Sequence[str] | str | None, env: Mapping[str, str]
         endpoints = env["CAIRN_ENDPOINTS"]
     if isinstance(endpoints, str):
         endpoints = endpoints.split(",")
+    elif isinstance(endpoints, bytes | bytearray) or not isinstance(endpoints, Iterable):
+        raise InvalidInput(
+            f"endpoints: expected a list of str or a comma-separated str, not "
+            f"{type(endpoints).__name__}"
+        )
     return list(endpoints)
 
 
@@ -247,6 +316,15 @@ def _ssl_context(
 ) -> tuple[ssl.SSLContext | bool, bool]:
     """The TLS context and whether a cluster CA was given (then a bare ``host:port`` means
     ``https://``). A CA file is trusted alone, as the Rust client trusts only it."""
+    if not isinstance(verify, bool | ssl.SSLContext):
+        raise InvalidInput(
+            f"verify: expected True, False or an ssl.SSLContext, not {type(verify).__name__} "
+            "(a CA file goes in ca_cert)"
+        )
+    if ca_cert is not None:
+        _check_path("ca_cert", ca_cert)
+    if client_cert is not None:
+        _check_cert(client_cert)
     ca = ca_cert if ca_cert is not None else (env.get("CAIRN_CACERT") or None)
     cert = client_cert if client_cert is not None else _env_cert_pair(env)
     if isinstance(verify, ssl.SSLContext):
@@ -263,6 +341,25 @@ def _ssl_context(
     if cert is not None:
         _load_client_cert(context, cert)
     return context, has_ca
+
+
+def _check_path(name: str, path: object) -> None:
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInput(
+            f"{name}: expected a path (str or os.PathLike), not {type(path).__name__}"
+        )
+
+
+def _check_cert(cert: object) -> None:
+    """A client certificate file, or a ``(cert, key)`` pair of files."""
+    if isinstance(cert, tuple) and len(cert) == 2:
+        for path in cert:
+            _check_path("client_cert", path)
+    elif not isinstance(cert, str | os.PathLike):
+        raise InvalidInput(
+            f"client_cert: expected a path or a (cert, key) pair of paths, not "
+            f"{type(cert).__name__}"
+        )
 
 
 def _env_cert_pair(env: Mapping[str, str]) -> CertPair | None:

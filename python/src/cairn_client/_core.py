@@ -135,6 +135,9 @@ class Exchange:
     body: bytes | None = None
     timeout: float | None = None
     stream: bool = False
+    read_only: bool = False
+    """A failure is ``ConnectionFailed`` with ``read_only``: it cannot have applied
+    anything."""
 
     @property
     def url(self) -> str:
@@ -256,6 +259,9 @@ class Call:
     params: tuple[tuple[str, str], ...] = ()
     request_id: str | None = None
     stream: bool = False
+    read_only: bool = False
+    """The request changes nothing at the node (a read, a status, a watch): a transport
+    failure of it cannot have applied anything, whatever reached the node."""
 
 
 class Nodes:
@@ -368,6 +374,11 @@ _BATCH_OP_TYPES = (
 def _batch_ops(ops: Iterable[BatchOp]) -> list[BatchOp]:
     """``ops`` as a list, each checked to be an operation model: a dict or any other object
     is ``InvalidInput`` naming it, as pydantic cannot tell which operation a dict means."""
+    if isinstance(ops, str | bytes | Mapping) or not isinstance(ops, Iterable):
+        raise InvalidInput(
+            f"batch: ops is a {type(ops).__name__}, not a list of operation models",
+            details={"field": "ops"},
+        )
     checked = list(ops)
     for index, op in enumerate(checked):
         if not isinstance(op, _BATCH_OP_TYPES):
@@ -389,6 +400,14 @@ def _validated(adapter: TypeAdapter[T], what: str, value: Any) -> T:
         return adapter.validate_python(value)
     except ValidationError as err:
         raise InvalidInput.from_validation(what, err) from None
+
+
+def _segment(what: str, value: Any) -> str:
+    """An argument that goes in the URL path (a tombstone id, a principal's name): a
+    ``str``, else ``InvalidInput`` naming it."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what}: expected a str, not {type(value).__name__}")
+    return value
 
 
 def _exchange_outcome(outcome: Any) -> Reply:
@@ -525,12 +544,19 @@ class Core:
         if not isinstance(err, ConnectionFailed):
             return err
         message = f"the call timeout of {self.settings.timeouts.call} s ran out"
-        return ConnectionFailed(err.endpoint, message, sent=err.sent)
+        return ConnectionFailed(err.endpoint, message, sent=err.sent, read_only=err.read_only)
 
     def attempt(self, base: str, call: Call) -> Program[Reply]:
         """One HTTP exchange: the reply when 2xx, its parsed error otherwise."""
         effect = Exchange(
-            call.method, base, call.path, call.params, call.body, call.timeout, call.stream
+            call.method,
+            base,
+            call.path,
+            call.params,
+            call.body,
+            call.timeout,
+            call.stream,
+            call.read_only,
         )
         reply = _exchange_outcome((yield effect))
         if is_success(reply.status):
@@ -576,7 +602,7 @@ class Core:
     def status_at(self, endpoint: str, timeout: float) -> Program[ClusterStatus]:
         """One status request, straight to ``endpoint`` (discovery runs inside ``call``,
         so this must not go through it)."""
-        call = Call("GET", endpoint, ("cluster", "status"), Mode.ONCE, timeout)
+        call = Call("GET", endpoint, ("cluster", "status"), Mode.ONCE, timeout, read_only=True)
         reply = yield from self.attempt(endpoint, call)
         return decoder(ClusterStatus)(reply)
 
@@ -945,6 +971,7 @@ class Core:
         does not answer 404 for a tombstone the session has seen made), and a node that
         cannot serve that fresh is followed by one linearizable read at the leader; when the
         leader cannot answer it, the node's ``StaleRead`` stands (as in ``session_read``)."""
+        _segment("tombstone_id", tombstone_id)
         options = build(
             _Read,
             "tombstone",
@@ -993,6 +1020,7 @@ class Core:
             mode,
             self.settings.timeouts.request,
             params=tuple(params),
+            read_only=True,
         )
         return (yield from self.call(call, decoder(Tombstone)))
 
@@ -1004,7 +1032,18 @@ class Core:
         applied index when it opens. A broken stream (a node restarting, a leader change, a
         stream silent for ``watch_silence`` seconds: a stopped node) is reopened at the
         leader the nodes name then, at the last delivered revision, skipping what was
-        delivered, with at most ``retries_max`` reconnects in a row without an event."""
+        delivered, with at most ``retries_max`` reconnects in a row without an event.
+        ``prefix=None`` (the default) watches every key; any other prefix is a ``str``."""
+        if prefix is not None and not isinstance(prefix, str):
+            raise InvalidInput(f"watch: prefix: expected a str, not {type(prefix).__name__}")
+        if from_revision is not None and (
+            isinstance(from_revision, bool)
+            or not isinstance(from_revision, int)
+            or from_revision < 0
+        ):
+            raise InvalidInput(
+                f"watch: from_revision: {from_revision!r}; expected an int, 0 or more"
+            )
         if from_revision is None:
             status = yield from self.leader_status()
             from_revision = status.applied_index + 1
@@ -1019,7 +1058,10 @@ class Core:
             if stream is None:
                 if reconnects > retry.retries_max:
                     raise last_error or ConnectionFailed(
-                        "watch", f"stream closed {reconnects} times without an event", sent=True
+                        "watch",
+                        f"stream closed {reconnects} times without an event",
+                        sent=True,
+                        read_only=True,
                     )
                 yield Sleep(retry.backoff(reconnects))
                 stream = yield from self._open_watch(
@@ -1058,6 +1100,7 @@ class Core:
             self.settings.timeouts.watch_silence,
             params=tuple(params),
             stream=True,
+            read_only=True,
         )
         return (yield from self.call(call, lambda reply: reply.stream))
 
@@ -1116,6 +1159,7 @@ class Core:
             mode,
             self.settings.timeouts.request,
             body=encode(request),
+            read_only=True,
         )
         return (yield from self.call(call, decoder(result)))
 
@@ -1183,12 +1227,12 @@ class Core:
 
     def healthz(self, endpoint: str | None = None) -> Program[Health]:
         """``GET /healthz`` of ``endpoint`` (default: the first endpoint), one attempt."""
-        reply = yield from self._once("GET", endpoint, ("healthz",))
+        reply = yield from self._once("GET", endpoint, ("healthz",), read_only=True)
         return decoder(Health)(reply)
 
     def metrics(self, endpoint: str | None = None) -> Program[str]:
         """``GET /metrics`` of ``endpoint`` (default: the first endpoint): Prometheus text."""
-        reply = yield from self._once("GET", endpoint, ("metrics",))
+        reply = yield from self._once("GET", endpoint, ("metrics",), read_only=True)
         return _text(reply)
 
     def compact(self, endpoint: str) -> Program[CompactResponse]:
@@ -1266,12 +1310,12 @@ class Core:
     def rotate_token(self, name: str) -> Program[RotatedToken]:
         """``POST /v1/auth/principals/{name}/rotate``: a new token; the old one stops at
         once."""
-        path = ("v1", "auth", "principals", name, "rotate")
+        path = ("v1", "auth", "principals", _segment("name", name), "rotate")
         return (yield from self._admin(Route.LEADER, path, None, RotatedToken))
 
     def delete_principal(self, name: str) -> Program[AclChanged]:
         """``DELETE /v1/auth/principals/{name}``: the principal and its token are gone."""
-        path = ("v1", "auth", "principals", name)
+        path = ("v1", "auth", "principals", _segment("name", name))
         return (yield from self._admin(Route.LEADER, path, None, AclChanged, method="DELETE"))
 
     def set_grants(self, name: str, grants: Sequence[GrantLike]) -> Program[AclChanged]:
@@ -1279,7 +1323,7 @@ class Core:
         request = build(
             SetGrantsRequest, "set_grants", grants=_validated(_GRANTS, "grants", grants)
         )
-        path = ("v1", "auth", "principals", name, "grants")
+        path = ("v1", "auth", "principals", _segment("name", name), "grants")
         return (yield from self._admin(Route.LEADER, path, request, AclChanged, method="PUT"))
 
     def principals(self) -> Program[PrincipalList]:
@@ -1290,13 +1334,19 @@ class Core:
             ("v1", "auth", "principals"),
             Mode.READ,
             self.settings.timeouts.request,
+            read_only=True,
         )
         return (yield from self.call(call, decoder(PrincipalList)))
 
     def whoami(self) -> Program[WhoAmI]:
         """``GET /v1/auth/whoami``: the principal of this client's token and its grants."""
         call = Call(
-            "GET", Route.LEADER, ("v1", "auth", "whoami"), Mode.READ, self.settings.timeouts.request
+            "GET",
+            Route.LEADER,
+            ("v1", "auth", "whoami"),
+            Mode.READ,
+            self.settings.timeouts.request,
+            read_only=True,
         )
         return (yield from self.call(call, decoder(WhoAmI)))
 
@@ -1309,10 +1359,17 @@ class Core:
         return normalize_endpoint(endpoint, scheme)
 
     def _once(
-        self, method: str, endpoint: str | None, path: tuple[str, ...], timeout: float | None = None
+        self,
+        method: str,
+        endpoint: str | None,
+        path: tuple[str, ...],
+        timeout: float | None = None,
+        *,
+        read_only: bool = False,
     ) -> Program[Reply]:
         base = self._endpoint(endpoint)
-        call = Call(method, base, path, Mode.ONCE, timeout or self.settings.timeouts.request)
+        timeout = timeout or self.settings.timeouts.request
+        call = Call(method, base, path, Mode.ONCE, timeout, read_only=read_only)
         return (yield from self.call(call, lambda reply: reply))
 
     def _admin(

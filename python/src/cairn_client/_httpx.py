@@ -51,8 +51,13 @@ TRANSPORT_ERRORS = (httpx.RequestError, OSError)
 a TLS 1.3 server's alert raises on the first read, which httpx lets through."""
 
 
-def connection_failed(base: str, err: Exception) -> ConnectionFailed:
+def connection_failed(base: str, err: Exception, *, read_only: bool) -> ConnectionFailed:
+    """The failure of an exchange (or of a read of its open stream); ``read_only``: of a
+    request that changes nothing, which therefore cannot have applied anything."""
     detail = str(err) or "no detail"
     return ConnectionFailed(
-        base, f"{type(err).__name__}: {detail}", sent=not isinstance(err, _NOT_SENT)
+        base,
+        f"{type(err).__name__}: {detail}",
+        sent=not isinstance(err, _NOT_SENT),
+        read_only=read_only,
     )

@@ -44,9 +44,10 @@ T = TypeVar("T")
 class _OpenStream:
     """The body of a 2xx watch answer, read as it arrives."""
 
-    def __init__(self, base: str, response: httpx.Response) -> None:
+    def __init__(self, base: str, response: httpx.Response, read_only: bool) -> None:
         self.base = base
         self.response = response
+        self.read_only = read_only
         self.chunks = response.iter_bytes()
 
     def close(self) -> None:
@@ -94,15 +95,15 @@ class _Transport:
         try:
             response = self.http.send(request, stream=effect.stream)
         except TRANSPORT_ERRORS as err:
-            return connection_failed(effect.base, err)
+            return connection_failed(effect.base, err, read_only=effect.read_only)
         if effect.stream and is_success(response.status_code):
-            stream = _OpenStream(effect.base, response)
+            stream = _OpenStream(effect.base, response, effect.read_only)
             opened.append(stream)
             return Reply(response.status_code, b"", stream)
         try:
             return Reply(response.status_code, response.read())
         except TRANSPORT_ERRORS as err:
-            return connection_failed(effect.base, err)
+            return connection_failed(effect.base, err, read_only=effect.read_only)
         finally:
             response.close()
 
@@ -111,7 +112,7 @@ class _Transport:
         try:
             return next(stream.chunks, b"")
         except TRANSPORT_ERRORS as err:
-            return connection_failed(stream.base, err)
+            return connection_failed(stream.base, err, read_only=stream.read_only)
 
 
 class Stream(Generic[T]):

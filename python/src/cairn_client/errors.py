@@ -287,16 +287,17 @@ class Overloaded(Unavailable):
 
 class OutcomeUnknown(CairnError):
     """The mutation may or may not have been applied: retry it with ``request_id`` (the
-    node answers the original result, or applies it once)."""
+    node answers the original result, or applies it once). ``request_id`` is ``None`` for
+    a request sent without one (a membership or principal change): only reading the state
+    tells whether it was applied."""
 
     code = "outcome_unknown"
     status_default = 504
     transient = True
 
     @property
-    def request_id(self) -> str:
-        value = self.details.get("request_id")
-        return value if isinstance(value, str) else ""
+    def request_id(self) -> str | None:
+        return _detail_str(self.details, "request_id")
 
     @property
     def may_have_applied(self) -> bool:
@@ -359,18 +360,21 @@ class Internal(CairnError):
 
 class ConnectionFailed(Unavailable):
     """The node could not be reached, or the connection broke (``sent``: the request may
-    have reached the node before the failure)."""
+    have reached the node before the failure). ``may_have_applied`` is ``sent`` for a
+    request that changes something, and always ``False`` for one that changes nothing
+    (``read_only``: a read, a status, a watch)."""
 
     code = "transport"
 
-    def __init__(self, endpoint: str, message: str, *, sent: bool) -> None:
+    def __init__(self, endpoint: str, message: str, *, sent: bool, read_only: bool = False) -> None:
         super().__init__(f"{endpoint}: {message}", details={"endpoint": endpoint})
         self.endpoint = endpoint
         self.sent = sent
+        self.read_only = read_only
 
     @property
     def may_have_applied(self) -> bool:
-        return self.sent
+        return self.sent and not self.read_only
 
 
 class HttpStatusError(CairnError):

@@ -2,8 +2,11 @@
 ``cairn-api`` crate defines them (``api/src/*.rs``).
 
 Requests reject unknown fields (``extra="forbid"``), as the node does, so a typo such as
-``expected_vesion`` fails here instead of becoming an unconditional write. Results ignore
-fields they do not know, so a newer node's additions do not break an older client.
+``expected_vesion`` fails here instead of becoming an unconditional write, and their
+``str``, ``int`` and ``bool`` fields are strict: ``clear_tombstone="yes"``,
+``expected_version=True`` or ``"2"`` and a ``bytes`` key are refused, not converted (an enum
+field still takes its value's name, ``consistency="any"``). Results ignore fields they do
+not know, so a newer node's additions do not break an older client.
 
 Timestamps (``updated_at``, ``forgotten_at``, ``at``, ...) are leader-stamped Unix
 milliseconds, as on the wire.
@@ -14,7 +17,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 __all__ = [
     "AclChanged",
@@ -229,11 +232,11 @@ class _Mutation(_Request):
     OP: ClassVar[str]
     PATH: ClassVar[str]
 
-    key: str
-    actor: str | None = None
-    expected_version: int | None = Field(default=None, ge=0)
-    based_on_revision: int | None = Field(default=None, ge=0)
-    request_id: str | None = None
+    key: StrictStr
+    actor: StrictStr | None = None
+    expected_version: StrictInt | None = Field(default=None, ge=0)
+    based_on_revision: StrictInt | None = Field(default=None, ge=0)
+    request_id: StrictStr | None = None
 
 
 class WriteRequest(_Mutation):
@@ -243,12 +246,12 @@ class WriteRequest(_Mutation):
     PATH: ClassVar[str] = "write"
 
     value: Any
-    source: str | None = None
-    anchors: list[str] | None = None
-    tags: list[str] | None = None
-    clear_tombstone: bool = False
-    override_revocation: bool = False
-    reason: str | None = None
+    source: StrictStr | None = None
+    anchors: list[StrictStr] | None = None
+    tags: list[StrictStr] | None = None
+    clear_tombstone: StrictBool = False
+    override_revocation: StrictBool = False
+    reason: StrictStr | None = None
 
 
 class ForgetRequest(_Mutation):
@@ -257,7 +260,7 @@ class ForgetRequest(_Mutation):
     OP: ClassVar[str] = "forget"
     PATH: ClassVar[str] = "forget"
 
-    reason: str
+    reason: StrictStr
 
 
 class RevokeRequest(_Mutation):
@@ -266,7 +269,7 @@ class RevokeRequest(_Mutation):
     OP: ClassVar[str] = "revoke"
     PATH: ClassVar[str] = "revoke"
 
-    reason: str
+    reason: StrictStr
 
 
 class ReinstateRequest(_Mutation):
@@ -275,7 +278,7 @@ class ReinstateRequest(_Mutation):
     OP: ClassVar[str] = "reinstate"
     PATH: ClassVar[str] = "reinstate"
 
-    reason: str | None = None
+    reason: StrictStr | None = None
 
 
 class FlagStaleRequest(_Mutation):
@@ -284,8 +287,8 @@ class FlagStaleRequest(_Mutation):
     OP: ClassVar[str] = "flag_stale"
     PATH: ClassVar[str] = "flag-stale"
 
-    anchor: str
-    observed_hash: str
+    anchor: StrictStr
+    observed_hash: StrictStr
 
 
 class SupersedeRequest(_Mutation):
@@ -294,8 +297,8 @@ class SupersedeRequest(_Mutation):
     OP: ClassVar[str] = "supersede"
     PATH: ClassVar[str] = "supersede"
 
-    by: str
-    reason: str | None = None
+    by: StrictStr
+    reason: StrictStr | None = None
 
 
 BatchOp = (
@@ -315,7 +318,7 @@ class BatchRequest(_Request):
     PATH: ClassVar[str] = "batch"
 
     ops: list[BatchOp]
-    request_id: str | None = None
+    request_id: StrictStr | None = None
 
     def wire(self) -> dict[str, Any]:
         """Each op tagged with ``op`` (``{"op": "write", ...}``), as the node expects."""
@@ -357,8 +360,8 @@ class _Read(_Request):
     PATH: ClassVar[str] = ""
 
     consistency: Consistency | None = None
-    max_staleness_ms: int | None = Field(default=None, ge=0)
-    min_revision: int | None = Field(default=None, ge=0)
+    max_staleness_ms: StrictInt | None = Field(default=None, ge=0)
+    min_revision: StrictInt | None = Field(default=None, ge=0)
 
 
 class ReadRequest(_Read):
@@ -366,7 +369,7 @@ class ReadRequest(_Read):
 
     PATH: ClassVar[str] = "read"
 
-    key: str
+    key: StrictStr
 
 
 class ReadResponse(Record):
@@ -380,7 +383,7 @@ class ProbeRequest(_Read):
 
     PATH: ClassVar[str] = "probe"
 
-    key: str
+    key: StrictStr
 
 
 class ProbeResponse(_Result):
@@ -405,7 +408,7 @@ class HistoryRequest(_Read):
 
     PATH: ClassVar[str] = "history"
 
-    key: str
+    key: StrictStr
 
 
 class HistoryResponse(_Result):
@@ -419,10 +422,10 @@ class ListRequest(_Read):
 
     PATH: ClassVar[str] = "list"
 
-    prefix: str
+    prefix: StrictStr
     states: list[State] | None = None
-    limit: int | None = Field(default=None, ge=0)
-    after: str | None = None
+    limit: StrictInt | None = Field(default=None, ge=0)
+    after: StrictStr | None = None
 
 
 class ListResponse(_Result):
@@ -437,10 +440,10 @@ class RecallRequest(_Read):
 
     PATH: ClassVar[str] = "recall"
 
-    cues: list[str]
-    prefix: str | None = None
+    cues: list[StrictStr]
+    prefix: StrictStr | None = None
     include: list[State] | None = None
-    limit: int | None = Field(default=None, ge=0)
+    limit: StrictInt | None = Field(default=None, ge=0)
 
 
 class RecallNote(_Result):
@@ -476,15 +479,15 @@ class WatchEvent(_Result):
 
 
 class NodeSpec(_Request):
-    id: int = Field(ge=1)
-    client_addr: str
-    peer_addr: str
+    id: StrictInt = Field(ge=1)
+    client_addr: StrictStr
+    peer_addr: StrictStr
 
 
 class EnableAuthRequest(_Request):
     """``POST /v1/auth/enable``, and the ``auth`` of ``POST /cluster/init``."""
 
-    admin: str
+    admin: StrictStr
 
 
 class InitRequest(_Request):
@@ -497,7 +500,7 @@ class InitRequest(_Request):
 class RemoveRequest(_Request):
     """``POST /cluster/remove``"""
 
-    id: int
+    id: StrictInt
 
 
 class _Secret(_Result):
@@ -556,14 +559,14 @@ class Health(_Result):
 class Grant(_Request):
     """``{prefix, permissions}``: the permissions hold on every key under ``prefix``."""
 
-    prefix: str
+    prefix: StrictStr
     permissions: list[Permission]
 
 
 class CreatePrincipalRequest(_Request):
     """``POST /v1/auth/principals``"""
 
-    name: str
+    name: StrictStr
     grants: list[Grant] = Field(default_factory=list)
 
     def wire(self) -> dict[str, Any]:

@@ -221,6 +221,8 @@ class Session:
     def import_token(cls, token: str) -> Session:
         """Parses a token made by ``export_token`` (here or in the Rust client); raises
         ``InvalidInput`` for anything else."""
+        if not isinstance(token, str):
+            raise _malformed(f"expected a str, not {type(token).__name__}")
         body = _decode_token(token.strip())
         session = cls()
         session._revision = body.revision

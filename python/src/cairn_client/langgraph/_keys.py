@@ -15,6 +15,8 @@ import unicodedata
 from collections.abc import Sequence
 from urllib.parse import quote, unquote
 
+from ..errors import InvalidInput
+
 __all__ = ["KeyCodec"]
 
 _SEPARATOR = "/"
@@ -44,9 +46,11 @@ class KeyCodec:
     """The cairn keys of one store: ``prefix`` + escaped labels and key, ``/``-joined."""
 
     def __init__(self, prefix: str) -> None:
+        if not isinstance(prefix, str):
+            raise InvalidInput(f"prefix: expected a str, not {type(prefix).__name__}")
         if prefix and not prefix.endswith(_SEPARATOR):
             # Without the separator, "lg" would also claim the keys of "lgx/...".
-            raise ValueError(f"prefix {prefix!r} must be empty or end with '/'")
+            raise InvalidInput(f"prefix {prefix!r} must be empty or end with '/'")
         self.prefix = prefix
 
     def key(self, namespace: Sequence[str], key: str) -> str:
@@ -60,7 +64,9 @@ class KeyCodec:
 
     def decode(self, cairn_key: str) -> tuple[tuple[str, ...], str] | None:
         """``(namespace, key)`` of a cairn key; ``None`` for a key this store cannot have
-        written (outside the prefix, an empty label, a non-canonical escape)."""
+        written (outside the prefix, no label or an empty one, a non-canonical escape): a
+        put needs a namespace of at least one label, so a note right under the prefix is
+        not an item."""
         if not cairn_key.startswith(self.prefix):
             return None
         texts: list[str] = []
@@ -70,6 +76,6 @@ class KeyCodec:
                 return None
             texts.append(text)
         *labels, key = texts
-        if "" in labels:
+        if not labels or "" in labels:
             return None
         return tuple(labels), key

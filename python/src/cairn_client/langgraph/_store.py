@@ -32,7 +32,7 @@ from langgraph.store.base import (
 
 from ..aio import AsyncCairn
 from ..client import Cairn
-from ..errors import CairnError, NotFound
+from ..errors import CairnError, InvalidInput, NotFound
 from ..models import ListResponse, RecallNote, RecallResponse, Record, State
 from ._keys import KeyCodec
 from ._match import matches_condition, matches_filter, query_cues, text_matches
@@ -189,6 +189,14 @@ class CairnStore(BaseStore):
     ) -> None:
         if client is None and async_client is None:
             raise TypeError("CairnStore needs client=Cairn(...) or async_client=AsyncCairn(...)")
+        _check_instance("client", client, Cairn, optional=True)
+        _check_instance("async_client", async_client, AsyncCairn, optional=True)
+        _check_instance("reason", reason, str)
+        _check_instance("recreate_deleted", recreate_deleted, bool)
+        _check_instance("override_revocation", override_revocation, bool)
+        _check_paths("anchor_fields", anchor_fields)
+        _check_positive("page_size", page_size)
+        _check_positive("recall_limit", recall_limit)
         self._client = client
         self._async_client = async_client
         self._keys = KeyCodec(prefix)
@@ -263,6 +271,9 @@ class CairnStore(BaseStore):
         return [text for path in paths for text in get_text_at_path(value, path)]
 
     def _search(self, op: SearchOp) -> _Program[list[SearchItem]]:
+        if op.limit <= 0:
+            # Nothing, as from LangGraph's in-memory store (a scan would keep one first).
+            return []
         cues = query_cues(op.query) if op.query else None
         if cues is not None:
             return (yield from self._search_by_cues(op, cues))
@@ -367,11 +378,46 @@ def _check(op: Op) -> None:
     if not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
         raise TypeError(f"not a store operation: {type(op).__name__}")
     validate_op_namespace(op)
-    if isinstance(op, PutOp) and op.ttl is not None:
+    if isinstance(op, PutOp):
+        _check_put(op)
+
+
+def _check_put(op: PutOp) -> None:
+    if op.ttl is not None:
         raise NotImplementedError(
             "TTL is not supported by CairnStore: cairn never expires a memory by time; "
             "delete the item (a forget with a reason) instead, or put with ttl=None"
         )
+    if op.value is not None and not isinstance(op.value, Mapping):
+        raise InvalidInput(
+            f"put: value: expected a dict (or None to delete), not {type(op.value).__name__}"
+        )
+    if op.index is not None and op.index is not False:
+        _check_paths("put: index", op.index)
+
+
+def _check_instance(name: str, value: object, expected: type, *, optional: bool = False) -> None:
+    if not (optional and value is None) and not isinstance(value, expected):
+        raise InvalidInput(f"{name}: expected {expected.__name__}, not {type(value).__name__}")
+
+
+def _check_paths(name: str, paths: object) -> None:
+    """A list of paths in LangGraph's ``index`` syntax; a plain ``str`` is refused, not
+    taken as its characters."""
+    if (
+        isinstance(paths, str)
+        or not isinstance(paths, Sequence)
+        or not all(isinstance(path, str) for path in paths)
+    ):
+        raise InvalidInput(
+            f"{name}: expected a list of paths such as ['anchors[*]'], not "
+            f"{type(paths).__name__} {paths!r}"
+        )
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(f"{name}: {value!r}; expected an int, 1 or more")
 
 
 def _fixed_head(conditions: Iterable[MatchCondition]) -> tuple[str, ...]:
