@@ -129,12 +129,9 @@ class AccessError(CairnError):
     ``ActorMismatch``."""
 
 
-class InvalidRequest(CairnError, ValueError):
-    """400: the request was malformed or violated a limit (``field`` names it; ``limit`` and
-    ``size`` for a size out of bounds)."""
-
-    code = "invalid_request"
-    status_default = 400
+class _FieldRefusal(CairnError):
+    """A refusal that names the request's ``field``, and for a size out of bounds its
+    ``limit`` and ``size``."""
 
     @property
     def field(self) -> str | None:
@@ -148,6 +145,14 @@ class InvalidRequest(CairnError, ValueError):
     @property
     def size(self) -> int | None:
         return _detail_int(self.details, "size")
+
+
+class InvalidRequest(_FieldRefusal, ValueError):
+    """400: the request was malformed or violated a limit (``field`` names it; ``limit`` and
+    ``size`` for a size out of bounds)."""
+
+    code = "invalid_request"
+    status_default = 400
 
 
 class NotFound(CairnError, LookupError):
@@ -226,26 +231,13 @@ class InvalidTransition(Conflict):
     code = "invalid_transition"
 
 
-class TooLarge(CairnError):
+class TooLarge(_FieldRefusal):
     """413: a value or request body over its limit, or a key's 65th stale flag (a key,
     reason or list over its limit is ``InvalidRequest``, with the same ``field``, ``limit``
     and ``size``)."""
 
     code = "too_large"
     status_default = 413
-
-    @property
-    def field(self) -> str | None:
-        value = self.details.get("field")
-        return value if isinstance(value, str) else None
-
-    @property
-    def limit(self) -> int | None:
-        return _detail_int(self.details, "limit")
-
-    @property
-    def size(self) -> int | None:
-        return _detail_int(self.details, "size")
 
 
 class RequestIdReused(CairnError):
