@@ -941,6 +941,36 @@ async fn a_node_started_without_the_peer_secret_is_not_joined() {
     let status = cluster.status(leader).await.expect("status");
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
 
+    // A node with another secret refuses the leader's own proof: refused at once, not
+    // after the catch-up timeout (60 s), and nothing changes.
+    let other_secret = dir.path().join("other.secret");
+    fs::write(
+        &other_secret,
+        "another-secret-of-32-bytes-or-more-for-t80\n",
+    )
+    .unwrap();
+    let other = cluster
+        .add_node_configured(6, Some(format!("peer_secret_file = {other_secret:?}\n")))
+        .await;
+    let started = std::time::Instant::now();
+    let refused = join(&cluster, leader, &other).await.expect("an answer");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(refused.status().as_u16(), 409);
+    let body: Value = refused.json().await.expect("an error body");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("refuses this cluster's peer secret")
+            && message.contains("nothing changed"),
+        "{body}"
+    );
+    assert_eq!(body["error"]["id"], 6, "{body}");
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
+
     let proven = cluster.add_node(5).await;
     let joined = join(&cluster, leader, &proven).await.expect("an answer");
     assert_eq!(

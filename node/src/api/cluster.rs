@@ -26,6 +26,7 @@ use cairn_config::PeerProof;
 
 use crate::consensus::{NodeId, NodeInfo};
 use crate::metrics::{counter, gauge};
+use crate::raft_rpc::network::ProofAnswer;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -781,9 +782,13 @@ async fn wait_metric(
 /// - Asked before the node is added (`learner: false`), so a refusal changes nothing, and
 ///   again once it caught up, before its promotion (`learner: true`; it stays a learner),
 ///   since a node may be started only after its join was sent.
-/// - Only a definite [`PeerProof::None`] refuses. A question that fails is no answer: the
-///   join goes on (a node not running yet then fails to catch up, and one that caught up
-///   is reachable, so that failure is logged as a warning).
+/// - A node that refuses this node's own proof (started with another secret, or another
+///   node at that address) would refuse the leader's entries as well: refused at once,
+///   rather than after `raft.join_catch_up_timeout_ms` of waiting for a catch-up that
+///   cannot come.
+/// - Only a definite answer refuses. A question that fails is no answer: the join goes
+///   on (a node not running yet then fails to catch up, and one that caught up is
+///   reachable, so that failure is logged as a warning).
 async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Result<()> {
     if app.config.peer_proof() != PeerProof::Secret {
         return Ok(());
@@ -799,7 +804,7 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Resu
         .proof_mode(spec.id, &spec.peer_addr, timeout)
         .await
     {
-        Ok(PeerProof::None) => Err(ApiError::new(
+        Ok(ProofAnswer::Mode(PeerProof::None)) => Err(ApiError::new(
             ErrorCode::InvalidTransition,
             format!(
                 "node {} was started without the peer secret: the members would refuse its \
@@ -808,7 +813,16 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Resu
             ),
         )
         .with("id", spec.id)),
-        Ok(_) => Ok(()),
+        Ok(ProofAnswer::RefusedUs(refusal)) => Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "node {} refuses this cluster's peer secret ({refusal}): it was started with \
+                 another secret, or another node answers at {}; {outcome}",
+                spec.id, spec.peer_addr
+            ),
+        )
+        .with("id", spec.id)),
+        Ok(ProofAnswer::Mode(_)) => Ok(()),
         Err(err) if learner => {
             tracing::warn!(id = spec.id, error = %err, "could not ask a joining node for its peer proof");
             Ok(())

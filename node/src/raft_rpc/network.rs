@@ -193,10 +193,15 @@ impl PeerClient {
         target: NodeId,
         peer_addr: &str,
         timeout: Duration,
-    ) -> Result<PeerProof, String> {
-        self.call::<(), PeerProof, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
+    ) -> Result<ProofAnswer, String> {
+        match self
+            .call::<(), PeerProof, String>(target, peer_addr, PROOF_MODE_PATH, &(), timeout)
             .await
-            .map_err(|e| e.to_string())?
+        {
+            Ok(answer) => answer.map(ProofAnswer::Mode),
+            Err(CallError::Refused(refusal)) => Ok(ProofAnswer::RefusedUs(refusal.to_string())),
+            Err(other) => Err(other.to_string()),
+        }
     }
 
     /// Node `target`'s admission, after admitting it if asked ([`ADMIT_PATH`]).
@@ -260,10 +265,23 @@ impl PeerClient {
     }
 }
 
+/// What a node answered when asked how it admits peers ([`PeerClient::proof_mode`]).
+pub enum ProofAnswer {
+    /// How its peer port admits callers.
+    Mode(PeerProof),
+    /// It refused this node's own proof (401, 403): the peer's refusal, as it gave it.
+    RefusedUs(String),
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     #[error("unreachable: {0}")]
     Unreachable(std::io::Error),
+    /// The peer refused this node's proof (401, 403): a missing or wrong secret, a
+    /// certificate for another node, a node that is not a member. Raft treats it as
+    /// unreachable; a join learns from it that the node can never be a member.
+    #[error("refused: {0}")]
+    Refused(std::io::Error),
     #[error("network: {0}")]
     Network(std::io::Error),
 }
@@ -271,7 +289,9 @@ pub enum CallError {
 impl CallError {
     fn into_rpc<E: std::error::Error>(self) -> RPCError<NodeId, NodeInfo, E> {
         match self {
-            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Unreachable(e) | CallError::Refused(e) => {
+                RPCError::Unreachable(Unreachable::new(&e))
+            }
             CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
         }
     }
@@ -452,6 +472,9 @@ impl PeerConn {
                     .map(|b| b.to_bytes())
                     .unwrap_or_default();
                 let refused = std::io::Error::other(refusal_text(status, &body));
+                if matches!(status.as_u16(), 401 | 403) {
+                    return Err(CallError::Refused(refused));
+                }
                 // A peer that refuses this node (no proof, not a member, not admitted)
                 // refuses the next attempt too: back off as from an unreachable one,
                 // instead of retrying (and logging) at every heartbeat.
