@@ -31,7 +31,7 @@ impl<'a> MemberAddresses<'a> {
         let client = resolved_or_refused(id, "client_addr", &info.client_addr, at).await?;
         let peer = resolved_or_refused(id, "peer_addr", &info.peer_addr, at).await?;
         let addresses = MemberAddresses { info, client, peer };
-        if addresses.overlap(&addresses.client, &addresses.peer) {
+        if overlap(&addresses.client, &addresses.peer) {
             return Err(ApiError::invalid(format!(
                 "node {id}: client_addr {} and peer_addr {} are one address: they must differ",
                 info.client_addr, info.peer_addr
@@ -67,7 +67,7 @@ impl<'a> MemberAddresses<'a> {
         .find(|(_, text, resolved)| {
             theirs
                 .iter()
-                .any(|(their_text, theirs)| text == their_text || self.overlap(resolved, theirs))
+                .any(|(their_text, theirs)| text == their_text || overlap(resolved, theirs))
         })
         .map(|(field, _, _)| field)
     }
@@ -79,10 +79,11 @@ impl<'a> MemberAddresses<'a> {
             _ => &self.info.peer_addr,
         }
     }
+}
 
-    fn overlap(&self, ours: &[SocketAddr], theirs: &[SocketAddr]) -> bool {
-        ours.iter().any(|addr| theirs.contains(addr))
-    }
+/// Whether two resolutions share a socket address.
+fn overlap(ours: &[SocketAddr], theirs: &[SocketAddr]) -> bool {
+    ours.iter().any(|addr| theirs.contains(addr))
 }
 
 async fn resolved_or_refused(
