@@ -169,11 +169,11 @@ pub enum ClientError {
         details: NodeDetails,
     },
     /// The mutation may or may not have been applied. Retry with this `request_id`.
-    /// Empty `request_id`: a request that carried none (membership and principal changes),
-    /// whose outcome only the state can tell.
+    /// `None`: a request that carried none (membership and principal changes), whose
+    /// outcome only the state can tell.
     #[error("outcome_unknown: {}", with_request_id(.message, .request_id))]
     OutcomeUnknown {
-        request_id: String,
+        request_id: Option<String>,
         message: String,
         /// Every detail the node sent ([`ClientError::details`]).
         #[serde(skip)]
@@ -315,7 +315,7 @@ impl ClientError {
             ErrorCode::StaleRead => ClientError::StaleRead { message, details },
             ErrorCode::Overloaded => ClientError::Overloaded { message, details },
             ErrorCode::OutcomeUnknown => ClientError::OutcomeUnknown {
-                request_id: detail(fields, "request_id").unwrap_or_default(),
+                request_id: detail(fields, "request_id"),
                 message,
                 details,
             },
@@ -510,10 +510,10 @@ impl ClientError {
 
 /// `message`, after `ops[I]: ` when the error is that of batch op I (unless the node's
 /// message already names it, as its `invalid_request` refusals do).
-fn with_request_id(message: &str, request_id: &str) -> String {
+fn with_request_id(message: &str, request_id: &Option<String>) -> String {
     match request_id {
-        "" => message.to_string(),
-        id => format!("{message} (request_id {id})"),
+        None => message.to_string(),
+        Some(id) => format!("{message} (request_id {id})"),
     }
 }
 
@@ -604,7 +604,7 @@ mod tests {
                 sent: false,
             },
             ClientError::OutcomeUnknown {
-                request_id: "r1".into(),
+                request_id: Some("r1".into()),
                 message: "cut off".into(),
                 details: NodeDetails::default(),
             },
@@ -738,8 +738,8 @@ mod tests {
             panic!("{err:?}")
         };
         assert_eq!(
-            (request_id.as_str(), message.as_str()),
-            ("r1", "leader lost")
+            (request_id.as_deref(), message.as_str()),
+            (Some("r1"), "leader lost")
         );
         assert_eq!(err.exit_code(), EXIT_OUTCOME_UNKNOWN);
         assert!(err.is_transient() && err.may_have_applied());

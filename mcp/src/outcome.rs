@@ -141,7 +141,10 @@ fn error_lines(err: &ClientError) -> Vec<String> {
              based on: read it again."
                 .to_string(),
         ),
-        ClientError::OutcomeUnknown { request_id, .. } => Some(format!(
+        ClientError::OutcomeUnknown {
+            request_id: Some(request_id),
+            ..
+        } => Some(format!(
             "The mutation may or may not have been applied. Call the tool again with \
              request_id {request_id:?} and the same arguments to learn its outcome; it is \
              never applied twice."

@@ -1279,7 +1279,7 @@ async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
     assert_eq!(to_leader.lost(), 1, "the proxy lost the answer");
     assert!(
         matches!(&err, ClientError::OutcomeUnknown { request_id, .. }
-            if request_id == "t70-retry-manual-1"),
+            if request_id.as_deref() == Some("t70-retry-manual-1")),
         "a lost answer is an unknown outcome: {err:?}"
     );
     let retried = once.write(request.clone()).await.expect("retry");
@@ -1366,7 +1366,7 @@ async fn a_mutation_whose_answer_was_lost_applies_once_when_retried() {
         let err = impatient.write(request.clone()).await.unwrap_err();
         assert!(
             matches!(&err, ClientError::OutcomeUnknown { request_id, .. }
-                if request_id == "t70-retry-in-flight-1"),
+                if request_id.as_deref() == Some("t70-retry-in-flight-1")),
             "attempt {attempt} without a quorum: {err:?}"
         );
     }

@@ -249,7 +249,13 @@ mod tests {
         let err = pinned(&node).rotate_token("a").await.unwrap_err();
         // It may have been applied, and carried no request_id: the state tells.
         assert!(
-            matches!(&err, ClientError::OutcomeUnknown { request_id, .. } if request_id.is_empty()),
+            matches!(
+                &err,
+                ClientError::OutcomeUnknown {
+                    request_id: None,
+                    ..
+                }
+            ),
             "{err:?}"
         );
         assert_eq!(node.seen().len(), 1);

@@ -224,12 +224,12 @@ fn give_up(mode: &Mode, last: ClientError, may_have_applied: bool) -> ClientErro
     match (mode, last) {
         (_, last @ ClientError::OutcomeUnknown { .. }) => last,
         (Mode::Mutation(request_id), last) if may_have_applied => ClientError::OutcomeUnknown {
-            request_id: request_id.clone(),
+            request_id: Some(request_id.clone()),
             message: last.to_string(),
             details: Default::default(),
         },
         (Mode::Admin, last) if may_have_applied => ClientError::OutcomeUnknown {
-            request_id: String::new(),
+            request_id: None,
             message: format!(
                 "{last}; the request carried no request_id: read the state to learn whether \
                  it was applied"
@@ -287,7 +287,7 @@ mod tests {
     fn giving_up_names_an_unknown_outcome_once() {
         let mode = Mode::Mutation("r1".into());
         let from_node = ClientError::OutcomeUnknown {
-            request_id: "r1".into(),
+            request_id: Some("r1".into()),
             message: "not applied within 5000 ms".into(),
             details: Default::default(),
         };
@@ -307,7 +307,7 @@ mod tests {
                 message,
                 ..
             } => {
-                assert_eq!(request_id, "r1");
+                assert_eq!(request_id.as_deref(), Some("r1"));
                 assert!(message.contains("connection reset"), "{message}");
             }
             other => panic!("{other:?}"),
@@ -323,7 +323,13 @@ mod tests {
         };
         let given_up = give_up(&Mode::Admin, cut, true);
         assert!(
-            matches!(&given_up, ClientError::OutcomeUnknown { request_id, .. } if request_id.is_empty()),
+            matches!(
+                &given_up,
+                ClientError::OutcomeUnknown {
+                    request_id: None,
+                    ..
+                }
+            ),
             "{given_up:?}"
         );
         let shown = given_up.to_string();
@@ -404,7 +410,7 @@ mod tests {
             .iter()
             .all(|s| body(s)["request_id"] == sent_id.as_str()));
         assert!(
-            matches!(&err, ClientError::OutcomeUnknown { request_id, .. } if *request_id == sent_id),
+            matches!(&err, ClientError::OutcomeUnknown { request_id: Some(id), .. } if *id == sent_id),
             "{err:?}"
         );
     }
@@ -445,7 +451,7 @@ mod tests {
                 message,
                 ..
             } => {
-                assert_eq!(*request_id, sent_id);
+                assert_eq!(request_id.as_deref(), Some(sent_id.as_str()));
                 assert!(
                     message.contains("call timeout of 300 ms ran out waiting for the answer"),
                     "{message}"
