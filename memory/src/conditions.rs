@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::records::{ErrorCode, EventKind, HistoryEvent};
+use crate::records::{ErrorCode, HistoryEvent};
 use crate::types::{Conditions, OpError, Slot};
 
 /// Checks `cond` against the current `slot` (`None`: absent, version 0).
@@ -45,12 +45,7 @@ pub fn check(slot: Option<&Slot>, cond: &Conditions) -> Result<(), OpError> {
 pub fn fence_from_history<'a>(history: impl IntoIterator<Item = &'a HistoryEvent>) -> u64 {
     history
         .into_iter()
-        .filter(|e| {
-            matches!(
-                e.kind,
-                EventKind::Forgotten | EventKind::Revoked | EventKind::TombstoneCleared
-            )
-        })
+        .filter(|e| e.kind.fences())
         .map(|e| e.revision)
         .max()
         .unwrap_or(0)

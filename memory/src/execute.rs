@@ -195,13 +195,7 @@ fn apply_all<S: SlotSource>(
                 changes.push(change);
             }
             Err(e) => {
-                // Looked for only on this rare path: the last earlier op that changed the
-                // key, whose state refused this one (changes[j] is op j's; an idempotent
-                // repeat has no event and changed nothing).
-                let earlier = changes
-                    .iter()
-                    .rposition(|c| c.slot.key == key && c.event.is_some());
-                let e = match earlier {
+                let e = match refusing_earlier_op(&changes, key, e.code) {
                     Some(earlier) => after_earlier_op(e, earlier),
                     None => e,
                 };
@@ -210,6 +204,21 @@ fn apply_all<S: SlotSource>(
         }
     }
     Ok(Ok(changes))
+}
+
+/// The earlier op of the batch whose change of `key` made the state that refused an op
+/// with `code`, looked for only on this rare path (`changes[j]` is op j's; an idempotent
+/// repeat has no event and changed nothing):
+/// - for `stale_write`, the last op that set the fence (forgot, revoked or re-created the
+///   key); `None` when the fence is the stored one, which the error then describes;
+/// - for any other refusal, the last op that changed the key.
+fn refusing_earlier_op(changes: &[Change], key: &str, code: ErrorCode) -> Option<usize> {
+    changes.iter().rposition(|c| {
+        c.slot.key == key
+            && c.event
+                .as_ref()
+                .is_some_and(|event| code != ErrorCode::StaleWrite || event.kind.fences())
+    })
 }
 
 /// The details of a rejection that describe the key's state (SPEC §2, "error details").
@@ -713,6 +722,57 @@ mod tests {
         let stored = details(&resp);
         assert_eq!(stored["tombstone"]["revision"], 5, "{stored}");
         assert!(stored.get("after_op_index").is_none(), "{stored}");
+    }
+
+    /// A batch's `stale_write` names the op that set the fence, not an op that only
+    /// changed the key after it; with no such op the fence is the stored one, described.
+    #[test]
+    fn a_batch_stale_write_names_the_op_that_fenced_or_the_stored_fence() {
+        let flag_m = |key: &str| {
+            m(Op::FlagStale {
+                key: key.into(),
+                actor: "a".into(),
+                anchor: "tag:a".into(),
+                observed_hash: "h".into(),
+            })
+        };
+        let based_on_1 = || {
+            let mut fenced = write_flags("k", "w", &[], false, true);
+            fenced.cond.based_on_revision = Some(1);
+            fenced
+        };
+        let mut map = Map::default();
+        map.run(&cmd(vec![write_m("k", "v", &[])], None), 1);
+        let (resp, _) = map.run(
+            &cmd(vec![revoke_m("k"), flag_m("k"), based_on_1()], None),
+            2,
+        );
+        assert_eq!(rejected(&resp), (ErrorCode::StaleWrite, Some(2)));
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!()
+        };
+        let details: serde_json::Value = serde_json::from_str(&error.details_json).unwrap();
+        assert_eq!(
+            details,
+            serde_json::json!({ "after_op_index": 0, "based_on_revision": 1 })
+        );
+        assert!(
+            error.message.starts_with("op 0 of this batch"),
+            "{}",
+            error.message
+        );
+
+        map.run(&cmd(vec![revoke_m("k")], None), 3);
+        let (resp, _) = map.run(&cmd(vec![flag_m("k"), based_on_1()], None), 4);
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!("{resp:?}")
+        };
+        let details: serde_json::Value = serde_json::from_str(&error.details_json).unwrap();
+        assert_eq!(
+            details,
+            serde_json::json!({ "based_on_revision": 1, "fence_revision": 3 })
+        );
+        assert!(error.message.contains("at revision 3"), "{}", error.message);
     }
 
     #[test]

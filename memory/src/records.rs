@@ -99,6 +99,17 @@ pub enum EventKind {
     Superseded,
 }
 
+impl EventKind {
+    /// Whether the change this event records sets the key's fence (`Slot::fence_revision`,
+    /// SPEC §2 `based_on_revision`): a forget, a revoke or a re-creation.
+    pub fn fences(self) -> bool {
+        matches!(
+            self,
+            EventKind::Forgotten | EventKind::Revoked | EventKind::TombstoneCleared
+        )
+    }
+}
+
 /// One entry of a key's append-only history. Never holds a value, only its hash.
 ///
 /// `reason` is the reason the request gave, verbatim (`None` when it gave none). The
