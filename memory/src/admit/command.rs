@@ -71,9 +71,10 @@ mod tests {
 
     #[test]
     fn a_size_rejection_inside_a_batch_keeps_limit_and_size() {
+        let tags: Vec<String> = (0..65).map(|i| format!("t{i}")).collect();
         let req: BatchRequest = parse(json!({"ops": [
             {"op": "write", "key": "k", "value": 1, "actor": "a"},
-            {"op": "write", "key": "k", "value": 1, "actor": "a", "tags": vec!["t"; 65]},
+            {"op": "write", "key": "k", "value": 1, "actor": "a", "tags": tags},
         ]}));
         let e = batch(&req, &l()).unwrap_err();
         assert_eq!(

@@ -1,6 +1,8 @@
 //! The rule of each field, shared by every operation that carries it. Each rejection is a
 //! 400 naming the field (`rejection`).
 
+use std::collections::HashSet;
+
 use cairn_config::Limits;
 
 use super::rejection::{invalid, invalid_size};
@@ -114,14 +116,7 @@ pub(super) fn anchor(field: &str, text: &str, l: &Limits) -> Result<(), OpError>
 
 /// Validated anchors, each kept once, in first-seen order.
 pub(super) fn anchor_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
-    if list.len() > l.anchors_max {
-        return Err(invalid_size(
-            "anchors",
-            format!("{} anchors, more than {}", list.len(), l.anchors_max),
-            list.len(),
-            l.anchors_max,
-        ));
-    }
+    within_count("anchors", list, l.anchors_max)?;
     list.iter()
         .enumerate()
         .try_for_each(|(i, a)| anchor(&format!("anchors[{i}]"), a, l))?;
@@ -130,18 +125,29 @@ pub(super) fn anchor_list(list: &[String], l: &Limits) -> Result<Vec<String>, Op
 
 /// Validated tags, each kept once, in first-seen order.
 pub(super) fn tag_list(list: &[String], l: &Limits) -> Result<Vec<String>, OpError> {
-    if list.len() > l.tags_max {
-        return Err(invalid_size(
-            "tags",
-            format!("{} tags, more than {}", list.len(), l.tags_max),
-            list.len(),
-            l.tags_max,
-        ));
-    }
+    within_count("tags", list, l.tags_max)?;
     list.iter()
         .enumerate()
         .try_for_each(|(i, t)| single_line(&format!("tags[{i}]"), t, l.tag_bytes_max))?;
     Ok(dedup(list))
+}
+
+/// Refuses a list of more than `max` distinct items: a repeated anchor or tag is stored
+/// once, so it counts once (SPEC §2). The list is bounded by the body size.
+fn within_count(field: &str, list: &[String], max: usize) -> Result<(), OpError> {
+    if list.len() <= max {
+        return Ok(());
+    }
+    let distinct = list.iter().collect::<HashSet<_>>().len();
+    if distinct <= max {
+        return Ok(());
+    }
+    Err(invalid_size(
+        field,
+        format!("{distinct} distinct {field}, more than {max}"),
+        distinct,
+        max,
+    ))
 }
 
 fn dedup(list: &[String]) -> Vec<String> {

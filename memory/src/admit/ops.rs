@@ -291,13 +291,41 @@ mod tests {
         assert_invalid(write(&left_out, &l()), "actor");
         assert_invalid(w(json!({"source": ""})), "source");
         assert_invalid(w(json!({"anchors": ["tag:x", "file:y"]})), "anchors[1]");
-        assert_invalid(w(json!({"anchors": vec!["tag:x"; 65]})), "anchors");
+        assert_invalid(w(json!({"anchors": distinct("tag:", 65)})), "anchors");
         assert_invalid(w(json!({"tags": ["ok", ""]})), "tags[1]");
-        assert_invalid(w(json!({"tags": vec!["t"; 65]})), "tags");
+        assert_invalid(w(json!({"tags": distinct("t", 65)})), "tags");
         assert_invalid(w(json!({"reason": "  "})), "reason");
         // A write's reason is optional: a blank one is refused as blank, not as missing.
         let blank = w(json!({"reason": ""})).unwrap_err();
         assert!(blank.message.contains("when given"), "{blank:?}");
+    }
+
+    /// `n` different strings starting with `stem`.
+    fn distinct(stem: &str, n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("{stem}{i}")).collect()
+    }
+
+    /// The count limits are on what is stored: a repeat counts once (SPEC §2).
+    #[test]
+    fn a_repeated_anchor_or_tag_counts_once_against_its_limit() {
+        let mut anchors = distinct("tag:", 64);
+        anchors.push("tag:0".into());
+        let mut tags = distinct("t", 64);
+        tags.extend(vec!["t1".to_string(); 1000]);
+        let req = json!({"key": "k", "value": 1, "actor": "a", "anchors": anchors, "tags": tags});
+        let Mutation { op, .. } = write(&write_req(req), &l()).expect("64 distinct of each");
+        let crate::types::Op::Write { anchors, tags, .. } = op else {
+            panic!("{op:?}")
+        };
+        assert_eq!((anchors.len(), tags.len()), (64, 64));
+        let mut over = distinct("tag:", 65);
+        over.extend(distinct("tag:", 65));
+        let e = write(
+            &write_req(json!({"key": "k", "value": 1, "actor": "a", "anchors": over})),
+            &l(),
+        )
+        .unwrap_err();
+        assert_size(e, "anchors", 65, 64);
     }
 
     #[test]
@@ -314,9 +342,14 @@ mod tests {
         assert_size(w(json!({"actor": "x".repeat(129)})), "actor", 129, 128);
         assert_size(w(json!({"reason": "x".repeat(4097)})), "reason", 4097, 4096);
         assert_size(w(json!({"source": "x".repeat(1025)})), "source", 1025, 1024);
-        assert_size(w(json!({"tags": vec!["t"; 65]})), "tags", 65, 64);
+        assert_size(w(json!({"tags": distinct("t", 65)})), "tags", 65, 64);
         assert_size(w(json!({"tags": ["x".repeat(257)]})), "tags[0]", 257, 256);
-        assert_size(w(json!({"anchors": vec!["tag:x"; 65]})), "anchors", 65, 64);
+        assert_size(
+            w(json!({"anchors": distinct("tag:", 65)})),
+            "anchors",
+            65,
+            64,
+        );
         let long_anchor = format!("tag:{}", "x".repeat(1021));
         assert_size(
             w(json!({"anchors": [long_anchor]})),
