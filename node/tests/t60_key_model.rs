@@ -1924,3 +1924,30 @@ async fn a_value_at_the_nesting_limit_reads_back_in_read_list_and_recall() {
     let notes = client.recall(recall).await.expect("recall");
     assert_eq!(notes.notes[0].value.as_ref(), Some(&value));
 }
+
+/// A list filtered by state looks at most 10 keys per item asked for: a page cut short by
+/// that bound names where to go on, and one that met the end of the prefix is the last
+/// (`next_after` null), with no empty round trip after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_filtered_list_page_that_met_the_end_is_the_last() {
+    let cluster = Cluster::start(1).await;
+    cluster.wait_leader(LEADER_TIMEOUT).await;
+    let ops: Vec<Value> = (0..11)
+        .map(|i| json!({"op": "write", "key": format!("mn/{i:03}"), "value": i, "actor": "t60"}))
+        .collect();
+    let (status, answer) =
+        post_raw(&cluster, 1, "/v1/batch", &json!({ "ops": ops }).to_string()).await;
+    assert_eq!(status, 200, "{answer}");
+    let revoked_page =
+        |prefix: &str| json!({"prefix": prefix, "states": ["revoked"], "limit": 1}).to_string();
+
+    // mn/00 holds exactly the 10 keys the bound lets one page look at.
+    let (status, page) = post_raw(&cluster, 1, "/v1/list", &revoked_page("mn/00")).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"], json!([]), "{page}");
+    assert_eq!(page["next_after"], Value::Null, "{page}");
+    // mn/ holds an 11th: the page stopped at the bound, not at the end.
+    let (_, page) = post_raw(&cluster, 1, "/v1/list", &revoked_page("mn/")).await;
+    assert_eq!(page["items"], json!([]), "{page}");
+    assert_eq!(page["next_after"], "mn/009", "{page}");
+}

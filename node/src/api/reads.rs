@@ -378,13 +378,20 @@ pub async fn list(
     let mut items = Vec::new();
     let mut budget = PageBudget::new(&app);
     let mut last_seen = None;
+    // One slot past the scan's bound is looked at, not listed: it tells a page cut short
+    // by the bound (more keys: `next_after`) from one that met the end (`null`).
+    let mut examined = 0;
     let scanned = scan_readable(
         &app,
         &caller,
         &req.prefix,
         req.after.as_deref(),
-        scan_max,
+        scan_max + 1,
         |slot| {
+            if examined == scan_max {
+                return false;
+            }
+            examined += 1;
             last_seen = Some(slot.key.clone());
             if !wanted(slot) {
                 return true;
@@ -394,7 +401,7 @@ pub async fn list(
             items.len() < limit && !spent
         },
     )?;
-    let more = items.len() == limit || budget.spent() || scanned == scan_max;
+    let more = items.len() == limit || budget.spent() || scanned > scan_max;
     let next_after = if more { last_seen } else { None };
     Ok(Json(ListResponse {
         items,
