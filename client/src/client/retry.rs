@@ -100,8 +100,11 @@ impl Client {
         // ends on an unreachable node after another one answered ends with that answer,
         // so "unreachable" means that no node was reached, whatever the endpoints' order.
         let mut last_answer: Option<ClientError> = None;
+        // The node the last attempt failed at: a spread call tries the next one after it.
+        let mut failed_at: Option<String> = None;
         loop {
-            let (base, err) = match self.attempt_within(deadline, call, &finish).await {
+            let attempt = self.attempt_within(deadline, call, failed_at.as_deref(), &finish);
+            let (base, err) = match attempt.await {
                 Ok(value) => return Ok(value),
                 Err(failure) => failure,
             };
@@ -137,6 +140,7 @@ impl Client {
             if !matches!(err, ClientError::Transport { .. }) {
                 last_answer = Some(err);
             }
+            failed_at = base;
             retries += 1;
             tokio::time::sleep(pause).await;
         }
@@ -149,6 +153,7 @@ impl Client {
         &self,
         deadline: Option<Instant>,
         call: &Call<'_>,
+        failed_at: Option<&str>,
         finish: &F,
     ) -> std::result::Result<T, (Option<String>, ClientError)>
     where
@@ -166,7 +171,7 @@ impl Client {
         if deadline.is_some_and(|at| Instant::now() >= at) {
             return Err(out_of_time_finding_the_leader());
         }
-        let Some(base) = before(deadline, self.base_for(call.route)).await else {
+        let Some(base) = before(deadline, self.base_after(call.route, failed_at)).await else {
             return Err(out_of_time_finding_the_leader());
         };
         let attempt = async {

@@ -41,6 +41,13 @@ impl Nodes {
         self.endpoints[i % self.endpoints.len()].clone()
     }
 
+    /// The endpoint after `endpoint` in the list (the first one if it is not listed).
+    fn endpoint_after(&self, endpoint: &str) -> String {
+        let at = self.endpoints.iter().position(|e| e == endpoint);
+        let next = at.map_or(0, |i| (i + 1) % self.endpoints.len());
+        self.endpoints[next].clone()
+    }
+
     pub(super) fn cached_leader(&self) -> Option<String> {
         lock(&self.leader).clone()
     }
@@ -129,6 +136,20 @@ impl Client {
             }
         }
         None
+    }
+
+    /// [`Client::base_for`], except that a spread call whose last attempt failed at
+    /// `failed_at` goes to the next endpoint after it: the shared round-robin cursor alone
+    /// could hand a call's every retry a dead node while concurrent calls take the live
+    /// ones (an `any` read beside a leader discovery failed 9 times out of 9 with one node
+    /// of three up).
+    pub(super) async fn base_after(&self, route: Route<'_>, failed_at: Option<&str>) -> String {
+        match (route, failed_at) {
+            (Route::Spread, Some(failed)) if !self.nodes.pinned => {
+                self.nodes.endpoint_after(failed)
+            }
+            _ => self.base_for(route).await,
+        }
     }
 
     /// The endpoint a call on `route` goes to now.
@@ -300,6 +321,28 @@ mod tests {
             leader_endpoint(&status, "http://10.0.0.1:7401").as_deref(),
             Some("http://10.0.0.2:7401")
         );
+    }
+
+    /// A spread call's retry goes to the endpoint after the one that failed, wherever
+    /// concurrent calls moved the shared cursor.
+    #[tokio::test]
+    async fn a_spread_retry_goes_to_the_next_endpoint_after_the_failed_one() {
+        let endpoints: Vec<String> = (1..=3).map(|i| format!("http://127.0.0.1:{i}")).collect();
+        let client = fast(endpoints.clone()).build().unwrap();
+        for (failed, next) in [(0, 1), (1, 2), (2, 0)] {
+            for _ in 0..failed + 1 {
+                client.nodes.next_endpoint(); // another call's turn
+            }
+            let chosen = client
+                .base_after(Route::Spread, Some(&endpoints[failed]))
+                .await;
+            assert_eq!(chosen, endpoints[next]);
+        }
+        let unlisted = client.base_after(Route::Spread, Some("http://h:9")).await;
+        assert_eq!(unlisted, endpoints[0]);
+        let pinned = client.pinned(&endpoints[2]).unwrap();
+        let stays = pinned.base_after(Route::Spread, Some(&endpoints[2])).await;
+        assert_eq!(stays, endpoints[2]);
     }
 
     #[tokio::test]
