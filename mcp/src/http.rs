@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{Request, State};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
-use axum::http::{HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Router;
@@ -95,10 +95,15 @@ async fn authenticate(
     next: Next,
 ) -> Response {
     // Marked sensitive: anything that prints the request's headers later shows no token.
-    if let Some(value) = request.headers_mut().get_mut(AUTHORIZATION) {
-        value.set_sensitive(true);
+    for (name, value) in request.headers_mut().iter_mut() {
+        if name == AUTHORIZATION {
+            value.set_sensitive(true);
+        }
     }
-    let header = request.headers().get(AUTHORIZATION).cloned();
+    let header = match single_authorization(request.headers()) {
+        Ok(header) => header,
+        Err(err) => return refusal(&err),
+    };
     // A tool call's time counts from here, so the token check comes out of it.
     let budget = layer.gateway.budget();
     match caller_of(&layer.gateway, header, &budget).await {
@@ -284,6 +289,21 @@ async fn caller_of(
         details: Default::default(),
     })?;
     gateway.caller_for(token, budget).await
+}
+
+/// The request's `Authorization` header, if it has one. Two are refused, as the nodes
+/// refuse them (docs/security.md, "Headers"): a proxy in front of this server might read
+/// the other one, and the two would disagree about who the caller is.
+fn single_authorization(headers: &HeaderMap) -> Result<Option<HeaderValue>, ClientError> {
+    let mut values = headers.get_all(AUTHORIZATION).iter();
+    let first = values.next().cloned();
+    match values.next() {
+        None => Ok(first),
+        Some(_) => Err(ClientError::Unauthenticated {
+            message: "more than one Authorization header: send exactly one".into(),
+            details: Default::default(),
+        }),
+    }
 }
 
 /// The token of an `Authorization` value of the `Bearer` scheme, whose name is matched in

@@ -185,7 +185,10 @@ impl Present for MutationOutput {
             summary.push_str(", already so: nothing changed");
         }
         if r.replayed {
-            summary.push_str(", replayed: this request_id was applied before");
+            summary.push_str(
+                ", replayed: applied once already under this request_id (by an earlier call \
+                 with it, or by this call's own retry after a lost answer), not again",
+            );
         }
         lines.push(summary);
         if let Some(tombstone) = &r.tombstone {

@@ -19,7 +19,7 @@ use axum::http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Extensions, Implementation,
+    CallToolRequestParams, CallToolResponse, ContentBlock, Extensions, Implementation,
     ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
     ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
@@ -170,6 +170,7 @@ impl ServerHandler for CairnMcp {
         self.tools
             .call(ToolCallContext::new(self, request, context))
             .await
+            .map(with_argument_errors_named)
     }
 
     async fn list_tools(
@@ -261,4 +262,21 @@ impl ServerHandler for CairnMcp {
             },
         }
     }
+}
+
+/// What rmcp starts the text of arguments that do not fit a tool's input type with.
+const RMCP_ARGUMENT_ERROR: &str = "failed to deserialize parameters: ";
+
+/// A call refused for its arguments by rmcp, before any tool ran, says `invalid_request`
+/// first, as every other refusal says its SPEC §5 code first: a model branching on the
+/// leading code finds one for this mistake too.
+fn with_argument_errors_named(mut response: CallToolResponse) -> CallToolResponse {
+    if let CallToolResponse::Complete(result) = &mut response {
+        if let Some(ContentBlock::Text(block)) = result.content.first_mut() {
+            if let Some(problem) = block.text.strip_prefix(RMCP_ARGUMENT_ERROR) {
+                block.text = format!("invalid_request: arguments: {problem}");
+            }
+        }
+    }
+    response
 }

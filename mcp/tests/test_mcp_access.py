@@ -47,6 +47,22 @@ def test_http_callers_without_a_valid_token_get_401(
     assert "cairn_AAAA" not in answer.text
 
 
+def test_http_two_authorization_headers_get_401(
+    mcp_url: str, agent_token: str, cluster: LocalCluster
+) -> None:
+    """Two tokens, each valid alone: which names the caller is not defined (a proxy in front
+    may read the other), so the request is refused, as the nodes refuse it."""
+    headers = [
+        *HEADERS.items(),
+        ("Authorization", f"Bearer {agent_token}"),
+        ("Authorization", f"Bearer {cluster.admin_token}"),
+    ]
+    answer = httpx.post(mcp_url, headers=headers, json=INITIALIZE, timeout=10)
+    assert answer.status_code == 401, answer.text
+    assert answer.json()["error"]["code"] == "unauthenticated"
+    assert "more than one Authorization header" in answer.json()["error"]["message"]
+
+
 @pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
 def test_http_the_bearer_scheme_is_matched_in_any_case(
     mcp_url: str, agent_token: str, scheme: str

@@ -220,7 +220,7 @@ async fn revoked_note(client: &Client, key: &str, options: ReadOptions) -> Optio
             None
         }
         Err(err) => {
-            tracing::warn!(error = %err, key, "reading a revoked key's warning failed");
+            tracing::warn!(error = %err, key, "could not learn whether the key is revoked: its warning, if any, is left out");
             None
         }
     }
