@@ -86,7 +86,13 @@ fn bearer(headers: &HeaderMap) -> Result<Token, ApiError> {
         .to_str()
         .ok()
         .and_then(Token::from_bearer)
-        .ok_or_else(|| unauthenticated("malformed Authorization header: expected Bearer cairn_…"))
+        .ok_or_else(|| {
+            unauthenticated(
+                "malformed Authorization header: expected `Bearer cairn_` and the token's 43 \
+                 more characters (A-Z, a-z, 0-9, - and _), as `cairn auth principal add` \
+                 printed it",
+            )
+        })
 }
 
 /// The caller of a request, against this node's applied access state.
