@@ -4,6 +4,8 @@ CA and client certificates on a real TLS cluster, and local input refused before
 from __future__ import annotations
 
 import re
+import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -246,3 +248,19 @@ def test_unreadable_certificates_are_refused_without_their_content(tmp_path: Pat
         Cairn(["h:1"], client_cert=(cert, missing_key))
     with pytest.raises(InvalidInput, match=r"client certificate .*missing\.pem: no such file"):
         Cairn(["h:1"], client_cert=tmp_path / "missing.pem")
+
+
+def test_a_short_timeout_bounds_leader_discovery_too() -> None:
+    """A node that accepts connections and never answers held the leader lookup for the
+    discovery's own 2 s on top of ``timeout``; a caller who bounds an attempt bounds it."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        endpoint = f"127.0.0.1:{silent.getsockname()[1]}"
+        with Cairn([endpoint], timeout=0.2, retry=RetryPolicy(retries_max=0)) as client:
+            started = time.monotonic()
+            with pytest.raises(ConnectionFailed):
+                client.read("k")
+            took = time.monotonic() - started
+    # Discovery (0.2 s) and the attempt itself (0.2 s), not 2 s + 0.2 s.
+    assert took < 1.5, took

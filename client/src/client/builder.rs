@@ -113,7 +113,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Time for one `GET /cluster/status` during leader discovery (default 2 s).
+    /// Time for one `GET /cluster/status` during leader discovery (default 2 s, and never
+    /// more than [`ClientBuilder::request_timeout`]: a caller that bounds an attempt at a
+    /// node bounds the question which node leads too).
     pub fn discovery_timeout(mut self, timeout: Duration) -> Self {
         self.timeouts.discovery = timeout;
         self
@@ -238,8 +240,8 @@ impl ClientBuilder {
         if let Some(https) = endpoints.iter().find(|e| e.starts_with("https://")) {
             if !self.tls.has_roots() {
                 return Err(ClientError::invalid_input(format!(
-                    "endpoint {https}: HTTPS needs the cluster CA certificate \
-                     (ca_cert_pem; cairn --cacert FILE or CAIRN_CACERT)"
+                    "endpoint {https}: HTTPS needs the cluster's CA certificate (the CLI: \
+                     --cacert FILE or CAIRN_CACERT)"
                 )));
             }
         }
@@ -256,11 +258,15 @@ impl ClientBuilder {
             .apply(http)
             .build()
             .map_err(|e| ClientError::invalid_input(format!("http client: {e}")))?;
+        let timeouts = Timeouts {
+            discovery: self.timeouts.discovery.min(self.timeouts.request),
+            ..self.timeouts
+        };
         Ok(Client {
             http,
             nodes: Arc::new(Nodes::new(endpoints, scheme, false)),
             retry: self.retry,
-            timeouts: self.timeouts,
+            timeouts,
             defaults: self.defaults,
             session: self.session.map(|s| Arc::new(Mutex::new(s))),
             token: self.token,

@@ -323,6 +323,24 @@ mod tests {
         );
     }
 
+    /// A caller that bounds an attempt bounds the leader lookup with it: a node that holds
+    /// the question without answering cost the discovery's own 2 s on top of `--timeout-ms`.
+    #[tokio::test]
+    async fn a_short_request_timeout_bounds_leader_discovery_too() {
+        let silent = FakeNode::start(|_, _| Reply::Hang).await;
+        let client = fast(vec![silent.addr.clone()])
+            .retries_max(0)
+            .request_timeout(Duration::from_millis(200))
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let err = client.read("k", Default::default()).await.unwrap_err();
+        let took = started.elapsed();
+        assert!(matches!(err, ClientError::Transport { .. }), "{err:?}");
+        // Discovery (200 ms) and the attempt itself (200 ms), not 2 s + 200 ms.
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+
     /// A spread call's retry goes to the endpoint after the one that failed, wherever
     /// concurrent calls moved the shared cursor.
     #[tokio::test]

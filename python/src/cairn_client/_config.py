@@ -94,11 +94,14 @@ class Timeouts:
     ) -> Timeouts:
         """The timeouts of a client's options, each checked: seconds, more than 0 and at
         most a year (``call_timeout`` may be ``None``), else ``InvalidInput`` naming it.
-        Checked here, as both transports would otherwise fail later, each its own way."""
+        Checked here, as both transports would otherwise fail later, each its own way.
+        Discovery takes at most ``timeout``: a caller who bounds an attempt at a node bounds
+        the question which node leads too."""
+        request = _seconds("timeout", timeout)
         return cls(
             connect=_seconds("connect_timeout", connect_timeout),
-            request=_seconds("timeout", timeout),
-            discovery=_seconds("discovery_timeout", discovery_timeout),
+            request=request,
+            discovery=min(_seconds("discovery_timeout", discovery_timeout), request),
             watch_silence=_seconds("watch_silence_timeout", watch_silence_timeout),
             call=None if call_timeout is None else _seconds("call_timeout", call_timeout),
         )
