@@ -391,6 +391,57 @@ mod tests {
         assert_eq!(reopened[0], "/v1/watch?from_revision=5");
     }
 
+    /// A watch started with no revision asks the leader where to start, and waits for a
+    /// leader as other calls do: started during an election, it failed at once.
+    #[tokio::test]
+    async fn a_watch_started_without_a_leader_waits_for_one() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+
+        use serde_json::json;
+
+        use crate::fake_node::{FakeNode, Reply};
+        let statuses = Arc::new(AtomicUsize::new(0));
+        let asked = statuses.clone();
+        let node = FakeNode::start(move |seen, _| {
+            if !seen.path.starts_with("/cluster/status") {
+                return Reply::Events(vec![event(10, "a")]);
+            }
+            match asked.fetch_add(1, Ordering::Relaxed) {
+                0..=2 => Reply::Json(
+                    503,
+                    r#"{"error":{"code":"no_leader","message":"electing"}}"#.into(),
+                ),
+                _ => {
+                    let status = json!({"node_id": 1, "role": "leader", "leader_id": 1,
+                        "term": 2, "last_log_index": 9, "commit_index": 9,
+                        "applied_index": 9, "ms_since_leader_contact": 0, "voters": [1],
+                        "learners": [], "nodes": [], "snapshot_index": 0,
+                        "log_purged_through": 0});
+                    Reply::Json(200, status.to_string())
+                }
+            }
+        })
+        .await;
+        let client = Client::builder(vec![node.addr.clone()])
+            .backoff_ms(1, 5)
+            .build()
+            .unwrap()
+            .pinned(&node.addr)
+            .unwrap();
+        let stream = client.watch(None, None).await.expect("waited for a leader");
+        let first = stream.take(1).collect::<Vec<_>>().await;
+        assert_eq!(delivered(&first), vec!["10a"]);
+        let opened = node
+            .seen()
+            .into_iter()
+            .find(|s| s.path.starts_with("/v1/watch"));
+        assert_eq!(
+            opened.map(|s| s.path).as_deref(),
+            Some("/v1/watch?from_revision=10")
+        );
+    }
+
     #[tokio::test]
     async fn gives_up_after_bounded_empty_reconnects() {
         use crate::fake_node::{FakeNode, Reply};

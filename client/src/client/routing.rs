@@ -117,9 +117,19 @@ impl Client {
         read_json(self.attempt(endpoint, &call).await?).await
     }
 
+    /// The leader's status, retried like a read (a watch started during an election or
+    /// a restart waits for a leader as other calls do, instead of failing at once).
     pub(super) async fn leader_status(&self) -> Result<ClusterStatus> {
-        let leader = self.base_for(Route::Leader).await;
-        self.status_at(&leader, self.timeouts.request).await
+        let call = Call {
+            method: Method::GET,
+            route: Route::Leader,
+            path: &["cluster", "status"],
+            query: Vec::new(),
+            body: None,
+            mode: Mode::Read,
+            timeout: Some(self.timeouts.request),
+        };
+        self.call(&call, read_json).await
     }
 
     /// One pass over the endpoints asking each for the leader; caches and returns the
