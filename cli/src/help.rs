@@ -41,7 +41,9 @@ Examples:
   cairn write cfg/label '\"3\"'                           # the string \"3\"
   cairn write cfg/db '{\"host\":\"db1\",\"port\":5432}' --anchor path:config/db.toml
   cairn write facts/x 'checked again' --clear-tombstone --reason 'verified'
-  cairn write facts/y 'source fixed' --override-revocation --reason 'new evidence'";
+  cairn write facts/y 'source fixed' --override-revocation --reason 'new evidence'
+  cairn write docs/spec - < spec.md                     # VALUE from stdin, past the OS argument limit
+  cairn write cfg/dash '\"-\"'                            # the string \"-\", not stdin";
 
 pub const FORGET_HELP: &str = "\
 Examples:

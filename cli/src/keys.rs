@@ -87,11 +87,7 @@ async fn watch(ctx: &Ctx, args: WatchArgs) -> Result<()> {
 
 fn read_batch(file: &Path) -> Result<BatchRequest> {
     let text = if file == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| io_error("stdin", e))?;
-        text
+        read_stdin()?
     } else {
         std::fs::read_to_string(file).map_err(|e| io_error(file.display(), e))?
     };
@@ -105,6 +101,15 @@ fn read_batch(file: &Path) -> Result<BatchRequest> {
         ));
     }
     serde_json::from_str(&text).map_err(|e| refused(e.to_string()))
+}
+
+/// All of stdin, as it is (a final newline included).
+fn read_stdin() -> Result<String> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|e| io_error("stdin", e))?;
+    Ok(text)
 }
 
 // -- flags → requests ---------------------------------------------------------------------
@@ -164,9 +169,17 @@ impl Common {
     }
 }
 
+/// VALUE `-` of `cairn write`: the value is stdin, which may be bigger than a command line
+/// can be (the OS bounds one argument to about 128 KiB).
+const VALUE_FROM_STDIN: &str = "-";
+
 impl WriteArgs {
     fn request(self) -> Result<WriteRequest> {
-        let mut request = WriteRequest::new(self.key, parse_value(&self.value)?, "");
+        let value = match self.value.as_str() {
+            VALUE_FROM_STDIN => parse_value(&read_stdin()?)?,
+            raw => parse_value(raw)?,
+        };
+        let mut request = WriteRequest::new(self.key, value, "");
         request.source = self.source;
         request.anchors = non_empty(self.anchors);
         request.tags = non_empty(self.tags);

@@ -51,7 +51,10 @@ struct Ctx {
 fn main() -> ExitCode {
     // Before the runtime starts any thread: the environment is process-wide.
     cairn_client::env::unset_empty_variables();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return refuse_command_line(err),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();
@@ -62,6 +65,19 @@ fn main() -> ExitCode {
             ExitCode::from(cairn_client::error::EXIT_OTHER)
         }
     }
+}
+
+/// clap's refusal of the command line. With `--json` a usage error is one line of JSON on
+/// stderr like every other error (`invalid_input`, exit 2), so a script parses one form;
+/// else, and for `--help` and `--version`, clap prints it as usual.
+fn refuse_command_line(err: clap::Error) -> ExitCode {
+    let message = args::usage_error_message(&err);
+    let Some(message) = message.filter(|_| args::json_requested(std::env::args_os())) else {
+        err.exit()
+    };
+    let err = ClientError::InvalidInput { message };
+    output::report_error(&err, true);
+    ExitCode::from(err.exit_code())
 }
 
 async fn run_and_report(cli: Cli) -> ExitCode {

@@ -6,6 +6,7 @@
 //! through [`to_json`], which escape the characters a terminal obeys instead of showing
 //! ([`cairn_client::text`]).
 
+use std::borrow::Cow;
 use std::fmt::{Display, Write as _};
 use std::io::Write;
 use std::process::ExitCode;
@@ -133,6 +134,17 @@ pub fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
     }
 }
 
+/// `text` as one shell word, for a line meant to be pasted into a shell: as it is when no
+/// shell gives any of its characters a meaning, else in POSIX single quotes (a `'` inside
+/// them as `'\''`).
+pub fn shell_word(text: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_-./:,+@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(format!("'{}'", text.replace('\'', r"'\''")))
+}
+
 /// The wire name of an enum (`tombstone_cleared`, …).
 pub fn wire_name(value: &impl Serialize) -> String {
     match serde_json::to_value(value) {
@@ -152,6 +164,21 @@ pub fn joined<T: Display>(items: &[T]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_only_when_a_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("todo/1"), "todo/1");
+        assert_eq!(shell_word("b,c:d@e%f+g-h_i.j"), "b,c:d@e%f+g-h_i.j");
+        assert_eq!(
+            shell_word("=x"),
+            "'=x'",
+            "zsh expands a word that starts with ="
+        );
+        assert_eq!(shell_word("odd/a "), "'odd/a '");
+        assert_eq!(shell_word("it's $HOME"), r"'it'\''s $HOME'");
+        assert_eq!(shell_word("~/x*"), "'~/x*'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     #[test]
     fn json_escapes_what_serde_leaves_raw_and_still_decodes_to_the_same_value() {

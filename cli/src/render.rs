@@ -9,7 +9,7 @@ use cairn_client::api::{
 };
 
 use crate::args::format_grants;
-use crate::output::{joined, print_fields, print_table, say, wire_name};
+use crate::output::{joined, print_fields, print_table, say, shell_word, wire_name};
 use crate::Result;
 
 pub fn print_mutation(result: &MutationResult) {
@@ -221,7 +221,7 @@ pub fn print_list(list: &ListResponse) {
         rows.collect(),
     );
     if let Some(after) = &list.next_after {
-        say(format_args!("more: --after {after}"));
+        say(format_args!("more: --after {}", shell_word(after)));
     }
 }
 

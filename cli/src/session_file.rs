@@ -9,29 +9,44 @@ use crate::{io_error, Result};
 
 /// The session in `path`; a missing or empty file is a new session.
 ///
-/// - A missing file in a directory that does not exist is refused here, before anything
-///   is sent: its save would fail after the command had taken effect.
+/// A file that [`save`] could not write is refused here, before anything is sent: its
+/// save would otherwise fail after the command had taken effect.
 pub fn load(path: &Path) -> Result<Session> {
+    let session = read(path)?;
+    check_saveable(path).map_err(|err| {
+        io_error(
+            path.display(),
+            std::io::Error::new(
+                err.kind(),
+                format!("cannot be saved ({err}); nothing was sent"),
+            ),
+        )
+    })?;
+    Ok(session)
+}
+
+fn read(path: &Path) -> Result<Session> {
     match std::fs::read_to_string(path) {
         Ok(text) if text.trim().is_empty() => Ok(Session::new()),
         Ok(text) => Session::import_token(&text),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-            match dir {
-                Some(dir) if !dir.is_dir() => Err(io_error(
-                    path.display(),
-                    std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!(
-                            "directory {} does not exist; nothing was sent",
-                            dir.display()
-                        ),
-                    ),
-                )),
-                _ => Ok(Session::new()),
-            }
-        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(Session::new()),
         Err(err) => Err(io_error(path.display(), err)),
+    }
+}
+
+/// Does what [`save`] will do, short of changing the file: creates and removes a file
+/// next to it (the directory exists and takes new files; the name is this process's, so
+/// a concurrent save's temporary file is left alone), and opens an existing file for
+/// writing without truncating it (an immutable or append-only file refuses the rename
+/// over it as it refuses this).
+fn check_saveable(path: &Path) -> std::io::Result<()> {
+    let mut probe = temporary_path(path).into_os_string();
+    probe.push(format!(".{}", std::process::id()));
+    std::fs::File::create(&probe)?;
+    std::fs::remove_file(&probe)?;
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        opened => opened.map(drop),
     }
 }
 
@@ -41,12 +56,17 @@ pub fn save(path: &Path, client: &Client) -> Result<()> {
     let Some(session) = client.session() else {
         return Ok(());
     };
-    let mut temporary = OsString::from(path.as_os_str());
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
+    let temporary = temporary_path(path);
     std::fs::write(&temporary, session.export_token() + "\n")
         .and_then(|()| std::fs::rename(&temporary, path))
         .map_err(|e| io_error(path.display(), e))
+}
+
+/// Where [`save`] writes the token before renaming it over `path`.
+fn temporary_path(path: &Path) -> PathBuf {
+    let mut temporary = OsString::from(path.as_os_str());
+    temporary.push(".tmp");
+    PathBuf::from(temporary)
 }
 
 #[cfg(test)]
@@ -82,5 +102,20 @@ mod tests {
             .with_session(session.clone());
         save(&path, &client).unwrap();
         assert_eq!(load(&path).unwrap(), session);
+    }
+
+    #[test]
+    fn a_file_that_could_not_be_saved_is_refused_before_anything_is_sent() {
+        // A directory that exists but takes no new file: the save would fail.
+        let refused = load(Path::new("/proc/self/cairn.session")).unwrap_err();
+        assert_eq!(refused.exit_code(), 1);
+        assert!(
+            refused.to_string().contains("nothing was sent"),
+            "{refused}"
+        );
+        // The check leaves nothing behind next to a file it accepts.
+        let dir = tempfile::tempdir().unwrap();
+        load(&dir.path().join("session")).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }

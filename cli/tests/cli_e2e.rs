@@ -12,6 +12,7 @@
 
 use std::cell::RefCell;
 use std::fs::{self, File};
+use std::io::Write;
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -328,6 +329,23 @@ impl Cluster {
         run_cli(cwd, &all, &self.endpoints(), &[], args)
     }
 
+    /// `cairn ARGS...` as [`Cluster::cairn_with`] runs it (no token), `input` on stdin.
+    fn cairn_fed(&self, args: &[&str], input: &[u8]) -> Run {
+        let tls = self.tls_env();
+        let mut cmd = cli_command(self.dir.path(), &pairs(&tls), &self.endpoints(), &[], args);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("running cairn");
+        // All of it before reading the output: cairn reads its stdin to the end first.
+        let mut stdin = child.stdin.take().expect("a piped stdin");
+        stdin.write_all(input).expect("writing cairn's stdin");
+        drop(stdin);
+        Run::of(child.wait_with_output().expect("running cairn"))
+    }
+
     /// `cairn --json ARGS...` as the holder of `token`: exit 0, one JSON document.
     fn json_as<T: DeserializeOwned>(&self, token: &str, args: &[&str]) -> T {
         let mut all = vec!["--json"];
@@ -447,7 +465,7 @@ struct Run {
 }
 
 /// `cairn --endpoints ENDPOINTS GLOBAL... ARGS...` in `cwd`, with a clean environment
-/// plus `env`.
+/// plus `env`, and nothing on stdin.
 fn run_cli(
     cwd: &Path,
     env: &[(&str, &str)],
@@ -455,24 +473,39 @@ fn run_cli(
     global: &[&str],
     args: &[&str],
 ) -> Run {
+    let mut cmd = cli_command(cwd, env, endpoints, global, args);
+    let output = cmd.stdin(Stdio::null()).output().expect("running cairn");
+    Run::of(output)
+}
+
+/// The `cairn` process [`run_cli`] runs, before its stdin is chosen.
+fn cli_command(
+    cwd: &Path,
+    env: &[(&str, &str)],
+    endpoints: &str,
+    global: &[&str],
+    args: &[&str],
+) -> Command {
     let mut cmd = Command::new(CLI);
     for var in CLEARED_ENV {
         cmd.env_remove(var);
     }
-    cmd.envs(env.iter().copied());
-    let output = cmd
+    cmd.envs(env.iter().copied())
         .current_dir(cwd)
         .arg("--endpoints")
         .arg(endpoints)
         .args(global)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running cairn");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        .args(args);
+    cmd
+}
+
+impl Run {
+    fn of(output: std::process::Output) -> Run {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
     }
 }
 
@@ -946,6 +979,105 @@ fn the_cli_drives_a_cluster_through_the_whole_key_model() {
     assert_eq!(run.code, 0, "{run:?}");
     let read: ReadResponse = cluster.json(&["read", "cli/env"]);
     assert_eq!(read.record.meta.actor, "cli");
+}
+
+#[test]
+fn a_command_line_error_with_json_is_one_line_of_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cairn = |args: &[&str]| run_cli(dir.path(), &[], "127.0.0.1:1", &[], args);
+    for args in [
+        &["--json", "write", "k", "v", "--expected-version", "abc"][..],
+        &["write", "k", "v", "--actor", "", "--json"],
+        &["--json", "write", "onlykey"],
+        &["--json", "auth", "grant", "p1"],
+    ] {
+        let run = cairn(args);
+        assert_eq!(run.code, EXIT_INVALID_INPUT, "cairn {args:?}: {run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "cairn {args:?}: {run:?}");
+        let error: Value = serde_json::from_str(&run.stderr)
+            .unwrap_or_else(|e| panic!("cairn {args:?}: {e}: {run:?}"));
+        assert_eq!(error["error"]["code"], "invalid_input", "{error}");
+        assert!(run.stdout.is_empty(), "cairn {args:?}: {run:?}");
+    }
+    // `auth grant` without either names both choices.
+    let run = cairn(&["--json", "auth", "grant", "p1"]);
+    assert!(
+        run.stderr.contains("--grant <PREFIX=PERMS>") && run.stderr.contains("--none"),
+        "{run:?}"
+    );
+    // Help is no error, and without --json clap's text stays as it is.
+    let run = cairn(&["--json", "write", "--help"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.starts_with("Write a value"), "{run:?}");
+    let run = cairn(&["write", "--", "--json"]);
+    assert_eq!(run.code, EXIT_INVALID_INPUT, "{run:?}");
+    assert!(run.stderr.starts_with("error: "), "{run:?}");
+}
+
+#[test]
+fn large_values_odd_keys_and_session_files_that_cannot_be_saved() {
+    let cluster = Cluster::start();
+    let mut init = vec!["cluster", "init"];
+    let flags = cluster.node_flags();
+    init.extend(flags.iter().map(String::as_str));
+    cluster.json::<MembershipResponse>(&init);
+    cluster.wait_settled();
+
+    // VALUE `-` is stdin: a value bigger than one argument may be, parsed as VALUE is.
+    let big: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+    assert!(big.len() > 200_000);
+    let run = cluster.cairn_fed(&["write", "big/text", "-"], big.as_bytes());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let read: ReadResponse = cluster.json(&["read", "big/text"]);
+    assert_eq!(
+        read.record.value,
+        Some(json!(big)),
+        "as it is, final newline too"
+    );
+    let run = cluster.cairn_fed(&["write", "big/json", "-"], b"{\"n\": [1, 2]}\n");
+    assert_eq!(run.code, 0, "{run:?}");
+    let read: ReadResponse = cluster.json(&["read", "big/json"]);
+    assert_eq!(read.record.value, Some(json!({"n": [1, 2]})));
+
+    // The `more:` line of a page is a shell word: pasted, it gets the next page.
+    cluster.ok(&["write", "odd/a b", "1"]);
+    cluster.ok(&["write", "odd/a c", "2"]);
+    let page = cluster.ok(&["list", "odd/a ", "--limit", "1"]);
+    let more = page.lines().last().and_then(|l| l.strip_prefix("more: "));
+    assert_eq!(more, Some("--after 'odd/a b'"), "{page}");
+    let words = Command::new("sh")
+        .arg("-c")
+        .arg(format!("printf '%s\\n' {}", more.unwrap()))
+        .output()
+        .expect("sh");
+    let words = String::from_utf8(words.stdout).expect("UTF-8");
+    let mut next = vec!["list", "odd/a "];
+    next.extend(words.lines());
+    let page = cluster.ok(&next);
+    let keys: Vec<&str> = page.lines().skip(1).filter_map(|l| l.get(..7)).collect();
+    assert_eq!(keys, ["odd/a c"], "{page}");
+    assert!(cluster
+        .ok(&["list", "big/", "--limit", "1"])
+        .ends_with("more: --after big/json\n"));
+
+    // A session file that could not be saved afterwards (a directory that takes no new
+    // file) fails the command before anything is sent.
+    let run = cluster.cairn(&[
+        "--session-file",
+        "/proc/self/cairn.session",
+        "write",
+        "cli/unsaved",
+        "1",
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .starts_with("error: io: /proc/self/cairn.session: ")
+            && run.stderr.contains("nothing was sent"),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+    cluster.fails(&["read", "cli/unsaved"], EXIT_NOT_FOUND, "not_found");
 }
 
 fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {

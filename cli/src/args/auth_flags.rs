@@ -1,6 +1,6 @@
 //! The flags of `cairn auth …` (SPEC §8) and the `--grant PREFIX=PERM,…` syntax.
 
-use clap::{Args, Subcommand};
+use clap::{ArgGroup, Args, Subcommand};
 
 use cairn_client::api::{Grant, Permission};
 
@@ -43,12 +43,14 @@ pub enum PrincipalCommand {
 }
 
 #[derive(Debug, Args)]
+// One of the two, so a refusal of neither names both.
+#[command(group(ArgGroup::new("new_grants").required(true).args(["grants", "none"])))]
 pub struct GrantArgs {
     pub name: String,
     #[command(flatten)]
     pub grants: GrantFlags,
     /// Remove every grant (the principal can still authenticate, and do nothing).
-    #[arg(long, conflicts_with = "grants", required_unless_present = "grants")]
+    #[arg(long)]
     pub none: bool,
 }
 
@@ -97,6 +99,19 @@ pub fn format_grants(grants: &[Grant]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::parse;
+
+    #[test]
+    fn auth_grant_takes_grants_or_none_and_a_refusal_names_both() {
+        let neither = parse(&["auth", "grant", "p1"]).unwrap_err().to_string();
+        assert!(
+            neither.contains("--grant <PREFIX=PERMS>") && neither.contains("--none"),
+            "{neither}"
+        );
+        assert!(parse(&["auth", "grant", "p1", "--none", "--grant", "=read"]).is_err());
+        assert!(parse(&["auth", "grant", "p1", "--grant", "=read", "--grant", "a/=write"]).is_ok());
+        assert!(parse(&["auth", "grant", "p1", "--none"]).is_ok());
+    }
 
     #[test]
     fn grants_parse_at_the_last_equals_sign() {

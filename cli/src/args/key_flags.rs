@@ -69,7 +69,8 @@ pub struct Common {
 #[derive(Debug, Args)]
 pub struct WriteArgs {
     pub key: String,
-    /// JSON if it parses (42, -1, true, {"a":1}, '"quoted"'), else taken as a string.
+    /// JSON if it parses (42, -1, true, {"a":1}, '"quoted"'), else taken as a string;
+    /// - reads it from stdin, as it is (a final newline included), for a large value.
     #[arg(allow_negative_numbers = true)]
     pub value: String,
     #[command(flatten)]
@@ -172,7 +173,7 @@ pub struct TombstoneArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only keys that start with this [default: every key].
-    #[arg(default_value = "")]
+    #[arg(default_value = "", hide_default_value = true)]
     pub prefix: String,
     /// Only keys in this state (active, revoked, forgotten); repeatable.
     #[arg(long = "state", value_parser = parse_listed_state)]

@@ -6,6 +6,7 @@
 mod auth_flags;
 mod key_flags;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
@@ -19,7 +20,7 @@ pub use auth_flags::*;
 pub use key_flags::*;
 
 use crate::cluster::local_nodes;
-use crate::help::{CLUSTER_HELP, MAIN_HELP};
+use crate::help::{AUTH_HELP, CLUSTER_HELP, MAIN_HELP};
 
 /// `--endpoints` by default: the client endpoints of the local nodes of `scripts/cluster up`.
 static DEFAULT_ENDPOINTS: LazyLock<String> = LazyLock::new(|| {
@@ -119,7 +120,7 @@ pub enum Command {
     #[command(subcommand, after_help = CLUSTER_HELP)]
     Cluster(ClusterCommand),
     /// Principals, tokens and grants (SPEC §8).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = AUTH_HELP)]
     Auth(AuthCommand),
 }
 
@@ -165,6 +166,40 @@ pub struct JoinArgs {
     /// Where the new node serves peers, HOST:PORT.
     #[arg(long)]
     pub peer_addr: String,
+}
+
+/// The message of a usage error on one line (`invalid value 'abc' for '--expected-version
+/// <EXPECTED_VERSION>': …`), without clap's `error:` prefix, usage and tips; None for
+/// what clap prints that is no error: `--help`, `--version`, and the help of a bare `cairn`
+/// or command group.
+pub fn usage_error_message(err: &clap::Error) -> Option<String> {
+    use clap::error::ErrorKind;
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        return None;
+    }
+    let rendered = err.render().to_string();
+    let first_paragraph = rendered.split("\n\n").next().unwrap_or_default();
+    let lines: Vec<&str> = first_paragraph.lines().map(str::trim).collect();
+    let message = lines.join(" ");
+    Some(
+        message
+            .strip_prefix("error: ")
+            .unwrap_or(&message)
+            .to_string(),
+    )
+}
+
+/// Whether `--json` is among the arguments before any `--`: asked when clap refused them,
+/// so its own answer is not there.
+pub fn json_requested(args: impl IntoIterator<Item = OsString>) -> bool {
+    args.into_iter()
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json")
 }
 
 /// A repeatable flag given no times is absent from the request.
@@ -276,6 +311,72 @@ mod tests {
         assert!(err.to_string().contains("must not be empty"), "{err}");
         assert!(parse(&["forget", "k", "--reason", "r", "--actor", ""]).is_err());
         assert!(parse(&["write", "k", "1", "--actor", "a"]).is_ok());
+    }
+
+    #[test]
+    fn a_usage_error_is_one_line_and_help_is_no_error() {
+        let message = |args: &[&str]| usage_error_message(&parse(args).unwrap_err());
+        assert_eq!(
+            message(&["write", "k", "v", "--expected-version", "abc"]).as_deref(),
+            Some(
+                "invalid value 'abc' for '--expected-version <EXPECTED_VERSION>': invalid \
+                 digit found in string"
+            )
+        );
+        assert_eq!(
+            message(&["write", "onlykey"]).as_deref(),
+            Some("the following required arguments were not provided: <VALUE>")
+        );
+        for help in [
+            &["--help"][..],
+            &["--version"],
+            &["auth"],
+            &["write", "--help"],
+        ] {
+            assert_eq!(message(help), None, "{help:?}");
+        }
+    }
+
+    #[test]
+    fn list_help_names_the_default_prefix_once() {
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut("list")
+            .unwrap()
+            .render_help()
+            .to_string();
+        let prefix = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("[PREFIX]"));
+        assert_eq!(
+            prefix.map(str::trim),
+            Some("[PREFIX]  Only keys that start with this [default: every key]"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn the_cluster_and_auth_help_show_examples() {
+        let mut cli = Cli::command();
+        for group in ["cluster", "auth"] {
+            let help = cli
+                .find_subcommand_mut(group)
+                .unwrap()
+                .render_help()
+                .to_string();
+            assert!(
+                help.contains(&format!("Examples:\n  cairn {group} ")),
+                "{help}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_is_requested_only_before_a_double_dash() {
+        let requested = |args: &[&str]| json_requested(args.iter().map(OsString::from));
+        assert!(requested(&["cairn", "write", "k", "--json"]));
+        assert!(!requested(&["cairn", "write", "k", "--", "--json"]));
+        assert!(!requested(&["cairn", "write", "k", "--jsonx"]));
     }
 
     #[test]
