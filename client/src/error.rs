@@ -487,11 +487,18 @@ impl ClientError {
     }
 
     pub(crate) fn transport(endpoint: &str, err: &reqwest::Error) -> Self {
+        let mismatch = protocol_mismatch(err);
+        let message = match mismatch {
+            Some(mismatch) => format!("{}; {}", error_chain(err), mismatch.hint()),
+            None => error_chain(err),
+        };
         ClientError::Transport {
             endpoint: endpoint.to_string(),
-            message: error_chain(err),
-            // A connect error means no byte of the request left this process.
-            sent: !err.is_connect(),
+            message,
+            // A connect error means no byte of the request left this process, and an
+            // answer that is not HTTP came from something other than a cairn node's HTTP
+            // server, which answers every request it reads in HTTP: nothing was applied.
+            sent: !err.is_connect() && mismatch != Some(ProtocolMismatch::NotHttp),
         }
     }
 
@@ -535,6 +542,71 @@ fn detail<T: DeserializeOwned>(details: &Map<String, Value>, name: &str) -> Opti
 /// The causes of an error on one line. reqwest's top-level message ("error sending request
 /// for url (…)") is generic and repeats the endpoint; the causes say what happened
 /// (refused, reset, timed out), so the top level is shown only when it has no cause.
+/// An endpoint that speaks another protocol than the client expects: a mistake of the
+/// configuration (scheme, CA), which no retry mends, named so the user can fix it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProtocolMismatch {
+    /// The answer was not HTTP: a plain `http://` request to a node serving HTTPS.
+    NotHttp,
+    /// The answer to the TLS handshake was not TLS: `https://` to a node serving plain HTTP.
+    NotTls,
+    /// The node's certificate does not verify against the CA the client was given.
+    Certificate,
+}
+
+impl ProtocolMismatch {
+    fn hint(self) -> &'static str {
+        match self {
+            ProtocolMismatch::NotHttp => {
+                "the node did not answer in HTTP: if it serves HTTPS, give an https:// \
+                 endpoint and the cluster's CA (--cacert or CAIRN_CACERT); nothing was applied"
+            }
+            ProtocolMismatch::NotTls => {
+                "the node did not answer the TLS handshake: if it serves plain HTTP, give \
+                 an http:// endpoint"
+            }
+            ProtocolMismatch::Certificate => {
+                "the node's certificate does not verify against the CA given (--cacert or \
+                 CAIRN_CACERT): is it this cluster's CA, and does the certificate name this \
+                 host?"
+            }
+        }
+    }
+}
+
+/// The protocol mismatch `err` shows, if any: hyper's parse error of an answer, or the
+/// rustls error inside an `io::Error` (whose `source` skips the error it wraps).
+fn protocol_mismatch(err: &reqwest::Error) -> Option<ProtocolMismatch> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = cause {
+        if current
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse)
+        {
+            return Some(ProtocolMismatch::NotHttp);
+        }
+        match rustls_error_in(current) {
+            Some(rustls::Error::InvalidCertificate(_)) => {
+                return Some(ProtocolMismatch::Certificate)
+            }
+            Some(rustls::Error::InvalidMessage(_)) => return Some(ProtocolMismatch::NotTls),
+            _ => {}
+        }
+        cause = current.source();
+    }
+    None
+}
+
+/// The rustls error `err` wraps, through any number of `io::Error`s (tokio-rustls wraps
+/// it in one, hyper-util's connector that in another).
+fn rustls_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut inner: &'a (dyn std::error::Error + 'static) = err.downcast_ref::<std::io::Error>()?;
+    while let Some(io) = inner.downcast_ref::<std::io::Error>() {
+        inner = io.get_ref()?;
+    }
+    inner.downcast_ref::<rustls::Error>()
+}
+
 fn error_chain(err: &dyn std::error::Error) -> String {
     let mut causes = Vec::new();
     let mut source = err.source();

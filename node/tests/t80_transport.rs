@@ -427,6 +427,38 @@ async fn send_rogue(
     out
 }
 
+/// The Rust client's error for a configuration mistake names it: plain HTTP to this HTTPS
+/// node is answered in TLS, not HTTP, so nothing can have been applied (a write was
+/// `outcome_unknown` before, exit 6 in the CLI); another cluster's CA does not verify it.
+async fn the_client_names_a_scheme_or_ca_mistake(cluster: &TlsCluster, id: u64) {
+    let addr = &cluster.specs[&id].client_addr;
+    let write = |client: cairn_client::Client| async move {
+        let request = cairn_api::WriteRequest::new("tls/mistake", json!(1), "t80");
+        client.write(request).await.expect_err("refused")
+    };
+    let plain = cairn_client::Client::builder(vec![format!("http://{addr}")])
+        .retries_max(0)
+        .build()
+        .expect("client");
+    let err = write(plain).await;
+    let cairn_client::ClientError::Transport { message, sent, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(!sent, "{err:?}");
+    assert!(message.contains("did not answer in HTTP"), "{message}");
+    let other_ca = generate(&cluster.dir.path().join("other-ca"), &[id]).ca_cert;
+    let stranger = cairn_client::Client::builder(vec![format!("https://{addr}")])
+        .ca_cert_file(&other_ca)
+        .retries_max(0)
+        .build()
+        .expect("client");
+    let err = write(stranger).await.to_string();
+    assert!(
+        err.contains("does not verify against the CA given"),
+        "{err}"
+    );
+}
+
 // -- tests ------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -476,6 +508,7 @@ async fn tls_cluster_serves_https_and_relays_over_it() {
     }
     let log = cluster.log(leader);
     assert!(!log.contains("accepts unauthenticated peers"), "{log}");
+    the_client_names_a_scheme_or_ca_mistake(&cluster, leader).await;
 
     // A fourth node joins over mutual TLS (relayed to the leader, which replicates to it
     // and promotes it), then serves a linearizable read of what was written before.
