@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cairn_client import Cairn, ConnectionFailed, RetryPolicy
 from cairn_client.testing import ClusterError, LocalCluster, _free_ports, find_node_binary
 
 
@@ -82,3 +83,21 @@ def test_tls_cluster_serves_https_with_its_ca(make_cluster: Callable[..., LocalC
     trusting_the_ca = ssl.create_default_context(cafile=local.ca_cert)
     answer = httpx.get(f"{local.endpoints[0]}/healthz", verify=trusting_the_ca)
     assert answer.json()["ok"] is True
+
+
+def test_a_scheme_or_ca_mistake_is_named_and_applies_nothing(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """Plain HTTP to an HTTPS node is answered in TLS: a write was ``OutcomeUnknown`` ("may
+    have applied") before, though no cairn node read it. A CA that does not verify the node
+    is named too."""
+    local = make_cluster(1, tls=True)
+    address = local.endpoints[0].removeprefix("https://")
+    no_retries = RetryPolicy(retries_max=0)
+    plain = Cairn([f"http://{address}"], retry=no_retries)
+    with plain, pytest.raises(ConnectionFailed, match="did not answer in HTTP") as refused:
+        plain.write("tls/mistake", 1, actor="t")
+    assert refused.value.may_have_applied is False
+    system_roots = Cairn([f"https://{address}"], retry=no_retries)
+    with system_roots, pytest.raises(ConnectionFailed, match="does not verify against the CA"):
+        system_roots.read("tls/mistake")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -53,11 +54,45 @@ a TLS 1.3 server's alert raises on the first read, which httpx lets through."""
 
 def connection_failed(base: str, err: Exception, *, read_only: bool) -> ConnectionFailed:
     """The failure of an exchange (or of a read of its open stream); ``read_only``: of a
-    request that changes nothing, which therefore cannot have applied anything."""
+    request that changes nothing, which therefore cannot have applied anything. A scheme or
+    CA that does not fit the node is named, as the Rust client names it; an answer that is
+    not HTTP came from no cairn node's HTTP server, so nothing was applied."""
     detail = str(err) or "no detail"
+    # h11's refusal of an answer that is not an HTTP response ("illegal status line"...);
+    # a connection closed without an answer says otherwise, and may follow an apply.
+    not_http = isinstance(err, httpx.RemoteProtocolError) and detail.startswith("illegal")
+    hint = _NOT_HTTP_HINT if not_http else _tls_hint(err)
     return ConnectionFailed(
         base,
-        f"{type(err).__name__}: {detail}",
-        sent=not isinstance(err, _NOT_SENT),
+        f"{type(err).__name__}: {detail}" + (f"; {hint}" if hint else ""),
+        sent=not (isinstance(err, _NOT_SENT) or not_http),
         read_only=read_only,
     )
+
+
+_NOT_HTTP_HINT = (
+    "the node did not answer in HTTP: if it serves HTTPS, give an https:// endpoint and the "
+    "cluster's CA (ca_cert or CAIRN_CACERT); nothing was applied"
+)
+# OpenSSL's reason for each mistake it reports during the handshake.
+_TLS_HINTS = {
+    "WRONG_VERSION_NUMBER": (
+        "the node did not answer the TLS handshake: if it serves plain HTTP, give an "
+        "http:// endpoint"
+    ),
+    "CERTIFICATE_VERIFY_FAILED": (
+        "the node's certificate does not verify against the CA given (ca_cert or "
+        "CAIRN_CACERT): is it this cluster's CA, and does the certificate name this host?"
+    ),
+}
+
+
+def _tls_hint(err: BaseException) -> str | None:
+    """What to fix when OpenSSL's reason, in ``err``'s chain of causes, shows a scheme or CA
+    mistake."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, ssl.SSLError) and cause.reason in _TLS_HINTS:
+            return _TLS_HINTS[cause.reason]
+        cause = cause.__cause__ or cause.__context__
+    return None
