@@ -302,6 +302,26 @@ mod tests {
         events.map(|e| format!("{}{}", e.revision, e.key)).collect()
     }
 
+    /// A fast-retrying client that sends everything to `node`.
+    fn pinned_to(node: &crate::fake_node::FakeNode, retries: u32) -> Client {
+        Client::builder(vec![node.addr.clone()])
+            .retries_max(retries)
+            .backoff_ms(1, 5)
+            .build()
+            .unwrap()
+            .pinned(&node.addr)
+            .unwrap()
+    }
+
+    /// `GET /cluster/status` of node `id`, leading with every entry up to 9 applied.
+    fn leader_status(id: u64) -> crate::fake_node::Reply {
+        let status = serde_json::json!({"node_id": id, "role": "leader", "leader_id": id,
+            "term": 4, "last_log_index": 9, "commit_index": 9, "applied_index": 9,
+            "ms_since_leader_contact": 0, "voters": [1, 2, 3], "learners": [], "nodes": [],
+            "snapshot_index": 0, "log_purged_through": 0});
+        crate::fake_node::Reply::Json(200, status.to_string())
+    }
+
     #[tokio::test]
     async fn resumes_at_the_last_revision_without_duplicates() {
         use crate::fake_node::{FakeNode, Reply};
@@ -315,12 +335,7 @@ mod tests {
             ),
         })
         .await;
-        let client = Client::builder(vec![node.addr.clone()])
-            .backoff_ms(1, 5)
-            .build()
-            .unwrap()
-            .pinned(&node.addr)
-            .unwrap();
+        let client = pinned_to(&node, crate::client::RETRIES_MAX_DEFAULT);
         let stream = client.watch(Some("p/"), Some(5)).await.unwrap();
         let items: Vec<_> = stream.collect().await;
         assert_eq!(delivered(&items), vec!["5a", "5b", "6c"]);
@@ -350,12 +365,7 @@ mod tests {
         let watches = AtomicUsize::new(0);
         let leader = FakeNode::start(move |seen, _| {
             if seen.path == "/cluster/status" {
-                let status = serde_json::json!({"node_id": 2, "role": "leader",
-                    "leader_id": 2, "term": 4, "last_log_index": 9, "commit_index": 9,
-                    "applied_index": 9, "ms_since_leader_contact": 0, "voters": [1, 2, 3],
-                    "learners": [], "nodes": [], "snapshot_index": 0,
-                    "log_purged_through": 0});
-                return Reply::Json(200, status.to_string());
+                return leader_status(2);
             }
             match watches.fetch_add(1, Ordering::Relaxed) {
                 0 => Reply::Events(vec![event(5, "a"), event(6, "b")]),
@@ -398,8 +408,6 @@ mod tests {
         use std::sync::atomic::{AtomicUsize, Ordering};
         use std::sync::Arc;
 
-        use serde_json::json;
-
         use crate::fake_node::{FakeNode, Reply};
         let statuses = Arc::new(AtomicUsize::new(0));
         let asked = statuses.clone();
@@ -412,23 +420,11 @@ mod tests {
                     503,
                     r#"{"error":{"code":"no_leader","message":"electing"}}"#.into(),
                 ),
-                _ => {
-                    let status = json!({"node_id": 1, "role": "leader", "leader_id": 1,
-                        "term": 2, "last_log_index": 9, "commit_index": 9,
-                        "applied_index": 9, "ms_since_leader_contact": 0, "voters": [1],
-                        "learners": [], "nodes": [], "snapshot_index": 0,
-                        "log_purged_through": 0});
-                    Reply::Json(200, status.to_string())
-                }
+                _ => leader_status(1),
             }
         })
         .await;
-        let client = Client::builder(vec![node.addr.clone()])
-            .backoff_ms(1, 5)
-            .build()
-            .unwrap()
-            .pinned(&node.addr)
-            .unwrap();
+        let client = pinned_to(&node, crate::client::RETRIES_MAX_DEFAULT);
         let stream = client.watch(None, None).await.expect("waited for a leader");
         let first = stream.take(1).collect::<Vec<_>>().await;
         assert_eq!(delivered(&first), vec!["10a"]);
@@ -446,13 +442,7 @@ mod tests {
     async fn gives_up_after_bounded_empty_reconnects() {
         use crate::fake_node::{FakeNode, Reply};
         let node = FakeNode::start(|_, _| Reply::Events(Vec::new())).await;
-        let client = Client::builder(vec![node.addr.clone()])
-            .retries_max(2)
-            .backoff_ms(1, 5)
-            .build()
-            .unwrap()
-            .pinned(&node.addr)
-            .unwrap();
+        let client = pinned_to(&node, 2);
         let items: Vec<_> = client.watch(None, Some(1)).await.unwrap().collect().await;
         assert_eq!(items.len(), 1);
         assert!(matches!(items[0], Err(ClientError::Transport { .. })));
