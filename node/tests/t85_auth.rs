@@ -2557,6 +2557,24 @@ async fn t85_17_a_request_that_proves_no_identity_is_401_before_its_shape_is_che
         .await;
         assert_eq!(got, (400, "invalid_request".to_string()), "node {id}");
     }
+    // A leader cut off from its majority cannot check an unknown token: it says so, and
+    // does not judge the shape for a caller who may hold no principal.
+    let mut cluster = cluster;
+    for id in cluster.ids() {
+        if id != leader {
+            cluster.kill9(id);
+        }
+    }
+    let bad = b"{bad".to_vec();
+    let unchecked = send_raw(&api, leader, Method::POST, "/v1/write", Some(&unknown), bad).await;
+    assert_eq!(unchecked.0, 503, "{unchecked:?}");
+    assert!(
+        ["no_leader", "stale_read"].contains(&unchecked.1.as_str()),
+        "{unchecked:?}"
+    );
+    let bad = b"{bad".to_vec();
+    let admins = send_raw(&api, leader, Method::POST, "/v1/write", Some(&at), bad).await;
+    assert_eq!(admins, (400, "invalid_request".to_string()));
 }
 
 /// The first answer to a `POST /v1/write` whose head declares `content_length` bytes and

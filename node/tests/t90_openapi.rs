@@ -252,12 +252,26 @@ async fn every_node_serves_one_sound_document_of_exactly_the_spec_routes() {
         watch["200"]["content"]["text/event-stream"].is_object(),
         "{watch}"
     );
-    // One stream past `limits.watchers_max` is 503 overloaded (SPEC §5).
+    // One stream past `limits.watchers_max` is 503 overloaded (SPEC §5); a node that
+    // cannot reach a leader to check the caller's grants answers no_leader or stale_read,
+    // as whoami and compact do.
     assert_eq!(
         codes_of(&watch["503"]),
-        vec![ErrorCode::Overloaded],
+        vec![
+            ErrorCode::NoLeader,
+            ErrorCode::StaleRead,
+            ErrorCode::Overloaded
+        ],
         "{watch}"
     );
+    for (path, method) in [("/v1/auth/whoami", "get"), ("/cluster/compact", "post")] {
+        let answers = &document["paths"][path][method]["responses"];
+        assert_eq!(
+            codes_of(&answers["503"]),
+            vec![ErrorCode::NoLeader, ErrorCode::StaleRead],
+            "{path}: {answers}"
+        );
+    }
     let error_code = resolve(&document, "#/components/schemas/ErrorCode").expect("ErrorCode");
     assert!(error_code.to_string().contains("outcome_unknown"));
 }

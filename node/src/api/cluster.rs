@@ -93,9 +93,10 @@ fn check_usable(app: &App, id: NodeId, info: &NodeInfo, at: &str) -> Result<()> 
 /// that checking every pair of them for a shared address costs nothing.
 const INIT_NODES_MAX: usize = 64;
 
-/// An init's members as written, in the body's order: at most [`INIT_NODES_MAX`], ids
-/// listed once, this node among them.
-fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>> {
+/// An init's members as written, in the body's order: at most [`INIT_NODES_MAX`], each
+/// spec well formed, ids listed once. The body's own shape: checked on every node, before
+/// whether it was initialized.
+fn init_members(nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>> {
     if nodes.len() > INIT_NODES_MAX {
         return Err(ApiError::new(
             ErrorCode::TooLarge,
@@ -116,13 +117,19 @@ fn init_members(app: &App, nodes: &[NodeSpec]) -> Result<Vec<(NodeId, NodeInfo)>
         }
         members.push((spec.id, info));
     }
-    if !ids.contains(&app.node_id) {
-        return Err(
+    Ok(members)
+}
+
+/// Refuses an init that leaves out the receiving node: it could not be a member of the
+/// cluster it starts.
+fn includes_this_node(app: &App, members: &[(NodeId, NodeInfo)]) -> Result<()> {
+    match members.iter().any(|(id, _)| *id == app.node_id) {
+        true => Ok(()),
+        false => Err(
             ApiError::invalid(format!("nodes must include this node ({})", app.node_id))
                 .with("field", "nodes"),
-        );
+        ),
     }
-    Ok(members)
 }
 
 /// An init's addresses, checked as a whole: each node's are usable ([`check_usable`]),
@@ -197,13 +204,16 @@ pub async fn init(
     body: JsonBody<InitRequest>,
 ) -> Result<Response> {
     require_admin(&app, &headers)?;
-    if initialized(&app) {
-        return Err(already_initialized());
-    }
-    let members = init_members(&app, &body.value.nodes)?;
+    // The body's own shape first, so bad input is the same 400 or 413 on every node,
+    // initialized or not (docs/api.md: "before the 409").
+    let members = init_members(&body.value.nodes)?;
     if let Some(auth) = &body.value.auth {
         cairn_access::validate::new_name("auth.admin", &auth.admin)?;
     }
+    if initialized(&app) {
+        return Err(already_initialized());
+    }
+    includes_this_node(&app, &members)?;
     check_init_addresses(&app, &members).await?;
     admit::first_members(&app, &members).await?;
     match app

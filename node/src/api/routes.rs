@@ -420,8 +420,9 @@ fn read_routes() -> Vec<Route> {
                 Answer::EventStream(schema_of::<WatchEvent>),
             )
             .query::<watch::WatchQuery>()
-            // Overloaded: a node serves at most `limits.watchers_max` streams.
-            .errors(&[&[Overloaded, Internal]]),
+            // The leader's grants are read behind a barrier, as every read's; overloaded: a
+            // node serves at most `limits.watchers_max` streams.
+            .errors(&[BARRIER, &[Overloaded]]),
         ),
     ]
 }
@@ -502,7 +503,7 @@ fn auth_routes() -> Vec<Route> {
             "/v1/auth/whoami",
             endpoints::whoami,
             Operation::json::<WhoAmI>("auth_whoami", "auth", "The caller's name and grants")
-                .errors(&[ACCESS_REFUSED, RELAYED]),
+                .errors(&[ACCESS_REFUSED, BARRIER]),
         ),
     ]
 }
@@ -559,7 +560,8 @@ fn cluster_routes() -> Vec<Route> {
                 "cluster",
                 "Snapshot, purge, compact",
             )
-            .errors(&[DENIED, BODY, &[Internal]]),
+            // The caller's admin grant is checked at the leader, behind a barrier.
+            .errors(&[DENIED, BODY, BARRIER]),
         ),
         route(
             Method::GET,

@@ -203,12 +203,20 @@ pub fn presented(app: &App, headers: &HeaderMap) -> Result<Presented, ApiError> 
 /// 401 `unauthenticated`, as for a missing token (SPEC §8), and the caller learns nothing
 /// of what the node accepts. A token this node's applied state does not know is looked
 /// up again once the node caught up with the leader ([`catch_up`]), so a principal made
-/// a moment ago keeps its refusal; if the node cannot catch up, the refusal stands.
+/// a moment ago keeps its refusal; if the node cannot catch up, the answer is why (503
+/// `no_leader` or `stale_read`): the token could not be checked, so neither its refusal
+/// nor the shape's is known to be the caller's.
 pub async fn unless_unknown(app: &App, presented: Presented, refusal: Response) -> Response {
     let Presented(Some(token)) = presented else {
         return refusal;
     };
-    if held_or_open(app, &token) || catch_up(app).await.is_err() || held_or_open(app, &token) {
+    if held_or_open(app, &token) {
+        return refusal;
+    }
+    if let Err(unchecked) = catch_up(app).await {
+        return unchecked.into_response();
+    }
+    if held_or_open(app, &token) {
         return refusal;
     }
     unauthenticated("unknown, rotated or deleted token").into_response()
