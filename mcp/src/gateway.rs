@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use cairn_client::api::WhoAmI;
+use cairn_client::client::ClientBuilder;
 use cairn_client::{BearerToken, Client, ClientError, Session};
 
 use crate::args::Args;
@@ -175,11 +176,12 @@ impl Gateway {
         let is_kept = kept.is_some();
         let caller = match kept {
             Some(caller) => caller,
-            None => self.settings.caller(Some(token))?,
+            None => self.settings.caller(Some(token.clone()))?,
         };
         if is_kept && self.undecided.is_set() {
-            self.undecided
-                .recheck_in_background(caller.client().clone(), self.settings.call_timeout);
+            if let Ok(checker) = self.settings.checker(token) {
+                self.undecided.recheck_in_background(checker);
+            }
             return Ok(caller);
         }
         let answer = budget.client(caller.client()).whoami().await;
@@ -296,15 +298,15 @@ impl Undecided {
         self.set.store(undecided, Ordering::Release);
     }
 
-    /// Checks `client`'s token within `call_timeout`, in the background, unless a check
-    /// runs already; clears the flag once the cluster decides.
-    fn recheck_in_background(self: &Arc<Self>, client: Client, call_timeout: Duration) {
+    /// Checks `checker`'s token in the background, unless a check runs already; clears
+    /// the flag once the cluster decides.
+    fn recheck_in_background(self: &Arc<Self>, checker: Client) {
         if self.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
         let this = Arc::clone(self);
         tokio::spawn(async move {
-            let answer = Budget::start(call_timeout).client(&client).whoami().await;
+            let answer = checker.whoami().await;
             if decides(&answer) {
                 tracing::info!("the cluster checks tokens again");
                 this.set(false);
@@ -314,13 +316,25 @@ impl Undecided {
     }
 }
 
+/// Bounds of a background token check ([`Undecided`]): short, so a check stuck on a node
+/// that accepts connections and never answers (a paused process) ends soon and the next
+/// request starts another, and a token rotated once the cluster answers again is refused
+/// within about this long, not after a whole `--timeout-ms` (10 s).
+const RECHECK_ATTEMPT: Duration = Duration::from_millis(500);
+const RECHECK_CALL: Duration = Duration::from_millis(1500);
+
 impl ClientSettings {
-    fn caller(&self, token: Option<BearerToken>) -> Result<Caller, ClientError> {
-        let mut builder = Client::builder(self.endpoints.clone())
-            .request_timeout(self.timeout)
-            .retries_max(self.retries)
-            .call_timeout(self.call_timeout)
-            .session(Session::new());
+    /// A client for one background check of `token` ([`RECHECK_ATTEMPT`]).
+    fn checker(&self, token: BearerToken) -> Result<Client, ClientError> {
+        self.builder(Some(token))
+            .request_timeout(RECHECK_ATTEMPT)
+            .call_timeout(RECHECK_CALL)
+            .build()
+    }
+
+    /// A client of the cluster with `token` (or none), its TLS files and nothing else.
+    fn builder(&self, token: Option<BearerToken>) -> ClientBuilder {
+        let mut builder = Client::builder(self.endpoints.clone());
         if let Some(token) = token {
             builder = builder.bearer_token(token);
         }
@@ -330,7 +344,17 @@ impl ClientSettings {
         if let Some((cert, key)) = &self.identity {
             builder = builder.client_identity_files(cert, key);
         }
-        let client = builder.build()?;
+        builder
+    }
+
+    fn caller(&self, token: Option<BearerToken>) -> Result<Caller, ClientError> {
+        let client = self
+            .builder(token)
+            .request_timeout(self.timeout)
+            .retries_max(self.retries)
+            .call_timeout(self.call_timeout)
+            .session(Session::new())
+            .build()?;
         Ok(Caller {
             client,
             principal: None,

@@ -117,6 +117,10 @@ impl Client {
                 if matches!(call.route, Route::Leader | Route::CurrentLeader) {
                     self.nodes.forget_leader(base);
                 }
+                match err {
+                    ClientError::Transport { .. } => self.nodes.failed(base),
+                    _ => self.nodes.answered(base),
+                }
             }
             may_have_applied |= err.may_have_applied();
             let unsafe_to_retry = call.mode == Mode::Admin && err.may_have_applied();
@@ -178,14 +182,32 @@ impl Client {
             let response = self.attempt(&base, call).await?;
             finish(response).await
         };
-        match before(deadline, attempt).await {
-            Some(Ok(value)) => Ok(value),
+        match before(self.attempt_deadline(call, deadline), attempt).await {
+            Some(Ok(value)) => {
+                self.nodes.answered(&base);
+                Ok(value)
+            }
             Some(Err(err)) => Err((Some(base), err)),
             // The request may have reached the node: cut off, not refused.
             None => {
                 let err = self.out_of_time(&base, "waiting for the answer", true);
                 Err((Some(base), err))
             }
+        }
+    }
+
+    /// When one attempt of `call` must end: by the call's `deadline`, except that a
+    /// spread call (a read any node may serve) among several nodes leaves half the time
+    /// that remains to the next node, so one that holds requests without answering (a
+    /// paused process) cannot spend a short call budget alone.
+    fn attempt_deadline(&self, call: &Call<'_>, deadline: Option<Instant>) -> Option<Instant> {
+        let spread = matches!(call.route, Route::Spread) && self.endpoints().len() > 1;
+        match deadline {
+            Some(at) if spread => {
+                let now = Instant::now();
+                Some(now + at.saturating_duration_since(now) / 2)
+            }
+            at => at,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::{Method, Url};
 
@@ -13,6 +13,11 @@ use super::{lock, Client, Result};
 use crate::api::{ClusterStatus, Consistency};
 use crate::error::ClientError;
 
+/// How long an endpoint that failed to answer is passed over by spread calls and leader
+/// discovery while another may answer: a paused node accepts connections and holds each
+/// request for a whole attempt timeout, so without this every call would try it in turn.
+const FAILED_ENDPOINT_COOLDOWN: Duration = Duration::from_secs(5);
+
 /// The endpoints of a client and what it learned about them.
 #[derive(Debug)]
 pub(super) struct Nodes {
@@ -21,6 +26,8 @@ pub(super) struct Nodes {
     pub(super) scheme: Scheme,
     leader: Mutex<Option<String>>,
     cursor: AtomicUsize,
+    /// When each endpoint last failed to answer (a transport failure), until one answers.
+    failed_at: Mutex<Vec<(String, Instant)>>,
     /// Every call goes to `endpoints[0]`; no discovery.
     pinned: bool,
 }
@@ -32,20 +39,55 @@ impl Nodes {
             scheme,
             leader: Mutex::new(None),
             cursor: AtomicUsize::new(0),
+            failed_at: Mutex::new(Vec::new()),
             pinned,
         }
     }
 
+    /// The next endpoint in round-robin order that has not failed lately (the next one
+    /// whatever its state when all have).
     pub(super) fn next_endpoint(&self) -> String {
         let i = self.cursor.fetch_add(1, Ordering::Relaxed);
-        self.endpoints[i % self.endpoints.len()].clone()
+        self.answering_from(i % self.endpoints.len())
     }
 
-    /// The endpoint after `endpoint` in the list (the first one if it is not listed).
+    /// The endpoint after `endpoint` in the list (from the first one if it is not
+    /// listed), passing over those that failed lately as [`Nodes::next_endpoint`] does.
     fn endpoint_after(&self, endpoint: &str) -> String {
         let at = self.endpoints.iter().position(|e| e == endpoint);
-        let next = at.map_or(0, |i| (i + 1) % self.endpoints.len());
-        self.endpoints[next].clone()
+        self.answering_from(at.map_or(0, |i| (i + 1) % self.endpoints.len()))
+    }
+
+    /// The first endpoint from index `start` on, in circular order, that has not failed
+    /// within [`FAILED_ENDPOINT_COOLDOWN`]; `endpoints[start]` when every one has.
+    fn answering_from(&self, start: usize) -> String {
+        let failed = lock(&self.failed_at);
+        let lately = |endpoint: &String| {
+            failed
+                .iter()
+                .any(|(e, at)| e == endpoint && at.elapsed() < FAILED_ENDPOINT_COOLDOWN)
+        };
+        let n = self.endpoints.len();
+        (0..n)
+            .map(|k| &self.endpoints[(start + k) % n])
+            .find(|endpoint| !lately(endpoint))
+            .unwrap_or(&self.endpoints[start])
+            .clone()
+    }
+
+    /// Records that `endpoint` did not answer (a transport failure).
+    pub(super) fn failed(&self, endpoint: &str) {
+        let mut failed = lock(&self.failed_at);
+        failed.retain(|(e, _)| e != endpoint);
+        failed.push((endpoint.to_string(), Instant::now()));
+    }
+
+    /// Records that `endpoint` answered.
+    pub(super) fn answered(&self, endpoint: &str) {
+        let mut failed = lock(&self.failed_at);
+        if !failed.is_empty() {
+            failed.retain(|(e, _)| e != endpoint);
+        }
     }
 
     pub(super) fn cached_leader(&self) -> Option<String> {
@@ -137,9 +179,15 @@ impl Client {
     pub(super) async fn discover_leader(&self) -> Option<String> {
         for _ in 0..self.nodes.endpoints.len() {
             let endpoint = self.nodes.next_endpoint();
-            let Ok(status) = self.status_at(&endpoint, self.timeouts.discovery).await else {
-                continue;
+            let status = match self.status_at(&endpoint, self.timeouts.discovery).await {
+                Ok(status) => status,
+                Err(ClientError::Transport { .. }) => {
+                    self.nodes.failed(&endpoint);
+                    continue;
+                }
+                Err(_) => continue,
             };
+            self.nodes.answered(&endpoint);
             if let Some(leader) = leader_endpoint(&status, &endpoint) {
                 self.nodes.set_leader(&leader);
                 return Some(leader);
@@ -349,6 +397,46 @@ mod tests {
         assert!(matches!(err, ClientError::Transport { .. }), "{err:?}");
         // Discovery (200 ms) and the attempt itself (200 ms), not 2 s + 200 ms.
         assert!(took < Duration::from_millis(1500), "{took:?}");
+    }
+
+    /// A node that holds requests without answering (paused) is passed over by the next
+    /// spread calls: each would otherwise spend a whole attempt timeout on it in turn.
+    #[tokio::test]
+    async fn spread_calls_pass_over_a_node_that_did_not_answer_lately() {
+        let paused = FakeNode::start(|_, _| Reply::Hang).await;
+        let record = json!({"key": "k", "state": "active", "version": 1, "generation": 1,
+            "forget_epoch": 0, "revision": 3, "create_revision": 3, "value": 1,
+            "meta": {"actor": "a", "anchors": [], "tags": [], "updated_at": 1},
+            "stale": [], "rendered": "[k] 1",
+            "served": {"node_id": 2, "role": "follower", "consistency": "any",
+                "applied_index": 3, "leader_commit_index": 3, "ms_since_leader_contact": 0}});
+        let live = FakeNode::start(move |_, _| ok(record.clone())).await;
+        let client = fast(vec![paused.addr.clone(), live.addr.clone()])
+            .request_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let any = crate::api::ReadOptions {
+            consistency: Some(Consistency::Any),
+            ..Default::default()
+        };
+        for _ in 0..4 {
+            client
+                .read("k", any)
+                .await
+                .expect("served by the live node");
+        }
+        assert_eq!(paused.seen().len(), 1, "the paused node was tried again");
+        assert_eq!(live.seen().len(), 4);
+
+        // Under a call timeout shorter than one attempt's, the paused node gets half of
+        // it, and the live one the rest: the first read is served, not cut off.
+        let bounded = fast(vec![paused.addr.clone(), live.addr.clone()])
+            .call_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let read = bounded.read("k", any).await;
+        assert!(read.is_ok(), "{read:?}");
+        assert_eq!(paused.seen().len(), 2);
     }
 
     /// A spread call's retry goes to the endpoint after the one that failed, wherever
