@@ -221,7 +221,12 @@ pub fn print_list(list: &ListResponse) {
         rows.collect(),
     );
     if let Some(after) = &list.next_after {
-        say(format_args!("more: --after {}", shell_word(after)));
+        // A key that starts with `-` would be read as a flag after a space.
+        let separator = if after.starts_with('-') { "=" } else { " " };
+        say(format_args!(
+            "more: --after{separator}{}",
+            shell_word(after)
+        ));
     }
 }
 

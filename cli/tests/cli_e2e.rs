@@ -1059,6 +1059,15 @@ fn large_values_odd_keys_and_session_files_that_cannot_be_saved() {
     assert!(cluster
         .ok(&["list", "big/", "--limit", "1"])
         .ends_with("more: --after big/json\n"));
+    // A key that starts with `-` follows an `=`, or the CLI would read it as a flag.
+    cluster.ok(&["write", "--", "-a", "1"]);
+    cluster.ok(&["write", "--", "-b", "2"]);
+    let page = cluster.ok(&["list", "-", "--limit", "1"]);
+    let more = page.lines().last().and_then(|l| l.strip_prefix("more: "));
+    assert_eq!(more, Some("--after=-a"), "{page}");
+    let page = cluster.ok(&["list", "-", more.unwrap()]);
+    let keys: Vec<&str> = page.lines().skip(1).filter_map(|l| l.get(..2)).collect();
+    assert_eq!(keys, ["-b"], "{page}");
 
     // A session file that could not be saved afterwards (a directory that takes no new
     // file) fails the command before anything is sent.
