@@ -199,8 +199,8 @@ impl Client {
     /// [`Client::base_for`], except that a spread call whose last attempt failed at
     /// `failed_at` goes to the next endpoint after it: the shared round-robin cursor alone
     /// could hand a call's every retry a dead node while concurrent calls take the live
-    /// ones (an `any` read beside a leader discovery failed 9 times out of 9 with one node
-    /// of three up).
+    /// ones (an `any` read beside a leader discovery on the same client ended in
+    /// "connection refused" after 5 s of retries, with one node of three up).
     pub(super) async fn base_after(&self, route: Route<'_>, failed_at: Option<&str>) -> String {
         match (route, failed_at) {
             (Route::Spread, Some(failed)) if !self.nodes.pinned => {
