@@ -179,9 +179,8 @@ impl Gateway {
             None => self.settings.caller(Some(token.clone()))?,
         };
         if is_kept && self.undecided.is_set() {
-            if let Ok(checker) = self.settings.checker(token) {
-                self.undecided.recheck_in_background(checker);
-            }
+            self.undecided
+                .recheck_in_background(|| self.settings.checker(token));
             return Ok(caller);
         }
         let answer = budget.client(caller.client()).whoami().await;
@@ -298,12 +297,19 @@ impl Undecided {
         self.set.store(undecided, Ordering::Release);
     }
 
-    /// Checks `checker`'s token in the background, unless a check runs already; clears
-    /// the flag once the cluster decides.
-    fn recheck_in_background(self: &Arc<Self>, checker: Client) {
+    /// Checks a token in the background with the client `checker` builds (built only when
+    /// no check runs already); clears the flag once the cluster decides.
+    fn recheck_in_background(
+        self: &Arc<Self>,
+        checker: impl FnOnce() -> Result<Client, ClientError>,
+    ) {
         if self.rechecking.swap(true, Ordering::AcqRel) {
             return;
         }
+        let Ok(checker) = checker() else {
+            self.rechecking.store(false, Ordering::Release);
+            return;
+        };
         let this = Arc::clone(self);
         tokio::spawn(async move {
             let answer = checker.whoami().await;

@@ -1,7 +1,7 @@
 //! Where a call goes: the endpoints and the cached leader ([`Nodes`]), the [`Route`] of a
 //! call, leader discovery through `GET /cluster/status`, endpoint normalization.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -26,8 +26,10 @@ pub(super) struct Nodes {
     pub(super) scheme: Scheme,
     leader: Mutex<Option<String>>,
     cursor: AtomicUsize,
-    /// When each endpoint last failed to answer (a transport failure), until one answers.
-    failed_at: Mutex<Vec<(String, Instant)>>,
+    /// When each endpoint last failed to answer (a transport failure), until it answers.
+    silent: Mutex<Vec<(String, Instant)>>,
+    /// Whether `silent` may hold an endpoint: lets every successful call skip its lock.
+    any_silent: AtomicBool,
     /// Every call goes to `endpoints[0]`; no discovery.
     pinned: bool,
 }
@@ -39,7 +41,8 @@ impl Nodes {
             scheme,
             leader: Mutex::new(None),
             cursor: AtomicUsize::new(0),
-            failed_at: Mutex::new(Vec::new()),
+            silent: Mutex::new(Vec::new()),
+            any_silent: AtomicBool::new(false),
             pinned,
         }
     }
@@ -61,9 +64,12 @@ impl Nodes {
     /// The first endpoint from index `start` on, in circular order, that has not failed
     /// within [`FAILED_ENDPOINT_COOLDOWN`]; `endpoints[start]` when every one has.
     fn answering_from(&self, start: usize) -> String {
-        let failed = lock(&self.failed_at);
+        if !self.any_silent.load(Ordering::Acquire) {
+            return self.endpoints[start].clone();
+        }
+        let silent = lock(&self.silent);
         let lately = |endpoint: &String| {
-            failed
+            silent
                 .iter()
                 .any(|(e, at)| e == endpoint && at.elapsed() < FAILED_ENDPOINT_COOLDOWN)
         };
@@ -77,17 +83,21 @@ impl Nodes {
 
     /// Records that `endpoint` did not answer (a transport failure).
     pub(super) fn failed(&self, endpoint: &str) {
-        let mut failed = lock(&self.failed_at);
-        failed.retain(|(e, _)| e != endpoint);
-        failed.push((endpoint.to_string(), Instant::now()));
+        let mut silent = lock(&self.silent);
+        silent.retain(|(e, _)| e != endpoint);
+        silent.push((endpoint.to_string(), Instant::now()));
+        self.any_silent.store(true, Ordering::Release);
     }
 
-    /// Records that `endpoint` answered.
+    /// Records that `endpoint` answered: on the common path (no endpoint marked) without
+    /// taking the lock, since every successful call says so.
     pub(super) fn answered(&self, endpoint: &str) {
-        let mut failed = lock(&self.failed_at);
-        if !failed.is_empty() {
-            failed.retain(|(e, _)| e != endpoint);
+        if !self.any_silent.load(Ordering::Acquire) {
+            return;
         }
+        let mut silent = lock(&self.silent);
+        silent.retain(|(e, _)| e != endpoint);
+        self.any_silent.store(!silent.is_empty(), Ordering::Release);
     }
 
     pub(super) fn cached_leader(&self) -> Option<String> {
