@@ -195,7 +195,8 @@ fn apply_all<S: SlotSource>(
                 changes.push(change);
             }
             Err(e) => {
-                let e = match refusing_earlier_op(&changes, key, e.code) {
+                let stored = src.slot(key)?;
+                let e = match refusing_earlier_op(&changes, stored.as_ref(), m, e.code) {
                     Some(earlier) => after_earlier_op(e, earlier),
                     None => e,
                 };
@@ -206,19 +207,46 @@ fn apply_all<S: SlotSource>(
     Ok(Ok(changes))
 }
 
-/// The earlier op of the batch whose change of `key` made the state that refused an op
-/// with `code`, looked for only on this rare path (`changes[j]` is op j's; an idempotent
-/// repeat has no event and changed nothing):
+/// The earlier op of the batch whose change of the refused op's key made the state that
+/// refused it with `code`, looked for only on this rare path (`changes[j]` is op j's;
+/// `stored` is the key's slot before the batch; an idempotent repeat has no event and
+/// changed nothing):
 /// - for `stale_write`, the last op that set the fence (forgot, revoked or re-created the
-///   key); `None` when the fence is the stored one, which the error then describes;
+///   key);
+/// - for a stale flag past the key's limit, the last op that added a flag (one that
+///   replaced a flag on the same anchor, or changed the key otherwise, did not fill it);
 /// - for any other refusal, the last op that changed the key.
-fn refusing_earlier_op(changes: &[Change], key: &str, code: ErrorCode) -> Option<usize> {
-    changes.iter().rposition(|c| {
-        c.slot.key == key
-            && c.event
-                .as_ref()
-                .is_some_and(|event| code != ErrorCode::StaleWrite || event.kind.fences())
-    })
+///
+/// `None` when the batch's ops did not make that state: the stored key did, and the error
+/// describes it.
+fn refusing_earlier_op(
+    changes: &[Change],
+    stored: Option<&Slot>,
+    refused: &Mutation,
+    code: ErrorCode,
+) -> Option<usize> {
+    let key = refused.op.key();
+    let mut of_key = changes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.slot.key == key && c.event.is_some());
+    match (code, &refused.op) {
+        (ErrorCode::StaleWrite, _) => of_key
+            .rfind(|(_, c)| c.event.as_ref().is_some_and(|e| e.kind.fences()))
+            .map(|(j, _)| j),
+        (ErrorCode::TooLarge, Op::FlagStale { .. }) => {
+            let mut flags_before = stored.map_or(0, |s| s.stale.len());
+            let mut last_added = None;
+            for (j, c) in of_key {
+                if c.slot.stale.len() > flags_before {
+                    last_added = Some(j);
+                }
+                flags_before = c.slot.stale.len();
+            }
+            last_added
+        }
+        _ => of_key.next_back().map(|(j, _)| j),
+    }
 }
 
 /// The details of a rejection that describe the key's state (SPEC §2, "error details").
@@ -773,6 +801,61 @@ mod tests {
             serde_json::json!({ "based_on_revision": 1, "fence_revision": 3 })
         );
         assert!(error.message.contains("at revision 3"), "{}", error.message);
+    }
+
+    /// A stale flag past the key's limit names the last op that added a flag, not a
+    /// later one that only replaced a flag on its anchor; with every flag stored, none.
+    #[test]
+    fn a_batch_flag_past_the_limit_names_the_op_that_added_the_last_flag() {
+        use crate::flag_stale::STALE_FLAGS_MAX;
+        let flag_m = |anchor: String| {
+            m(Op::FlagStale {
+                key: "k".into(),
+                actor: "a".into(),
+                anchor,
+                observed_hash: "h".into(),
+            })
+        };
+        let anchor = |i: usize| format!("tag:a{i}");
+        let mut map = Map::default();
+        map.run(&cmd(vec![write_m("k", "v", &[])], None), 1);
+        let stored_flags = (0..STALE_FLAGS_MAX - 1)
+            .map(|i| flag_m(anchor(i)))
+            .collect();
+        map.run(&cmd(stored_flags, None), 2);
+
+        // Op 0 adds the 64th flag, op 1 replaces the flag of op 0's anchor, op 2 is one
+        // too many: op 0 filled the key.
+        let last = STALE_FLAGS_MAX - 1;
+        let batch = vec![
+            flag_m(anchor(last)),
+            flag_m(anchor(last)),
+            flag_m(anchor(STALE_FLAGS_MAX)),
+        ];
+        let (resp, _) = map.run(&cmd(batch, None), 3);
+        assert_eq!(rejected(&resp), (ErrorCode::TooLarge, Some(2)));
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!("{resp:?}")
+        };
+        let details: serde_json::Value = serde_json::from_str(&error.details_json).unwrap();
+        assert_eq!(details["after_op_index"], 0, "{details}");
+        assert_eq!(details["size"], STALE_FLAGS_MAX + 1, "{details}");
+
+        // Every flag stored: a replace, then one too many, names no op.
+        map.run(&cmd(vec![flag_m(anchor(last))], None), 4);
+        let batch = vec![flag_m(anchor(0)), flag_m(anchor(STALE_FLAGS_MAX))];
+        let (resp, _) = map.run(&cmd(batch, None), 5);
+        assert_eq!(rejected(&resp), (ErrorCode::TooLarge, Some(1)));
+        let CommandResponse::Rejected { error, .. } = &resp else {
+            panic!("{resp:?}")
+        };
+        let details: serde_json::Value = serde_json::from_str(&error.details_json).unwrap();
+        assert!(details.get("after_op_index").is_none(), "{details}");
+        assert_eq!(
+            map.slots["k"].stale.len(),
+            STALE_FLAGS_MAX,
+            "nothing applied"
+        );
     }
 
     #[test]
