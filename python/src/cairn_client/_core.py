@@ -20,7 +20,13 @@ The rules are the Rust client's (``client/src/client/``):
   reached the node and no later attempt got a definite answer, the call raises
   ``OutcomeUnknown`` with that id.
 - **Reads.** Linearizable reads go to the leader; ``bounded`` and ``any`` reads round-robin
-  over the endpoints. With a ``Session``, every read sends the session revision as
+  over the endpoints, and retry at the endpoint after the one that failed.
+- **Nodes that do not answer.** An endpoint whose exchange failed at the transport level
+  is passed over by spread reads and leader discovery for ``FAILED_ENDPOINT_COOLDOWN``
+  (unless every endpoint is), until it answers; under a call timeout a spread read among
+  several endpoints gives one attempt at most half the time left. A paused node accepts
+  connections and answers nothing, so without both it could take every call's budget.
+- **Sessions.** With a ``Session``, every read sends the session revision as
   ``min_revision`` and is checked against it; a stale answer is re-read linearizably at the
   leader (at most ``SESSION_RETRIES_MAX`` times), else ``SessionRegression``.
 - Membership and principal changes are not deduplicated, so they are retried only after
@@ -241,7 +247,8 @@ class Route(enum.Enum):
     one: for calls that wait long at the node they reach (membership changes, a reopened
     watch), so a cached leader that stopped answering cannot hold them."""
     SPREAD = "spread"
-    """Round-robin over the endpoints."""
+    """Round-robin over the endpoints, passing over those that failed lately; a retry
+    goes to the endpoint after the one that failed."""
 
 
 @dataclass(frozen=True)
@@ -264,6 +271,12 @@ class Call:
     failure of it cannot have applied anything, whatever reached the node."""
 
 
+FAILED_ENDPOINT_COOLDOWN = 5.0
+"""Seconds an endpoint that failed to answer is passed over by spread calls and leader
+discovery while another may answer: a paused node accepts connections and holds each
+request for a whole attempt timeout, so without this every call would try it in turn."""
+
+
 class Nodes:
     """The endpoints of a client and what it learned about them."""
 
@@ -273,11 +286,51 @@ class Nodes:
         """Every call goes to ``endpoints[0]``; no discovery."""
         self._leader: str | None = None
         self._cursor = count()
+        # When each endpoint last failed to answer (a transport failure), until it answers.
+        self._silent: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def next_endpoint(self) -> str:
+        """The next endpoint in round-robin order that has not failed lately (the next one
+        whatever its state when all have)."""
         with self._lock:
-            return self.endpoints[next(self._cursor) % len(self.endpoints)]
+            start = next(self._cursor) % len(self.endpoints)
+            return self._answering_from(start)
+
+    def endpoint_after(self, endpoint: str) -> str:
+        """The endpoint after ``endpoint`` in the list (the first one if it is not listed),
+        passing over those that failed lately as ``next_endpoint`` does."""
+        at = self.endpoints.index(endpoint) + 1 if endpoint in self.endpoints else 0
+        with self._lock:
+            return self._answering_from(at % len(self.endpoints))
+
+    def _answering_from(self, start: int) -> str:
+        """The first endpoint from index ``start`` on, in circular order, that has not
+        failed within ``FAILED_ENDPOINT_COOLDOWN``; ``endpoints[start]`` when every one
+        has. The caller holds the lock."""
+        if not self._silent:
+            return self.endpoints[start]
+        now = time.monotonic()
+        n = len(self.endpoints)
+        for k in range(n):
+            endpoint = self.endpoints[(start + k) % n]
+            failed_at = self._silent.get(endpoint)
+            if failed_at is None or now - failed_at >= FAILED_ENDPOINT_COOLDOWN:
+                return endpoint
+        return self.endpoints[start]
+
+    def failed(self, endpoint: str) -> None:
+        """Records that ``endpoint`` did not answer (a transport failure)."""
+        with self._lock:
+            self._silent[endpoint] = time.monotonic()
+
+    def answered(self, endpoint: str) -> None:
+        """Records that ``endpoint`` answered (any HTTP status): it is no longer passed
+        over. Without the lock when no endpoint is marked, since every exchange says so."""
+        if not self._silent:
+            return
+        with self._lock:
+            self._silent.pop(endpoint, None)
 
     @property
     def cached_leader(self) -> str | None:
@@ -492,8 +545,10 @@ class Core:
         # an unreachable node after another one answered ends with that answer, so
         # ConnectionFailed means no node was reached, whatever the endpoints' order.
         last_answer: CairnError | None = None
+        # The node the last attempt failed at: a spread call tries the next one after it.
+        failed_at: str | None = None
         while True:
-            base = yield from self.base_for(call.route, deadline)
+            base = yield from self.base_after(call.route, failed_at, deadline)
             try:
                 reply = yield from self.attempt(base, self._within(call, base, deadline))
                 return finish(reply)
@@ -525,18 +580,29 @@ class Core:
                     raise final from err
                 if not isinstance(err, ConnectionFailed):
                     last_answer = err
+                failed_at = base
             retries += 1
             yield Sleep(pause)
 
     def _within(self, call: Call, base: str, deadline: float | None) -> Call:
-        """``call`` with its attempt cut short at ``deadline``; ``ConnectionFailed`` (not
-        sent) when the deadline already passed."""
+        """``call`` with its attempt cut short at ``deadline``, or halfway there for a call
+        that shares its time (``_shares_time``); ``ConnectionFailed`` (not sent) when the
+        deadline already passed."""
         if deadline is None:
             return call
         left = deadline - time.monotonic()
         if left <= 0:
             raise self._out_of_time(ConnectionFailed(base, "", sent=False))
+        if self._shares_time(call):
+            left /= 2
         return replace(call, timeout=left if call.timeout is None else min(call.timeout, left))
+
+    def _shares_time(self, call: Call) -> bool:
+        """Whether one attempt of ``call`` gets at most half the time left: a spread call
+        (a read any node may serve) among several nodes leaves that half to the next node,
+        so one that holds requests without answering (a paused process) cannot spend a
+        short call budget alone."""
+        return call.route is Route.SPREAD and len(self.nodes.endpoints) > 1
 
     def _out_of_time(self, err: CairnError) -> CairnError:
         """A transport failure at the call timeout, said as such (an attempt the deadline
@@ -558,10 +624,31 @@ class Core:
             call.stream,
             call.read_only,
         )
-        reply = _exchange_outcome((yield effect))
+        reply = self._heard_from(base, (yield effect))
         if is_success(reply.status):
             return reply
         raise error_from_response(reply.status, reply.body)
+
+    def _heard_from(self, base: str, outcome: Any) -> Reply:
+        """The reply of an exchange with ``base``, recorded in ``nodes``: a transport
+        failure has spread calls and leader discovery pass over ``base`` for a while, any
+        answer ends that."""
+        if isinstance(outcome, ConnectionFailed):
+            self.nodes.failed(base)
+        elif isinstance(outcome, Reply):
+            self.nodes.answered(base)
+        return _exchange_outcome(outcome)
+
+    def base_after(
+        self, route: Route | str, failed_at: str | None, deadline: float | None = None
+    ) -> Program[str]:
+        """``base_for``, except that a spread call whose last attempt failed at
+        ``failed_at`` goes to the endpoint after it: the shared round-robin cursor alone
+        could hand a call's every retry a dead node while concurrent calls take the live
+        ones."""
+        if route is Route.SPREAD and failed_at is not None and not self.nodes.pinned:
+            return self.nodes.endpoint_after(failed_at)
+        return (yield from self.base_for(route, deadline))
 
     def base_for(self, route: Route | str, deadline: float | None = None) -> Program[str]:
         """The endpoint a call on ``route`` goes to now (leader discovery stops at

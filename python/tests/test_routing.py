@@ -1,0 +1,146 @@
+"""Where calls go when a node does not answer, checked on the sans-IO core with scripted
+exchanges (no cluster, no sockets): a spread call retries at the endpoint after the one
+that failed, an endpoint that failed is passed over for a while by spread calls and leader
+discovery, and a spread call under a call timeout gives one attempt at most half of it.
+``test_failover.py`` checks the same against a paused node of a real cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from cairn_client import ConnectionFailed, RetryPolicy, _core
+from cairn_client._config import Settings, Timeouts
+from cairn_client._core import Call, Core, Exchange, Mode, Nodes, Program, Reply, Route
+
+A, B, C = "http://127.0.0.1:1", "http://127.0.0.1:2", "http://127.0.0.1:3"
+NO_LEADER = Reply(503, b'{"error":{"code":"no_leader","message":"election"}}')
+OVERLOADED = Reply(503, b'{"error":{"code":"overloaded","message":"busy"}}')
+OK = Reply(200, b"{}")
+
+Answer = Callable[[Exchange], Reply | ConnectionFailed]
+
+
+def _core_of(*endpoints: str, call_timeout: float | None = None) -> Core:
+    settings = Settings(
+        endpoints=endpoints,
+        token=None,
+        actor=None,
+        ssl_context=False,
+        timeouts=Timeouts(request=10.0, call=call_timeout),
+        retry=RetryPolicy(retries_max=3, backoff_ms_min=0, backoff_ms_max=0),
+    )
+    return Core(settings, None)
+
+
+def _run(program: Program[Any], answer: Answer) -> tuple[Any, list[Exchange]]:
+    """Runs ``program``, answering each exchange with ``answer`` and each sleep at once;
+    its result and the exchanges it made, in order."""
+    exchanges: list[Exchange] = []
+    outcome: Any = None
+    while True:
+        try:
+            effect = program.send(outcome)
+        except StopIteration as stop:
+            return stop.value, exchanges
+        if isinstance(effect, Exchange):
+            exchanges.append(effect)
+            outcome = answer(effect)
+        else:
+            outcome = None
+
+
+def _spread_read(core: Core) -> Program[int]:
+    call = Call("POST", Route.SPREAD, ("v1", "read"), Mode.READ, 10.0, read_only=True)
+    return core.call(call, lambda reply: reply.status)
+
+
+def _refused(exchange: Exchange) -> ConnectionFailed:
+    return ConnectionFailed(exchange.base, "ConnectError: refused", sent=False, read_only=True)
+
+
+@pytest.mark.parametrize("failure", ["refused", "overloaded"])
+def test_a_spread_retry_goes_to_the_endpoint_after_the_one_that_failed(failure: str) -> None:
+    """A concurrent call takes B while the read's attempt at A fails: the retry goes to B,
+    the endpoint after A, not to C, where the shared round-robin cursor points now. (With
+    two concurrent calls the cursor would point at A again: a node that answers
+    ``overloaded`` is not passed over, so the cursor alone could hand a call's every retry
+    the node that just failed it.)"""
+    core = _core_of(A, B, C)
+
+    def answer(exchange: Exchange) -> Reply | ConnectionFailed:
+        if exchange.base != A:
+            return OK
+        assert core.nodes.next_endpoint() == B  # the concurrent call
+        return _refused(exchange) if failure == "refused" else OVERLOADED
+
+    status, exchanges = _run(_spread_read(core), answer)
+    assert status == 200
+    assert [exchange.base for exchange in exchanges] == [A, B]
+
+
+def test_a_failed_endpoint_is_passed_over_until_it_answers_or_its_cooldown_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes = Nodes([A, B, C])
+    nodes.failed(A)
+    assert [nodes.next_endpoint() for _ in range(3)] == [B, B, C]
+    assert nodes.endpoint_after(C) == B
+    nodes.answered(A)
+    assert [nodes.next_endpoint() for _ in range(3)] == [A, B, C]
+    # Every endpoint failed lately: round-robin as if none had, rather than no endpoint.
+    for endpoint in (A, B, C):
+        nodes.failed(endpoint)
+    assert [nodes.next_endpoint() for _ in range(3)] == [A, B, C]
+    assert nodes.endpoint_after(A) == B
+    # Once the cooldown passed, a failed endpoint is tried again.
+    nodes.answered(B)
+    assert nodes.next_endpoint() == B  # the cursor is at A: passed over
+    monkeypatch.setattr(_core, "FAILED_ENDPOINT_COOLDOWN", 0.0)
+    assert [nodes.next_endpoint() for _ in range(3)] == [B, C, A]
+
+
+def test_leader_discovery_passes_over_an_endpoint_whose_exchange_failed() -> None:
+    """A read whose attempt at A could not connect marks A; the leader discovery that
+    follows asks B and C only (each says ``no_leader``, so it asks as many times as there
+    are endpoints), until A answers something."""
+    core = _core_of(A, B, C)
+
+    def answer(exchange: Exchange) -> Reply | ConnectionFailed:
+        if exchange.base == A:
+            return _refused(exchange)
+        return OK if exchange.path == ("v1", "read") else NO_LEADER
+
+    _run(_spread_read(core), answer)
+    found, exchanges = _run(core.discover_leader(), answer)
+    assert found is None
+    assert [exchange.base for exchange in exchanges] == [B, C, B]
+    core.nodes.answered(A)
+    _, exchanges = _run(core.discover_leader(), answer)
+    assert A in [exchange.base for exchange in exchanges]
+
+
+@pytest.mark.parametrize(
+    ("endpoints", "route", "shares"),
+    [
+        ((A, B, C), Route.SPREAD, True),
+        ((A, B, C), Route.LEADER, False),
+        ((A,), Route.SPREAD, False),
+    ],
+)
+def test_a_spread_attempt_among_several_nodes_gets_half_the_call_time_left(
+    endpoints: tuple[str, ...], route: Route, shares: bool
+) -> None:
+    """Under a 3 s call timeout (each attempt may take 10 s), an attempt of a spread call
+    among several endpoints waits at most about 1.5 s, leaving the rest to the next node;
+    a call to the leader, or to the one endpoint there is, may use all 3 s."""
+    core = _core_of(*endpoints, call_timeout=3.0)
+    core.nodes.set_leader(A)
+    call = Call("POST", route, ("v1", "read"), Mode.READ, 10.0, read_only=True)
+    _, exchanges = _run(core.call(call, lambda reply: reply.status), lambda _: OK)
+    timeout = exchanges[0].timeout
+    assert timeout is not None
+    expected = 1.5 if shares else 3.0
+    assert expected - 0.5 < timeout <= expected
