@@ -40,7 +40,7 @@ use serde_json::json;
 use crate::args::MCP_PATH;
 use crate::framing::{Incoming, MESSAGE_BYTES_MAX};
 use crate::gateway::{Caller, Gateway};
-use crate::server::CairnMcp;
+use crate::server::{refuse_listen, CairnMcp};
 use crate::tools::budget::Budget;
 
 /// Serves MCP on `listener` until `shutdown` completes.
@@ -120,7 +120,9 @@ async fn authenticate(
 const BODY_SCAN_BYTES_MAX: usize = 4 * MESSAGE_BYTES_MAX;
 
 /// Reads a posted message as it arrives; one that cannot be decoded is answered here
-/// (JSON, 200; 202 for a notification), any other goes on to rmcp.
+/// (JSON, 200; 202 for a notification), and so is a `subscriptions/listen` request naming
+/// a key the caller may not read (before rmcp could acknowledge it, [`refuse_listen`]);
+/// any other goes on to rmcp.
 async fn guard_message(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -139,10 +141,13 @@ async fn guard_message(request: Request, next: Next) -> Response {
         }
     }
     match message.decode(message.kept()) {
-        Ok(_) => {
-            next.run(Request::from_parts(parts, message.into_kept().into()))
-                .await
-        }
+        Ok(decoded) => match refuse_listen(&decoded, parts.extensions.get::<Caller>()).await {
+            Some(refusal) => axum::Json(refusal).into_response(),
+            None => {
+                next.run(Request::from_parts(parts, message.into_kept().into()))
+                    .await
+            }
+        },
         Err(Some(answer)) => axum::Json(answer).into_response(),
         Err(None) => StatusCode::ACCEPTED.into_response(),
     }

@@ -47,6 +47,15 @@ use crate::args::{Args, MCP_PATH};
 use crate::gateway::Gateway;
 use crate::server::CairnMcp;
 
+/// The log filter without `RUST_LOG`: the server's own lines from `info`, rmcp's from
+/// `warn`, but `rmcp::service` only from `error`: it logs every request answered with an
+/// error as `WARN rmcp::service: response error`, a key never written or beyond the
+/// caller's grants as much as a cluster that cannot be reached. The server logs those
+/// answers itself (`server::log_error`): a caller's refusal at `debug`, a failure at
+/// `warn`. What the filter leaves out besides is rmcp's word that a client went away
+/// before its answer or notification could be sent, or broke the protocol's rules.
+const DEFAULT_LOG_FILTER: &str = "cairn_mcp=info,rmcp=warn,rmcp::service=error";
+
 /// Exit code for a configuration error (bad flag, token file, certificate, address).
 const EXIT_CONFIG: u8 = 2;
 
@@ -69,7 +78,7 @@ async fn run(args: Args) -> ExitCode {
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "cairn_mcp=info,rmcp=warn".into()),
+                .unwrap_or_else(|_| DEFAULT_LOG_FILTER.into()),
         )
         .init();
     let gateway = match configure(&args) {
@@ -148,7 +157,8 @@ fn stdio_token(args: &Args) -> Result<Option<BearerToken>, ClientError> {
 
 async fn serve_stdio(gateway: Arc<Gateway>) -> anyhow::Result<()> {
     tracing::info!(cluster = %cluster_of(&gateway), "serving MCP over stdio");
-    let serving = CairnMcp::new(gateway).serve(stdio::stdio());
+    let transport = stdio::stdio(gateway.fixed_caller());
+    let serving = CairnMcp::new(gateway).serve(transport);
     let running = tokio::select! {
         running = serving => match running {
             Ok(running) => running,

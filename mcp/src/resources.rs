@@ -119,6 +119,41 @@ pub async fn read(caller: &Caller, uri: &str) -> Result<ReadResourceResult, Erro
     ]))
 }
 
+/// Whether `caller` may read the key `uri` names, asked of the cluster: a probe of the key
+/// (`POST /v1/probe`) needs the same `read` grant as a read, is authorized by the node as
+/// the read is, and carries no value. A key never written is readable (the probe answers
+/// it, a subscription may wait for its first write); every refusal is the error
+/// [`read`] of `uri` would get (`permission_denied`, `unauthenticated`, `no_leader`,
+/// "cairn cluster unavailable", ...).
+pub async fn may_read(caller: &Caller, uri: &str) -> Result<(), ErrorData> {
+    let key = key_of(uri)?;
+    match caller.client().probe(&key, ReadOptions::default()).await {
+        Ok(_) | Err(ClientError::NotFound { .. }) => Ok(()),
+        Err(err) => Err(resource_error(uri, err)),
+    }
+}
+
+/// [`may_read`] of every URI of `uris` that names a key, a few at a time: the first
+/// refusal, in the order of `uris`, refuses them all (a URI that names no key is left out,
+/// as the listen filter leaves it out).
+pub async fn may_read_all(caller: &Caller, uris: &[String]) -> Result<(), ErrorData> {
+    let named: Vec<&String> = uris.iter().filter(|uri| key_of(uri).is_ok()).collect();
+    for some in named.chunks(PROBES_AT_ONCE) {
+        let mut checks = Vec::with_capacity(some.len());
+        for uri in some {
+            checks.push(may_read(caller, uri));
+        }
+        futures::future::join_all(checks)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<()>, ErrorData>>()?;
+    }
+    Ok(())
+}
+
+/// How many keys of one `subscriptions/listen` request are checked at once.
+const PROBES_AT_ONCE: usize = 8;
+
 fn resource_error(uri: &str, err: ClientError) -> ErrorData {
     match err {
         // "Resource not found", with the URI: rmcp sends it as -32602 to 2026-07-28

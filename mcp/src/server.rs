@@ -10,7 +10,13 @@
 //! Subscriptions come in two protocol generations: `resources/subscribe` (sessions before
 //! MCP 2026-07-28: URIs are added to this session's [`Subscriptions`], and one change-feed task per
 //! session notifies the peer) and `subscriptions/listen` (2026-07-28: one change feed per
-//! listen request, notifying through its stream until the client closes it).
+//! listen request, notifying through its stream until the client closes it). Either is
+//! refused, and records nothing, when the caller may not read a key it names
+//! ([`resources::may_read`]): rmcp acknowledges a listen request before the handler's
+//! `listen` runs, so the transports check it first ([`refuse_listen`]).
+//!
+//! The handler logs the requests it answers with an error: a refusal of the caller's own
+//! request at `debug`, anything else at `warn` ([`needs_attention`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -19,13 +25,13 @@ use axum::http::request::Parts;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ContentBlock, Extensions, Implementation,
-    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, ClientRequest, ContentBlock, ErrorCode, Extensions,
+    GetMeta, Implementation, JsonRpcMessage, JsonRpcRequest, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{RequestContext, RxJsonRpcMessage, SubscriptionContext, TxJsonRpcMessage};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 
 use crate::gateway::{Caller, Gateway};
@@ -167,10 +173,12 @@ impl ServerHandler for CairnMcp {
         let caller = self.caller(&context.extensions)?;
         let budget = self.budget(&context.extensions);
         context.extensions.insert(Call { caller, budget });
-        self.tools
+        let answer = self
+            .tools
             .call(ToolCallContext::new(self, request, context))
             .await
-            .map(with_argument_errors_named)
+            .map(with_argument_errors_named);
+        logged(answer)
     }
 
     async fn list_tools(
@@ -200,8 +208,8 @@ impl ServerHandler for CairnMcp {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let caller = self.caller(&context.extensions)?;
-        resources::read(&caller, &request.uri).await.map(Into::into)
+        let caller = logged(self.caller(&context.extensions))?;
+        logged(resources::read(&caller, &request.uri).await.map(Into::into))
     }
 
     async fn subscribe(
@@ -209,8 +217,11 @@ impl ServerHandler for CairnMcp {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.subscribed().add(&request.uri)?;
-        self.feed_subscriptions(&context).await
+        let caller = logged(self.caller(&context.extensions))?;
+        // Refused as a read of the key would be, before anything is recorded.
+        logged(resources::may_read(&caller, &request.uri).await)?;
+        logged(self.subscribed().add(&request.uri))?;
+        logged(self.feed_subscriptions(&context).await)
     }
 
     async fn unsubscribe(
@@ -218,7 +229,7 @@ impl ServerHandler for CairnMcp {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.subscribed().remove(&request.uri)
+        logged(self.subscribed().remove(&request.uri))
     }
 
     fn accepted_subscription_filter(
@@ -240,6 +251,14 @@ impl ServerHandler for CairnMcp {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        logged(self.listen_until_cancelled(context).await)
+    }
+}
+
+impl CairnMcp {
+    /// Forwards the change feed to one listen stream (its filter already checked by the
+    /// transport, [`refuse_listen`]) until the client cancels it or the feed ends.
+    async fn listen_until_cancelled(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let subscriptions =
             Subscriptions::of_uris(context.accepted().resource_subscriptions.iter().flatten());
         if subscriptions.is_empty() {
@@ -264,6 +283,94 @@ impl ServerHandler for CairnMcp {
     }
 }
 
+/// The answer to a decoded message that rmcp must not see: a `subscriptions/listen`
+/// request (MCP 2026-07-28 or later) naming a key `caller` may not read, refused whole with
+/// the error a read of that key gets ([`resources::may_read_all`]); `None` for every other
+/// message, which goes on to rmcp.
+///
+/// Both transports ask before they hand a request on ([`crate::stdio`], [`crate::http`]):
+/// rmcp acknowledges a listen request before it calls [`ServerHandler::listen`], and
+/// [`ServerHandler::accepted_subscription_filter`], the one hook before that, is not told
+/// who the caller is and cannot ask the cluster. A listen request of a session on an
+/// earlier protocol version (no 2026-07-28 `_meta`) is rmcp's to answer "method not
+/// found".
+pub async fn refuse_listen(
+    message: &RxJsonRpcMessage<RoleServer>,
+    caller: Option<&Caller>,
+) -> Option<TxJsonRpcMessage<RoleServer>> {
+    let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = message else {
+        return None;
+    };
+    let ClientRequest::SubscriptionsListenRequest(listen) = request else {
+        return None;
+    };
+    let version = listen
+        .params
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.protocol_version())
+        .or_else(|| request.get_meta().protocol_version());
+    let uris = listen
+        .params
+        .notifications
+        .resource_subscriptions
+        .as_deref();
+    match (version, uris, caller) {
+        (Some(version), Some(uris), Some(caller)) if !version.has_initialize() => {
+            let refused = resources::may_read_all(caller, uris).await.err()?;
+            log_error(&refused);
+            Some(JsonRpcMessage::error(refused, Some(id.clone())))
+        }
+        _ => None,
+    }
+}
+
+/// Logs a request answered with an error at the level it deserves ([`needs_attention`]).
+/// The server logs its answers itself: rmcp logs every one as `WARN rmcp::service:
+/// response error`, which the default log filter leaves out (`main.rs`).
+fn log_error(error: &ErrorData) {
+    let (code, message) = (error.code.0, &error.message);
+    if needs_attention(error) {
+        tracing::warn!(code, %message, "request failed");
+    } else {
+        tracing::debug!(code, %message, "request refused");
+    }
+}
+
+/// The error of an answer, logged ([`log_error`]).
+fn logged<T>(answer: Result<T, ErrorData>) -> Result<T, ErrorData> {
+    if let Err(error) = &answer {
+        log_error(error);
+    }
+    answer
+}
+
+/// The SPEC §5 codes that refuse a caller's own request (its token, its grants, its
+/// arguments): routine answers, not the operator's concern.
+const CALLER_REFUSALS: [&str; 5] = [
+    "unauthenticated",
+    "permission_denied",
+    "actor_mismatch",
+    "invalid_request",
+    "too_large",
+];
+
+/// Whether an error answer is worth a `warn` line: an internal error (-32603) that is not
+/// the refusal of the caller's own request, so a cluster none of whose nodes answers
+/// ("cairn cluster unavailable"), a cluster that cannot serve (`no_leader`, `stale_read`,
+/// `overloaded`), a change feed that broke, a failure of the server itself. Every other
+/// error is the caller's (a key never written, a URI that names no key, an unknown tool or
+/// method, arguments that do not fit).
+fn needs_attention(error: &ErrorData) -> bool {
+    error.code == ErrorCode::INTERNAL_ERROR
+        && !CALLER_REFUSALS.iter().any(|code| {
+            error
+                .message
+                .strip_prefix(code)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+}
+
 /// What rmcp starts the text of arguments that do not fit a tool's input type with.
 const RMCP_ARGUMENT_ERROR: &str = "failed to deserialize parameters: ";
 
@@ -279,4 +386,30 @@ fn with_argument_errors_named(mut response: CallToolResponse) -> CallToolRespons
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_failures_beyond_the_callers_own_request_need_attention() {
+        let internal = |message: &str| ErrorData::internal_error(message.to_owned(), None);
+        for routine in [
+            internal("permission_denied: no grant allows read on \"k\""),
+            internal("unauthenticated: send Authorization: Bearer TOKEN"),
+            ErrorData::resource_not_found("cairn://key/k: the key was never written", None),
+            ErrorData::invalid_params("\"x\" is not a cairn key URI", None),
+        ] {
+            assert!(!needs_attention(&routine), "{routine:?}");
+        }
+        for failure in [
+            internal("cairn cluster unavailable: transport: connection refused"),
+            internal("no_leader: no leader"),
+            internal("change feed ended: transport: reset"),
+            internal("permission_denied_somewhere: made up"),
+        ] {
+            assert!(needs_attention(&failure), "{failure:?}");
+        }
+    }
 }

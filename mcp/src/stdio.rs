@@ -2,7 +2,9 @@
 //! and decoded here rather than by rmcp's codec, which drops a line it cannot decode (too
 //! long, nested too deep, not JSON-RPC) and leaves its sender waiting forever. Here such a
 //! request is answered ([`crate::framing`]), and a line is never held past
-//! [`MESSAGE_BYTES_MAX`].
+//! [`MESSAGE_BYTES_MAX`]. A `subscriptions/listen` request naming a key the caller may not
+//! read is answered here too, before rmcp could acknowledge it ([`refuse_listen`]); stdin
+//! is read on once it is checked, so messages reach rmcp in the order they were sent.
 //!
 //! Two tasks: one reads and decodes stdin, one writes stdout. Everything written (rmcp's
 //! messages and the reader's refusals) goes through the writer's queue, one whole line at
@@ -18,6 +20,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::framing::{Incoming, MESSAGE_BYTES_MAX};
+use crate::gateway::Caller;
+use crate::server::refuse_listen;
 
 /// Decoded messages waiting for rmcp; reading stops while it is full.
 const INCOMING_QUEUE: usize = 64;
@@ -34,21 +38,23 @@ pub struct Stdio {
     writer: Option<JoinHandle<()>>,
 }
 
-/// The process's stdin and stdout.
-pub fn stdio() -> Stdio {
+/// The process's stdin and stdout, whose listen requests are checked for `caller` (stdio
+/// mode's one caller).
+pub fn stdio(caller: Option<Caller>) -> Stdio {
     let (reader, writer) = rmcp::transport::stdio_pipes();
-    Stdio::over(reader, writer)
+    Stdio::over(reader, writer, caller)
 }
 
 impl Stdio {
     pub fn over(
         input: impl AsyncRead + Send + Unpin + 'static,
         output: impl AsyncWrite + Send + Unpin + 'static,
+        caller: Option<Caller>,
     ) -> Stdio {
         let (incoming_tx, incoming) = mpsc::channel(INCOMING_QUEUE);
         let (outgoing, outgoing_rx) = mpsc::channel(OUTGOING_QUEUE);
         let writer = tokio::spawn(write_lines(output, outgoing_rx));
-        let reader = tokio::spawn(read_lines(input, incoming_tx, outgoing.clone()));
+        let reader = tokio::spawn(read_lines(input, caller, incoming_tx, outgoing.clone()));
         Stdio {
             incoming,
             outgoing: Some(outgoing),
@@ -115,6 +121,7 @@ async fn write_lines(mut output: impl AsyncWrite + Unpin, mut lines: mpsc::Recei
 /// to its end but not kept.
 async fn read_lines(
     input: impl AsyncRead + Unpin,
+    caller: Option<Caller>,
     incoming: mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
     outgoing: mpsc::Sender<Vec<u8>>,
 ) {
@@ -138,16 +145,17 @@ async fn read_lines(
             continue;
         }
         let complete = std::mem::take(&mut line);
-        if !deliver(&complete, &incoming, &outgoing).await || at_end {
+        if !deliver(&complete, caller.as_ref(), &incoming, &outgoing).await || at_end {
             return;
         }
     }
 }
 
-/// Decodes one line and hands it on, or answers why it cannot be; `false` once rmcp has
-/// stopped receiving.
+/// Decodes one line and hands it on, or answers why it cannot be (or why `caller` may not
+/// listen to what it names); `false` once rmcp has stopped receiving.
 async fn deliver(
     line: &Incoming,
+    caller: Option<&Caller>,
     incoming: &mpsc::Sender<RxJsonRpcMessage<RoleServer>>,
     outgoing: &mpsc::Sender<Vec<u8>>,
 ) -> bool {
@@ -157,12 +165,16 @@ async fn deliver(
     if line.bytes() <= MESSAGE_BYTES_MAX && text.iter().all(u8::is_ascii_whitespace) {
         return true;
     }
-    match line.decode(text) {
-        Ok(message) => incoming.send(message).await.is_ok(),
-        Err(None) => true,
-        Err(Some(answer)) => match serde_json::to_vec(&answer) {
-            Ok(answer) => outgoing.send(answer).await.is_ok(),
-            Err(_) => true,
+    let answer = match line.decode(text) {
+        Ok(message) => match refuse_listen(&message, caller).await {
+            None => return incoming.send(message).await.is_ok(),
+            Some(refusal) => serde_json::to_vec(&refusal),
         },
+        Err(None) => return true,
+        Err(Some(answer)) => serde_json::to_vec(&answer),
+    };
+    match answer {
+        Ok(answer) => outgoing.send(answer).await.is_ok(),
+        Err(_) => true,
     }
 }

@@ -56,6 +56,26 @@ async def test_auth_enabled_later_is_noticed_and_tokenless_calls_refused(prefix:
             assert admin.read(key).value == "before auth"
 
 
+async def test_auth_off_every_key_is_subscribable(open_cluster: LocalCluster, prefix: str) -> None:
+    """Without auth every caller may read every key: a listen to a key not written yet is
+    acknowledged and then notified."""
+    uri = f"cairn://key/{prefix}watched"
+    with anyio.fail_after(30):
+        async with (
+            stdio_client(open_cluster, None) as client,
+            client.listen(resource_subscriptions=[uri]) as events,
+        ):
+            assert events.honored.resource_subscriptions == [uri]
+            for attempt in range(10):
+                await ok(client, "write", {"key": f"{prefix}watched", "value": attempt})
+                with anyio.move_on_after(1.0):
+                    event = await events.__anext__()
+                    break
+            else:
+                pytest.fail("no notification for the subscribed key")
+    assert event.uri == uri  # type: ignore[union-attr]
+
+
 def _run_with_closed_input(
     flags: list[str], env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
