@@ -319,6 +319,44 @@ async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
     assert_eq!(retried.version, 1, "{retried:?}");
 }
 
+/// A relay to a leader that stopped answering is given up on as soon as the relaying node
+/// no longer takes it for the leader (it stands for election or follows another), not at
+/// the commit timeout: a client's retry then finds the new leader. With a 20 s commit
+/// timeout, the relay used to hold the write 21 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_follower_gives_up_on_a_paused_leader_once_it_stops_following_it() {
+    const COMMIT_TIMEOUT: Duration = Duration::from_secs(20);
+    let mut cluster = Cluster::builder(3)
+        .config(&format!(
+            "[batching]\ncommit_timeout_ms = {}\n",
+            COMMIT_TIMEOUT.as_millis()
+        ))
+        .start()
+        .await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    cluster.sigstop(leader);
+    let waited = write_outcome_unknown(&cluster.endpoint(follower), "moved/1", "t20-moved-1").await;
+    cluster.sigcont(leader);
+    assert!(
+        waited < COMMIT_TIMEOUT / 4,
+        "answered after {waited:?}; elections take under a second here"
+    );
+    let retried = cluster
+        .client()
+        .write(WriteRequest {
+            request_id: Some("t20-moved-1".into()),
+            ..WriteRequest::new("moved/1", json!(1), "t20")
+        })
+        .await
+        .expect("the retry");
+    assert_eq!(retried.version, 1, "applied once: {retried:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_that_was_down_catches_up_after_restart() {
     let mut cluster = Cluster::start(3).await;

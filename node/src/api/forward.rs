@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::App;
+use crate::consensus::NodeId;
 
 /// Marks a relayed request: a node that receives one and is not the leader answers
 /// `no_leader` instead of relaying again, so a stale view of the leader never loops.
@@ -37,9 +38,10 @@ pub enum Kind {
 impl Kind {
     /// How long a relay waits for the leader's answer: the longest the leader itself
     /// takes for this kind of request, plus [`RELAY_MARGIN`]. A leader that stopped
-    /// answering (paused, cut off) is given up on then, not after a fixed 30 s: a write
-    /// relayed to it is 504 `outcome_unknown` close to the commit timeout, as one sent to
-    /// the leader directly would be (SPEC §5 Extension).
+    /// answering (paused, cut off) is given up on then at the latest, not after a fixed
+    /// 30 s: a write relayed to it is 504 `outcome_unknown` close to the commit timeout,
+    /// as one sent to the leader directly would be (SPEC §5 Extension), or sooner, once
+    /// this node follows another leader ([`leader_moved_off`]).
     pub fn relay_timeout(self, config: &cairn_config::NodeConfig) -> Duration {
         let ms = Duration::from_millis;
         let commit = ms(config.batching.commit_timeout_ms);
@@ -112,12 +114,10 @@ pub async fn to_leader_as(
         token.set_sensitive(true);
         request = request.header(header::AUTHORIZATION, token);
     }
-    let sent = request
+    let request = request
         .header(FORWARDED_BY, app.node_id.to_string())
         .header(header::CONTENT_TYPE, "application/json")
-        .body(raw)
-        .send()
-        .await;
+        .body(raw);
     let failed = |e: reqwest::Error, doing: &str| {
         let why = if e.is_timeout() {
             format!(
@@ -127,17 +127,58 @@ pub async fn to_leader_as(
         } else {
             format!("{doing} leader {leader_id}: {e}")
         };
-        if kind == Kind::Mutation && !e.is_connect() {
-            ApiError::outcome_unknown(why, request_id)
-        } else {
-            ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
-        }
+        relay_failed(kind, why, e.is_connect(), leader_id, request_id)
     };
-    let resp = sent.map_err(|e| failed(e, "relaying to"))?;
-    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let body = resp
-        .bytes()
+    let relay = async {
+        let resp = request.send().await.map_err(|e| failed(e, "relaying to"))?;
+        let status =
+            StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| failed(e, "reading the answer of"))?;
+        Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+    };
+    tokio::select! {
+        answer = relay => answer,
+        () = leader_moved_off(app, leader_id) => {
+            let why = format!(
+                "relaying to leader {leader_id}: this node no longer takes it for the leader"
+            );
+            Err(relay_failed(kind, why, false, leader_id, request_id))
+        }
+    }
+}
+
+/// The error of a relay to `leader_id` that ended without an answer: a mutation that may
+/// have reached the leader (anything but a refused connection) is `outcome_unknown`, the
+/// rest `no_leader`, both retried by clients.
+fn relay_failed(
+    kind: Kind,
+    why: String,
+    refused: bool,
+    leader_id: NodeId,
+    request_id: Option<&str>,
+) -> ApiError {
+    if kind == Kind::Mutation && !refused {
+        ApiError::outcome_unknown(why, request_id)
+    } else {
+        ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
+    }
+}
+
+/// Completes once this node no longer takes `leader_id` for the leader: it stands for
+/// election or follows another. A relay to a leader that stopped answering (paused, cut
+/// off) is given up on then, as soon as the followers notice, rather than at its timeout;
+/// a client retries it at the leader the nodes name by then. Never completes if Raft
+/// stopped (the relay's own timeout ends it).
+async fn leader_moved_off(app: &App, leader_id: NodeId) {
+    let mut metrics = app.raft.metrics();
+    let raft_stopped = metrics
+        .wait_for(|m| m.current_leader != Some(leader_id))
         .await
-        .map_err(|e| failed(e, "reading the answer of"))?;
-    Ok((status, [(header::CONTENT_TYPE, "application/json")], body).into_response())
+        .is_err();
+    if raft_stopped {
+        std::future::pending::<()>().await;
+    }
 }
