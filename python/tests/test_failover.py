@@ -1,8 +1,9 @@
 """Faults on private real clusters: the leader SIGKILLed while both clients write (no write
 lost or doubled), an outcome that cannot be known (``OutcomeUnknown``) settled by a retry
 with the same ``request_id``, the errors of a cluster without a majority, a membership
-change while the leader the client knew is stopped, and ``any`` reads under a short call
-timeout while a follower is paused."""
+change while the leader the client knew is stopped, ``any`` reads under a short call
+timeout while a follower is paused, ``leader()`` and ``cluster_status()`` after a leader
+change, and a write while the leader is paused and still named by the followers."""
 
 from __future__ import annotations
 
@@ -334,3 +335,43 @@ def test_any_reads_pass_over_a_paused_follower_within_a_short_call_timeout(
         local.resume(paused)
     assert max(took) < 3.0, took
     assert len([seconds for seconds in took if seconds >= 1.0]) <= 1, took
+
+
+def test_leader_and_its_status_follow_a_leader_change(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    """The leader the client cached was killed and came back as a follower: ``leader()``
+    and ``cluster_status()`` name the leader there is now, not the cached one."""
+    local = make_cluster(3)
+    client = connect(local.endpoints, actor="operator")
+    client.write("change/k", 1)  # the client now caches the leader
+    old = local.leader_id()
+    local.kill(old)
+    new = local.wait_for_leader(exclude=old)
+    local.start(old)
+    assert client.leader() == local.node(new).url
+    status = client.cluster_status()
+    assert (status.node_id, status.role) == (new, "leader")
+
+
+@pytest.mark.timeout(60)
+def test_a_write_does_not_wait_on_a_paused_leader_that_followers_still_name(
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+) -> None:
+    """The leader is paused and listed first; its status request fails after 0.5 s, and
+    the followers still name it for a while (its lease). The write is not sent to it, where
+    it would wait its whole 10 s attempt: a follower relays it, gives the relay up once it
+    follows the newly elected leader, and the retry reaches that leader."""
+    local = make_cluster(3)
+    leader = local.leader_id()
+    first = [local.node(leader).url] + [local.node(i).url for i in local.node_ids if i != leader]
+    client = connect(first, actor="writer", timeout=10.0, discovery_timeout=0.5)
+    local.pause(leader)
+    try:
+        started = time.monotonic()
+        client.write("paused-leader/k", 1)
+        took = time.monotonic() - started
+    finally:
+        local.resume(leader)
+    assert took < 5.0, took
+    assert client.read("paused-leader/k").version == 1, "applied once"

@@ -6,6 +6,7 @@ discovery, and a spread call under a call timeout gives one attempt at most half
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -144,3 +145,66 @@ def test_a_spread_attempt_among_several_nodes_gets_half_the_call_time_left(
     assert timeout is not None
     expected = 1.5 if shares else 3.0
     assert expected - 0.5 < timeout <= expected
+
+
+def _status(node: str, leader: str | None) -> Reply:
+    """``GET /cluster/status`` of ``node`` (one of A, B, C) naming ``leader``."""
+    ids = {A: 1, B: 2, C: 3}
+    status = {
+        "node_id": ids[node],
+        "role": "leader" if node == leader else "follower",
+        "leader_id": None if leader is None else ids[leader],
+        "term": 2,
+        "last_log_index": 9,
+        "commit_index": 9,
+        "applied_index": 9,
+        "voters": [1, 2, 3],
+        "learners": [],
+        "nodes": [
+            {"id": i, "client_addr": e.removeprefix("http://"), "peer_addr": f"127.0.0.1:{i}"}
+            for e, i in ids.items()
+        ],
+        "snapshot_index": 0,
+        "log_purged_through": 0,
+    }
+    return Reply(200, json.dumps(status).encode())
+
+
+def test_discovery_passes_over_a_leader_named_that_did_not_answer_lately() -> None:
+    """A paused leader A: B and C still name it (a follower trusts its leader's lease for
+    a while), but A did not answer, so discovery takes no leader from them, and a write
+    goes to a node that relays it instead of waiting a whole attempt at A."""
+    core = _core_of(A, B, C)
+    core.nodes.failed(A)
+
+    def answer(exchange: Exchange) -> Reply | ConnectionFailed:
+        if exchange.path == ("cluster", "status"):
+            return _status(exchange.base, A)
+        return OK
+
+    found, _ = _run(core.discover_leader(), answer)
+    assert found is None
+    write = Call("POST", Route.LEADER, ("v1", "write"), Mode.MUTATION, 10.0, body=b"{}")
+    _, exchanges = _run(core.call(write, lambda reply: reply.status), answer)
+    assert exchanges[-1].base in (B, C)
+    # Once A answers again, the nodes' word for it is taken.
+    core.nodes.answered(A)
+    found, _ = _run(core.discover_leader(), answer)
+    assert found == A
+
+
+def test_leader_and_the_leaders_status_ask_the_nodes_now() -> None:
+    """The cached leader A stepped down and C leads: ``leader()`` names C, and the
+    leader's status is C's, not the follower A's answer."""
+    core = _core_of(A, B, C)
+    core.nodes.set_leader(A)
+
+    def answer(exchange: Exchange) -> Reply | ConnectionFailed:
+        return _status(exchange.base, C)
+
+    leader, _ = _run(core.leader(), answer)
+    assert leader == C
+    core.nodes.set_leader(A)
+    status, exchanges = _run(core.cluster_status(), answer)
+    assert (status.node_id, status.role) == (3, "leader")
+    assert exchanges[-1].base == C

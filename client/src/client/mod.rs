@@ -149,11 +149,10 @@ impl Client {
         normalize_endpoint(endpoint, self.nodes.scheme)
     }
 
-    /// The leader's endpoint, from the cache or by asking the endpoints.
+    /// The leader's endpoint, as the endpoints name it now (one pass of leader discovery,
+    /// whose answer calls then go to): a cached leader may have stepped down or stopped
+    /// since, and a long-lived client asking this wants the present one.
     pub async fn leader(&self) -> Result<String> {
-        if let Some(leader) = self.nodes.cached_leader() {
-            return Ok(leader);
-        }
         self.discover_leader()
             .await
             .ok_or_else(|| ClientError::NoLeader {

@@ -68,17 +68,18 @@ impl Nodes {
             return self.endpoints[start].clone();
         }
         let silent = lock(&self.silent);
-        let lately = |endpoint: &String| {
-            silent
-                .iter()
-                .any(|(e, at)| e == endpoint && at.elapsed() < FAILED_ENDPOINT_COOLDOWN)
-        };
         let n = self.endpoints.len();
         (0..n)
             .map(|k| &self.endpoints[(start + k) % n])
-            .find(|endpoint| !lately(endpoint))
+            .find(|endpoint| !failed_within_cooldown(&silent, endpoint))
             .unwrap_or(&self.endpoints[start])
             .clone()
+    }
+
+    /// Whether `endpoint` failed to answer within [`FAILED_ENDPOINT_COOLDOWN`].
+    fn failed_lately(&self, endpoint: &str) -> bool {
+        self.any_silent.load(Ordering::Acquire)
+            && failed_within_cooldown(&lock(&self.silent), endpoint)
     }
 
     /// Records that `endpoint` did not answer (a transport failure).
@@ -170,18 +171,34 @@ impl Client {
     }
 
     /// The leader's status, retried like a read (a watch started during an election or
-    /// a restart waits for a leader as other calls do, instead of failing at once).
+    /// a restart waits for a leader as other calls do, instead of failing at once). Asked
+    /// of the leader the nodes name now, and an answer from a node that is not the leader
+    /// (one that stepped down since it was named) is retried as `no_leader`.
     pub(super) async fn leader_status(&self) -> Result<ClusterStatus> {
         let call = Call {
             method: Method::GET,
-            route: Route::Leader,
+            route: Route::CurrentLeader,
             path: &["cluster", "status"],
             query: Vec::new(),
             body: None,
             mode: Mode::Read,
             timeout: Some(self.timeouts.request),
         };
-        self.call(&call, read_json).await
+        self.call(&call, |response| async move {
+            let status: ClusterStatus = read_json(response).await?;
+            match status.leader_id == Some(status.node_id) {
+                true => Ok(status),
+                false => Err(ClientError::NoLeader {
+                    message: format!(
+                        "node {} answered as {}, not the leader",
+                        status.node_id, status.role
+                    ),
+                    leader_id: status.leader_id,
+                    details: Default::default(),
+                }),
+            }
+        })
+        .await
     }
 
     /// One pass over the endpoints asking each for the leader; caches and returns the
@@ -198,9 +215,18 @@ impl Client {
                 Err(_) => continue,
             };
             self.nodes.answered(&endpoint);
-            if let Some(leader) = leader_endpoint(&status, &endpoint) {
-                self.nodes.set_leader(&leader);
-                return Some(leader);
+            match leader_endpoint(&status, &endpoint) {
+                // A leader that did not answer lately, named by a node that has not yet
+                // noticed (a follower trusts its leader's lease for a while): calls sent
+                // there would wait a whole attempt for a node that may be paused. With no
+                // other leader named, a call goes to a node that relays it or says
+                // `no_leader`, and is retried.
+                Some(leader) if leader != endpoint && self.nodes.failed_lately(&leader) => {}
+                Some(leader) => {
+                    self.nodes.set_leader(&leader);
+                    return Some(leader);
+                }
+                None => {}
             }
         }
         None
@@ -242,6 +268,13 @@ impl Client {
             None => self.nodes.next_endpoint(),
         }
     }
+}
+
+/// Whether `silent` has `endpoint` failing within [`FAILED_ENDPOINT_COOLDOWN`].
+fn failed_within_cooldown(silent: &[(String, Instant)], endpoint: &str) -> bool {
+    silent
+        .iter()
+        .any(|(e, at)| e == endpoint && at.elapsed() < FAILED_ENDPOINT_COOLDOWN)
 }
 
 /// Where a read goes: linearizable reads to the leader, the others to any node.
@@ -510,6 +543,40 @@ mod tests {
         );
     }
 
+    /// A paused leader, still named by a follower that trusts its lease: discovery does
+    /// not take it from the follower once it failed to answer, so the write goes to the
+    /// follower (which relays it) instead of waiting on the paused node attempt after
+    /// attempt.
+    #[tokio::test]
+    async fn a_leader_that_did_not_answer_lately_is_not_taken_from_a_follower() {
+        let paused = FakeNode::start(|_, _| Reply::Hang).await;
+        let paused_addr = paused.addr.clone();
+        let follower = FakeNode::start(move |seen, _| match seen.method.as_str() {
+            "GET" => ok(
+                json!({"node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
+                "last_log_index": 5, "commit_index": 5, "applied_index": 5,
+                "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
+                "nodes": [{"id": 1, "client_addr": "127.0.0.1:1", "peer_addr": "x:1"},
+                          {"id": 2, "client_addr": paused_addr, "peer_addr": "x:2"}],
+                "snapshot_index": 0, "log_purged_through": 0}),
+            ),
+            _ => ok(mutation_result(1, 5)),
+        })
+        .await;
+        let client = fast(vec![paused.addr.clone(), follower.addr.clone()])
+            .request_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        client
+            .write(write_request())
+            .await
+            .expect("relayed by the follower");
+        let writes_at_paused = paused.seen().iter().filter(|s| s.method == "POST").count();
+        assert_eq!(writes_at_paused, 0, "the write waited on the paused leader");
+        let at_follower: Vec<String> = follower.seen().into_iter().map(|s| s.path).collect();
+        assert_eq!(at_follower.last().map(String::as_str), Some("/v1/write"));
+    }
+
     #[tokio::test]
     async fn mutations_go_to_the_discovered_leader() {
         let leader = FakeNode::start(|_, _| ok(mutation_result(1, 5))).await;
@@ -527,13 +594,17 @@ mod tests {
         .await;
         let client = fast(vec![follower.addr.clone()]).build().unwrap();
         client.write(write_request()).await.unwrap();
+        let asked = |node: &FakeNode| -> Vec<(String, String)> {
+            node.seen()
+                .into_iter()
+                .map(|s| (s.method, s.path))
+                .collect()
+        };
+        let status = || ("GET".to_string(), "/cluster/status".to_string());
+        assert_eq!(asked(&follower), vec![status()]);
+        // `leader()` asks the nodes now, not the cache: the leader may have changed.
         assert_eq!(client.leader().await.unwrap(), leader.addr);
-        let asked: Vec<(String, String)> = follower
-            .seen()
-            .into_iter()
-            .map(|s| (s.method, s.path))
-            .collect();
-        assert_eq!(asked, vec![("GET".into(), "/cluster/status".into())]);
+        assert_eq!(asked(&follower), vec![status(), status()]);
         let written = &leader.seen()[0];
         assert_eq!(
             (written.method.as_str(), written.path.as_str()),

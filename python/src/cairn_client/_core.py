@@ -310,14 +310,24 @@ class Nodes:
         has. The caller holds the lock."""
         if not self._silent:
             return self.endpoints[start]
-        now = time.monotonic()
         n = len(self.endpoints)
         for k in range(n):
             endpoint = self.endpoints[(start + k) % n]
-            failed_at = self._silent.get(endpoint)
-            if failed_at is None or now - failed_at >= FAILED_ENDPOINT_COOLDOWN:
+            if not self._failed_within_cooldown(endpoint):
                 return endpoint
         return self.endpoints[start]
+
+    def failed_lately(self, endpoint: str) -> bool:
+        """Whether ``endpoint`` failed to answer within ``FAILED_ENDPOINT_COOLDOWN``."""
+        if not self._silent:
+            return False
+        with self._lock:
+            return self._failed_within_cooldown(endpoint)
+
+    def _failed_within_cooldown(self, endpoint: str) -> bool:
+        """``failed_lately``; the caller holds the lock."""
+        failed_at = self._silent.get(endpoint)
+        return failed_at is not None and time.monotonic() - failed_at < FAILED_ENDPOINT_COOLDOWN
 
     def failed(self, endpoint: str) -> None:
         """Records that ``endpoint`` did not answer (a transport failure)."""
@@ -461,6 +471,17 @@ def _segment(what: str, value: Any) -> str:
     if not isinstance(value, str):
         raise InvalidInput(f"{what}: expected a str, not {type(value).__name__}")
     return value
+
+
+def _as_leader_status(reply: Reply) -> ClusterStatus:
+    """The status in ``reply`` if its node is the leader; ``NoLeader`` (retried) if not."""
+    status = decoder(ClusterStatus)(reply)
+    if status.leader_id is None or status.leader_id != status.node_id:
+        raise NoLeader(
+            f"node {status.node_id} answered as {status.role}, not the leader",
+            details={"leader_id": status.leader_id},
+        )
+    return status
 
 
 def _exchange_outcome(outcome: Any) -> Reply:
@@ -681,9 +702,14 @@ class Core:
             except CairnError:
                 continue
             leader = leader_endpoint(status, endpoint)
-            if leader is not None:
-                self.nodes.set_leader(leader)
-                return leader
+            # A leader that did not answer lately, named by a node that has not noticed yet
+            # (a follower trusts its leader's lease for a while), is passed over: calls sent
+            # there would wait a whole attempt for a node that may be paused. With no other
+            # leader named, a call goes to a node that relays it or says no_leader.
+            if leader is None or (leader != endpoint and self.nodes.failed_lately(leader)):
+                continue
+            self.nodes.set_leader(leader)
+            return leader
         return None
 
     def status_at(self, endpoint: str, timeout: float) -> Program[ClusterStatus]:
@@ -694,8 +720,19 @@ class Core:
         return decoder(ClusterStatus)(reply)
 
     def leader_status(self) -> Program[ClusterStatus]:
-        leader = yield from self.base_for(Route.LEADER)
-        return (yield from self.status_at(leader, self.settings.timeouts.request))
+        """The leader's status, retried like a read (a watch started during an election
+        waits for a leader instead of failing at once). Asked of the leader the nodes name
+        now; an answer from a node that is not the leader (it stepped down since it was
+        named) is retried as ``NoLeader``."""
+        call = Call(
+            "GET",
+            Route.CURRENT_LEADER,
+            ("cluster", "status"),
+            Mode.READ,
+            self.settings.timeouts.request,
+            read_only=True,
+        )
+        return (yield from self.call(call, _as_leader_status))
 
     # --- mutations ---------------------------------------------------------------------
 
@@ -1296,17 +1333,17 @@ class Core:
     # --- cluster -----------------------------------------------------------------------
 
     def leader(self) -> Program[str]:
-        """The leader's endpoint, from the cache or by asking the endpoints."""
-        cached = self.nodes.cached_leader
-        if cached is not None:
-            return cached
+        """The leader's endpoint, as the endpoints name it now (one pass of leader
+        discovery, whose answer calls then go to): a cached leader may have stepped down or
+        stopped since."""
         found = yield from self.discover_leader()
         if found is None:
             raise NoLeader("no endpoint reported a reachable leader")
         return found
 
     def cluster_status(self, endpoint: str | None = None) -> Program[ClusterStatus]:
-        """``GET /cluster/status`` of ``endpoint``, or of the leader (one attempt)."""
+        """``GET /cluster/status`` of ``endpoint`` (one attempt), or of the leader
+        (``leader_status``)."""
         if endpoint is None:
             return (yield from self.leader_status())
         base = self._endpoint(endpoint)
