@@ -277,6 +277,34 @@ async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
     );
 }
 
+/// Writes `key` through a follower while the leader is paused, on a cluster with
+/// `config`; expects 504 `outcome_unknown` from the relay, then checks that the retry
+/// under the same request id, once the leader is resumed, applies the write once. Returns
+/// how long the relay took to answer.
+async fn relay_to_a_paused_leader(config: &str, key: &str) -> Duration {
+    let mut cluster = Cluster::builder(3).config(config).start().await;
+    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
+    let follower = cluster
+        .ids()
+        .into_iter()
+        .find(|id| *id != leader)
+        .expect("a follower");
+    let request_id = format!("t20-{}", key.replace('/', "-"));
+    cluster.sigstop(leader);
+    let waited = write_outcome_unknown(&cluster.endpoint(follower), key, &request_id).await;
+    cluster.sigcont(leader);
+    let retried = cluster
+        .client()
+        .write(WriteRequest {
+            request_id: Some(request_id),
+            ..WriteRequest::new(key, json!(1), "t20")
+        })
+        .await
+        .expect("the retry");
+    assert_eq!(retried.version, 1, "applied once: {retried:?}");
+    waited
+}
+
 /// SPEC §5 Extension: a mutation not applied within the commit timeout is 504
 /// `outcome_unknown`, also when a follower relays it. A relay to a leader that stopped
 /// answering (paused here, before the others elect a new one) waited a fixed 30 s.
@@ -285,38 +313,16 @@ async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
     const COMMIT_TIMEOUT: Duration = Duration::from_millis(2000);
     // Slow elections keep the followers pointing at the paused leader while the write is
     // relayed to it (the commit timeout must exceed their upper end).
-    let mut cluster = Cluster::builder(3)
-        .config(&format!(
-            "[batching]\ncommit_timeout_ms = {}\n[raft]\nelection_timeout_min_ms = 1400\n\
-             election_timeout_max_ms = 1500\n",
-            COMMIT_TIMEOUT.as_millis()
-        ))
-        .start()
-        .await;
-    let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
-    cluster.sigstop(leader);
-    let waited =
-        write_outcome_unknown(&cluster.endpoint(follower), "paused/1", "t20-paused-1").await;
-    cluster.sigcont(leader);
+    let config = format!(
+        "[batching]\ncommit_timeout_ms = {}\n[raft]\nelection_timeout_min_ms = 1400\n\
+         election_timeout_max_ms = 1500\n",
+        COMMIT_TIMEOUT.as_millis()
+    );
+    let waited = relay_to_a_paused_leader(&config, "paused/1").await;
     assert!(
         waited < COMMIT_TIMEOUT * 4,
         "answered after {waited:?}, commit timeout {COMMIT_TIMEOUT:?}"
     );
-    // The retry under the same id settles it: applied once.
-    let retried = cluster
-        .client()
-        .write(WriteRequest {
-            request_id: Some("t20-paused-1".into()),
-            ..WriteRequest::new("paused/1", json!(1), "t20")
-        })
-        .await
-        .expect("the retry");
-    assert_eq!(retried.version, 1, "{retried:?}");
 }
 
 /// A relay to a leader that stopped answering is given up on as soon as the relaying node
@@ -326,13 +332,22 @@ async fn a_follower_gives_up_on_a_paused_leader_within_the_commit_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_follower_gives_up_on_a_paused_leader_once_it_stops_following_it() {
     const COMMIT_TIMEOUT: Duration = Duration::from_secs(20);
-    let mut cluster = Cluster::builder(3)
-        .config(&format!(
-            "[batching]\ncommit_timeout_ms = {}\n",
-            COMMIT_TIMEOUT.as_millis()
-        ))
-        .start()
-        .await;
+    let config = format!(
+        "[batching]\ncommit_timeout_ms = {}\n",
+        COMMIT_TIMEOUT.as_millis()
+    );
+    let waited = relay_to_a_paused_leader(&config, "moved/1").await;
+    assert!(
+        waited < COMMIT_TIMEOUT / 4,
+        "answered after {waited:?}; elections take under a second here"
+    );
+}
+
+/// A read relayed to a paused leader is given up on once the follower stops following it,
+/// with 503 `no_leader`, whose `leader_id` never names the node given up on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_relay_given_up_on_does_not_name_the_paused_leader() {
+    let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
     let follower = cluster
         .ids()
@@ -340,21 +355,22 @@ async fn a_follower_gives_up_on_a_paused_leader_once_it_stops_following_it() {
         .find(|id| *id != leader)
         .expect("a follower");
     cluster.sigstop(leader);
-    let waited = write_outcome_unknown(&cluster.endpoint(follower), "moved/1", "t20-moved-1").await;
-    cluster.sigcont(leader);
-    assert!(
-        waited < COMMIT_TIMEOUT / 4,
-        "answered after {waited:?}; elections take under a second here"
-    );
-    let retried = cluster
-        .client()
-        .write(WriteRequest {
-            request_id: Some("t20-moved-1".into()),
-            ..WriteRequest::new("moved/1", json!(1), "t20")
-        })
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v1/read", cluster.endpoint(follower)))
+        .json(&json!({"key": "moved/read"}))
+        .timeout(Duration::from_secs(30))
+        .send()
         .await
-        .expect("the retry");
-    assert_eq!(retried.version, 1, "applied once: {retried:?}");
+        .expect("an answer");
+    cluster.sigcont(leader);
+    let status = answer.status().as_u16();
+    let body: serde_json::Value = answer.json().await.expect("JSON error body");
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (503, &json!("no_leader")),
+        "{body}"
+    );
+    assert_ne!(body["error"]["leader_id"], json!(leader), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -127,7 +127,11 @@ pub async fn to_leader_as(
         } else {
             format!("{doing} leader {leader_id}: {e}")
         };
-        relay_failed(kind, why, e.is_connect(), leader_id, request_id)
+        if kind == Kind::Mutation && !e.is_connect() {
+            ApiError::outcome_unknown(why, request_id)
+        } else {
+            ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
+        }
     };
     let relay = async {
         let resp = request.send().await.map_err(|e| failed(e, "relaying to"))?;
@@ -141,29 +145,23 @@ pub async fn to_leader_as(
     };
     tokio::select! {
         answer = relay => answer,
-        () = leader_moved_off(app, leader_id) => {
-            let why = format!(
-                "relaying to leader {leader_id}: this node no longer takes it for the leader"
-            );
-            Err(relay_failed(kind, why, false, leader_id, request_id))
-        }
+        () = leader_moved_off(app, leader_id) => Err(relay_abandoned(app, kind, leader_id, request_id)),
     }
 }
 
-/// The error of a relay to `leader_id` that ended without an answer: a mutation that may
-/// have reached the leader (anything but a refused connection) is `outcome_unknown`, the
-/// rest `no_leader`, both retried by clients.
-fn relay_failed(
-    kind: Kind,
-    why: String,
-    refused: bool,
-    leader_id: NodeId,
-    request_id: Option<&str>,
-) -> ApiError {
-    if kind == Kind::Mutation && !refused {
-        ApiError::outcome_unknown(why, request_id)
-    } else {
-        ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
+/// The error of a relay to `leader_id` given up on because this node no longer takes it
+/// for the leader: `outcome_unknown` for a mutation, else `no_leader` naming the leader
+/// this node follows now, if any (never the one it gave up on).
+fn relay_abandoned(app: &App, kind: Kind, leader_id: NodeId, request_id: Option<&str>) -> ApiError {
+    let why =
+        format!("relaying to leader {leader_id}: this node no longer takes it for the leader");
+    if kind == Kind::Mutation {
+        return ApiError::outcome_unknown(why, request_id);
+    }
+    let refusal = ApiError::new(ErrorCode::NoLeader, why);
+    match app.leader().filter(|(id, _)| *id != leader_id) {
+        Some((now, _)) => refusal.with("leader_id", json!(now)),
+        None => refusal,
     }
 }
 
