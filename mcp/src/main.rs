@@ -48,13 +48,15 @@ use crate::gateway::Gateway;
 use crate::server::CairnMcp;
 
 /// The log filter without `RUST_LOG`: the server's own lines from `info`, rmcp's from
-/// `warn`, but `rmcp::service` only from `error`: it logs every request answered with an
-/// error as `WARN rmcp::service: response error`, a key never written or beyond the
-/// caller's grants as much as a cluster that cannot be reached. The server logs those
-/// answers itself (`server::log_error`): a caller's refusal at `debug`, a failure at
-/// `warn`. What the filter leaves out besides is rmcp's word that a client went away
-/// before its answer or notification could be sent, or broke the protocol's rules.
-const DEFAULT_LOG_FILTER: &str = "cairn_mcp=info,rmcp=warn,rmcp::service=error";
+/// `warn`, and none of rmcp's request loop (`rmcp::service`). That loop logs every request
+/// answered with an error as `WARN rmcp::service: response error`, a key never written or
+/// beyond the caller's grants as much as a cluster that cannot be reached, and the server
+/// logs those answers itself (`server::log_error`: a caller's refusal at `debug`, a
+/// failure at `warn`). Its ERROR lines are all of a peer that went away before its answer
+/// could be sent: `failed to send pending response during drain` ends every
+/// `subscriptions/listen` stream its client closes over HTTP. A handler that panics still
+/// prints through the panic hook.
+const DEFAULT_LOG_FILTER: &str = "cairn_mcp=info,rmcp=warn,rmcp::service=off";
 
 /// Exit code for a configuration error (bad flag, token file, certificate, address).
 const EXIT_CONFIG: u8 = 2;

@@ -18,7 +18,7 @@ from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
 from mcp_types import ResourceUpdatedNotification, TextResourceContents
 
-from mcp_e2e import Connect, http_client, mcp_binary, ok, stdio_client
+from mcp_e2e import Connect, http_client, http_server, mcp_binary, ok, stdio_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(90)]
 
@@ -292,3 +292,25 @@ async def test_routine_resource_errors_log_no_warning(
     assert unreachable.value.error.message.startswith("cairn cluster unavailable")
     warnings = [line for line in log_path.read_text().splitlines() if " WARN " in line]
     assert any("cairn cluster unavailable" in line for line in warnings), log_path.read_text()
+
+
+async def test_a_listen_its_client_closes_logs_nothing_over_http(
+    cluster: LocalCluster, prefix: str, tmp_path: Path
+) -> None:
+    """Closing a `subscriptions/listen` stream is how a subscription ends: at the default
+    log filter it is no WARN or ERROR line (rmcp logged one for each, as it could not send
+    the listen's answer to the closed stream)."""
+    reader = _reader_of(cluster, prefix)
+    uri = f"cairn://key/{prefix}k"
+    with http_server(cluster, tmp_path) as url:
+        with anyio.fail_after(30):
+            async with http_client(url, reader) as client:
+                for _ in range(3):
+                    async with client.listen(resource_subscriptions=[uri]) as events:
+                        assert events.honored.resource_subscriptions == [uri]
+                await ok(client, "write", {"key": f"{prefix}k", "value": 1})
+        # The server logs a closed stream's end as it notices it: give it the time to.
+        await anyio.sleep(0.5)
+    log = (tmp_path / "mcp.log").read_text()
+    assert " WARN " not in log, log
+    assert " ERROR " not in log, log
