@@ -543,6 +543,16 @@ mod tests {
         );
     }
 
+    /// `GET /cluster/status` of node 1, a follower of node 2 at `leader_addr`.
+    fn status_of_a_follower_of(leader_addr: &str) -> serde_json::Value {
+        json!({"node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
+               "last_log_index": 5, "commit_index": 5, "applied_index": 5,
+               "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
+               "nodes": [{"id": 1, "client_addr": "127.0.0.1:1", "peer_addr": "x:1"},
+                         {"id": 2, "client_addr": leader_addr, "peer_addr": "x:2"}],
+               "snapshot_index": 0, "log_purged_through": 0})
+    }
+
     /// A paused leader, still named by a follower that trusts its lease: discovery does
     /// not take it from the follower once it failed to answer, so the write goes to the
     /// follower (which relays it) instead of waiting on the paused node attempt after
@@ -552,14 +562,7 @@ mod tests {
         let paused = FakeNode::start(|_, _| Reply::Hang).await;
         let paused_addr = paused.addr.clone();
         let follower = FakeNode::start(move |seen, _| match seen.method.as_str() {
-            "GET" => ok(
-                json!({"node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
-                "last_log_index": 5, "commit_index": 5, "applied_index": 5,
-                "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
-                "nodes": [{"id": 1, "client_addr": "127.0.0.1:1", "peer_addr": "x:1"},
-                          {"id": 2, "client_addr": paused_addr, "peer_addr": "x:2"}],
-                "snapshot_index": 0, "log_purged_through": 0}),
-            ),
+            "GET" => ok(status_of_a_follower_of(&paused_addr)),
             _ => ok(mutation_result(1, 5)),
         })
         .await;
@@ -581,17 +584,7 @@ mod tests {
     async fn mutations_go_to_the_discovered_leader() {
         let leader = FakeNode::start(|_, _| ok(mutation_result(1, 5))).await;
         let leader_addr = leader.addr.clone();
-        let follower = FakeNode::start(move |_, _| {
-            ok(
-                json!({"node_id": 1, "role": "follower", "leader_id": 2, "term": 3,
-                      "last_log_index": 5, "commit_index": 5, "applied_index": 5,
-                      "ms_since_leader_contact": 10, "voters": [1, 2], "learners": [],
-                      "nodes": [{"id": 1, "client_addr": "127.0.0.1:1", "peer_addr": "x:1"},
-                                {"id": 2, "client_addr": leader_addr, "peer_addr": "x:2"}],
-                      "snapshot_index": 0, "log_purged_through": 0}),
-            )
-        })
-        .await;
+        let follower = FakeNode::start(move |_, _| ok(status_of_a_follower_of(&leader_addr))).await;
         let client = fast(vec![follower.addr.clone()]).build().unwrap();
         client.write(write_request()).await.unwrap();
         let asked = |node: &FakeNode| -> Vec<(String, String)> {
