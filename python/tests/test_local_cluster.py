@@ -45,6 +45,24 @@ def test_pause_freezes_a_node_until_resumed(make_cluster: Callable[..., LocalClu
     assert httpx.get(f"{local.node(follower).url}/healthz", timeout=5).status_code == 200
 
 
+def test_pause_returns_once_every_thread_has_stopped(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """``kill`` only queues SIGSTOP: right after it, most of the time some thread of the
+    node is still running (and could answer a request a test sends next)."""
+    local = make_cluster(1)
+    pid = local.node(1).pid
+    assert pid is not None
+    for _ in range(20):
+        local.pause(1)
+        states = [
+            (task / "stat").read_text().rpartition(") ")[2][:1]
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        ]
+        local.resume(1)
+        assert set(states) == {"T"}, states
+
+
 def test_auth_cluster_exposes_the_admin_token(auth_cluster: LocalCluster) -> None:
     url = auth_cluster.endpoints[0]
     assert httpx.get(f"{url}/v1/auth/whoami").status_code == 401

@@ -107,6 +107,20 @@ def _ephemeral_first() -> int:
         return 32_768
 
 
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (state ``T`` in
+    ``/proc/PID/task/*/stat``); ``True`` where there is no ``/proc`` to ask."""
+    tasks = Path(f"/proc/{pid}/task")
+    if not Path("/proc/self/task").is_dir():
+        return True
+    try:
+        stats = [(task / "stat").read_text() for task in tasks.iterdir()]
+    except OSError:
+        return False
+    # The state follows the parenthesized command name, which may itself hold spaces.
+    return all(stat.rpartition(") ")[2][:1] == "T" for stat in stats)
+
+
 def _free_ports(count: int) -> list[int]:
     """``count`` distinct free loopback ports below the kernel's ephemeral range, so that
     while a node is stopped no outgoing connection (a client's, another node's) can take
@@ -438,12 +452,21 @@ class LocalCluster:
 
     def pause(self, node_id: int) -> None:
         """Freezes node ``node_id`` with SIGSTOP: it keeps its sockets but answers
-        nothing and applies nothing until ``resume`` (a lagging or partitioned node)."""
+        nothing and applies nothing until ``resume`` (a lagging or partitioned node).
+
+        Returns once every thread of the process has stopped: ``kill`` only queues the
+        signal, and on a loaded machine the node's threads can go on serving requests
+        until they get a CPU to take it (Linux; elsewhere it returns at once)."""
         node = self._node(node_id)
         if node.process is None or not node.running:
             raise ClusterError(f"node {node_id} is not running")
         node.process.send_signal(signal.SIGSTOP)
         node.paused = True
+        deadline = time.monotonic() + _STOP_GRACE_S
+        while not _all_threads_stopped(node.process.pid):
+            if time.monotonic() >= deadline:
+                raise ClusterError(f"node {node_id} did not stop within {_STOP_GRACE_S} s")
+            time.sleep(0.002)
 
     def resume(self, node_id: int) -> None:
         """Lets a paused node run again (SIGCONT)."""
