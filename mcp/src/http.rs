@@ -18,6 +18,7 @@
 //! - Behind it, [`guard_message`] answers a posted message that cannot be decoded (too
 //!   long, nested too deep, not JSON-RPC) as stdio mode does ([`crate::framing`]): a
 //!   refused `tools/call` is a tool result with `isError`, not a bare HTTP error.
+//! - A `DELETE` that closes a session is answered 204 ([`closed_session_as_no_content`]).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -63,6 +64,7 @@ pub async fn serve(
         StreamableHttpService::new(move || Ok(CairnMcp::new(gateway.clone())), sessions, config);
     let router = Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(axum::middleware::from_fn(closed_session_as_no_content))
         .layer(axum::middleware::from_fn(guard_message))
         .layer(axum::middleware::from_fn_with_state(layer, authenticate));
     axum::serve(listener, router)
@@ -151,6 +153,18 @@ async fn guard_message(request: Request, next: Next) -> Response {
         Err(Some(answer)) => axum::Json(answer).into_response(),
         Err(None) => StatusCode::ACCEPTED.into_response(),
     }
+}
+
+/// Answers a session's `DELETE` that closed it (rmcp's 202 Accepted) with 204 No Content:
+/// the Python MCP SDK takes only 200 and 204 for a closed session and logs `Session
+/// termination failed: 202` at every close otherwise. Other answers pass unchanged.
+async fn closed_session_as_no_content(request: Request, next: Next) -> Response {
+    let closing = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    if closing && response.status() == StatusCode::ACCEPTED {
+        return StatusCode::NO_CONTENT.into_response();
+    }
+    response
 }
 
 /// Open MCP sessions a server keeps owners for; past it, a new session closes the

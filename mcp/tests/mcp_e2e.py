@@ -90,13 +90,17 @@ def http_server(cluster: LocalCluster, log_dir: Path, *flags: str) -> Iterator[s
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str | None) -> AsyncIterator[Client]:
-    """A session with the server at ``url``, sending ``token`` as the bearer token."""
+async def http_client(
+    url: str, token: str | None, *, mode: str = "auto", **http_options: Any
+) -> AsyncIterator[Client]:
+    """A session with the server at ``url``, sending ``token`` as the bearer token;
+    ``mode`` is the SDK's (``"legacy"``: an ``initialize`` handshake and a session id),
+    ``http_options`` go to the HTTP client."""
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30, read=60)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,  # type: ignore[arg-type]
+        httpx2.AsyncClient(headers=headers, timeout=timeout, **http_options) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,  # type: ignore[arg-type]
     ):
         yield client
 

@@ -4,10 +4,12 @@ own principal."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import anyio
 import httpx
+import httpx2
 import pytest
 from cairn_client.testing import LocalCluster
 from mcp import Client, StdioServerParameters
@@ -157,9 +159,30 @@ def test_http_a_session_answers_only_the_principal_that_opened_it(
         answer = httpx.request(method, mcp_url, headers=other, json=body, timeout=10)
         assert answer.status_code == 404, f"{method}: {answer.status_code} {answer.text}"
     assert httpx.post(mcp_url, headers=owner, json=tools_list, timeout=10).status_code == 200
-    assert httpx.delete(mcp_url, headers=owner, timeout=10).is_success
+    assert httpx.delete(mcp_url, headers=owner, timeout=10).status_code == 204
     closed = httpx.post(mcp_url, headers=owner, json=tools_list, timeout=10)
     assert closed.status_code == 404, closed.text
+
+
+async def test_http_a_legacy_session_closes_without_a_warning(
+    mcp_url: str, agent_token: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK closes its session with DELETE and logs a warning unless the answer is 200
+    or 204 (rmcp's own answer is 202)."""
+    closes: list[int] = []
+
+    async def on_response(response: httpx2.Response) -> None:
+        if response.request.method == "DELETE":
+            closes.append(response.status_code)
+
+    caplog.set_level(logging.INFO, logger="mcp")
+    hooks = {"response": [on_response]}
+    with anyio.fail_after(30):
+        async with http_client(mcp_url, agent_token, mode="legacy", event_hooks=hooks) as client:
+            await client.list_tools()
+    assert closes == [204]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == []
 
 
 async def test_http_client_without_token_cannot_connect(mcp_url: str) -> None:
