@@ -46,6 +46,7 @@ use anyhow::{Context, Result};
 use clap::ValueEnum;
 
 use report::Results;
+use workload::Workload;
 
 /// Client port base / peer port base: node i listens on base + i.
 const CAIRN_PORTS: (u16, u16) = (7600, 7700);
@@ -92,21 +93,35 @@ pub struct BenchArgs {
     /// Keep the work dir (data dirs and logs) after the run.
     #[arg(long)]
     keep_work_dir: bool,
-    /// Concurrent clients per point.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    /// Concurrent clients per point (each 1 or more).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,16,64,256",
+        value_parser = at_least_one::<usize>,
+    )]
     clients: Vec<usize>,
-    /// Subset of: write, read-linearizable, read-bounded, mixed.
-    #[arg(long, value_delimiter = ',')]
+    /// Comma-separated workloads to run (default all).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(Workload::ALL.map(Workload::name)),
+    )]
     workloads: Option<Vec<String>>,
     /// Subset of: cairn, cairn-secure (auth + HTTPS + peer mTLS, SPEC §8), etcd, and
     /// etcd-secure (etcd's own auth + HTTPS + peer mTLS, the same certificates).
-    #[arg(long, value_delimiter = ',', default_value = "cairn,etcd")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "cairn,etcd",
+        value_parser = clap::builder::PossibleValuesParser::new(System::ALL.map(System::name)),
+    )]
     systems: Vec<String>,
-    /// Measured seconds per point (default 2 with --quick, else 12).
-    #[arg(long)]
+    /// Measured seconds per point, above 0 (default 2 with --quick, else 12).
+    #[arg(long, value_parser = secs_above_zero)]
     point_secs: Option<f64>,
-    /// Unrecorded warm-up seconds per point (default 0.5 with --quick, else 2).
-    #[arg(long)]
+    /// Unrecorded warm-up seconds per point, 0 or more (default 0.5 with --quick, else 2).
+    #[arg(long, value_parser = secs_at_least_zero)]
     warmup_secs: Option<f64>,
     /// Measure every point this many times, the systems' order alternating each round,
     /// and report each system's median-throughput round (with every round's ops/s beside
@@ -114,7 +129,8 @@ pub struct BenchArgs {
     /// rounds compare systems under the same drift, one long point does not.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
     rounds: u32,
-    #[arg(long, default_value_t = 100_000)]
+    /// Key space of the points (keys 0..KEYS, preloaded), 1 or more.
+    #[arg(long, default_value_t = 100_000, value_parser = at_least_one::<u64>)]
     keys: u64,
     #[arg(long, default_value_t = 256)]
     value_bytes: usize,
@@ -154,6 +170,58 @@ pub struct BenchArgs {
     scale_keys: Option<Vec<u64>>,
 }
 
+/// The longest point phase a seconds flag accepts (a day): far past any useful point, and
+/// far enough from `Duration`'s limit that the run's time arithmetic cannot overflow.
+const MAX_POINT_SECS: f64 = 86_400.0;
+
+/// A seconds flag: a finite number in `0..=MAX_POINT_SECS` (`above_zero`: not 0 either).
+fn secs(s: &str, above_zero: bool) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    let low_ok = if above_zero { secs > 0.0 } else { secs >= 0.0 };
+    // NaN fails both comparisons.
+    if low_ok && secs <= MAX_POINT_SECS {
+        Ok(secs)
+    } else if above_zero {
+        Err(format!(
+            "expected a finite number of seconds above 0 (at most {MAX_POINT_SECS}), got {s}"
+        ))
+    } else {
+        Err(format!(
+            "expected a finite number of seconds, 0 or more (at most {MAX_POINT_SECS}), got {s}"
+        ))
+    }
+}
+
+/// A count flag (`--clients`, `--keys`): a whole number, 1 or more.
+fn at_least_one<T: std::str::FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String> {
+    match s.trim().parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        _ => Err(format!("expected a whole number, 1 or more, got {s:?}")),
+    }
+}
+
+/// `--point-secs`: a measured window of 0 s has no rate.
+fn secs_above_zero(s: &str) -> Result<f64, String> {
+    secs(s, true)
+}
+
+/// `--warmup-secs`: 0 means no warm-up.
+fn secs_at_least_zero(s: &str) -> Result<f64, String> {
+    secs(s, false)
+}
+
+/// Checks the options that clap cannot check one by one (a bad value is a usage error,
+/// exit 2, before anything starts); `--render-from` runs nothing, so it needs none.
+pub fn validate(args: &BenchArgs) -> Result<()> {
+    if args.render_from.is_none() {
+        run::plan(args)?;
+    }
+    Ok(())
+}
+
 pub fn main(args: BenchArgs) -> Result<()> {
     if let Some(path) = &args.render_from {
         let results: Results = serde_json::from_slice(
@@ -180,6 +248,13 @@ enum System {
 }
 
 impl System {
+    const ALL: [System; 4] = [
+        System::Cairn,
+        System::CairnSecure,
+        System::Etcd,
+        System::EtcdSecure,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             System::Cairn => "cairn",

@@ -29,7 +29,8 @@ pub(super) struct Plan {
     pub measure: Duration,
 }
 
-fn plan(args: &BenchArgs) -> Result<Plan> {
+/// What the run will measure; an error here is bad input (see `super::validate`).
+pub(super) fn plan(args: &BenchArgs) -> Result<Plan> {
     let workloads = match &args.workloads {
         None => Workload::ALL.to_vec(),
         Some(names) => names
@@ -40,12 +41,11 @@ fn plan(args: &BenchArgs) -> Result<Plan> {
     let systems = args
         .systems
         .iter()
-        .map(|s| match s.as_str() {
-            "cairn" => Ok(System::Cairn),
-            "cairn-secure" => Ok(System::CairnSecure),
-            "etcd" => Ok(System::Etcd),
-            "etcd-secure" => Ok(System::EtcdSecure),
-            other => bail!("unknown system {other}"),
+        .map(|s| {
+            System::ALL
+                .into_iter()
+                .find(|system| system.name() == s)
+                .with_context(|| format!("unknown system {s}"))
         })
         .collect::<Result<Vec<_>>>()?;
     if systems.is_empty() || args.clients.is_empty() || args.clients.contains(&0) {

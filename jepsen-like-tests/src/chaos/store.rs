@@ -17,25 +17,31 @@ pub const LOCK_PATH: &str = "/tmp/cairn-jepsen.lock";
 const LOCK_POLL: Duration = Duration::from_millis(200);
 
 /// The repository root, found when the run starts: the first of these that holds
-/// `jepsen-like-tests/Cargo.toml`, else the current directory.
+/// `jepsen-like-tests/Cargo.toml`, else the current directory (so a binary run outside
+/// any checkout writes `./store/`):
 ///
 /// - the parent of `$CARGO_MANIFEST_DIR`, which cargo sets for `cargo test` and `cargo run`
 ///   (every workspace crate is a child of the root);
-/// - the current directory or one of its ancestors;
-/// - the parent of the crate's directory when it was compiled. Last, because clones that
-///   share a target directory (the scripts' default, `$HOME/.cache/cairn/target`) share
-///   builds too: a fresh build may carry another clone's path, even one since deleted.
+/// - the current directory or one of its ancestors.
+///
+/// Never the directory the crate was compiled in: clones share a target directory (the
+/// scripts' default, `$HOME/.cache/cairn/target`) and so share builds, and a prebuilt
+/// binary would write into whichever checkout built it, even one since deleted.
 pub fn repo_root() -> PathBuf {
-    let from_cargo = std::env::var_os("CARGO_MANIFEST_DIR")
-        .and_then(|dir| Path::new(&dir).parent().map(Path::to_path_buf));
+    let cargo_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).parent();
-    from_cargo
+    repo_root_from(cargo_dir.as_deref(), &cwd)
+}
+
+/// [`repo_root`] from cargo's crate directory (if cargo set one) and the current directory.
+fn repo_root_from(cargo_dir: Option<&Path>, cwd: &Path) -> PathBuf {
+    cargo_dir
+        .and_then(Path::parent)
         .into_iter()
-        .chain(cwd.ancestors().map(Path::to_path_buf))
-        .chain(compiled.map(Path::to_path_buf))
+        .chain(cwd.ancestors())
         .find(|dir| dir.join("jepsen-like-tests/Cargo.toml").is_file())
         .unwrap_or(cwd)
+        .to_path_buf()
 }
 
 /// `store/` at the repository root.
@@ -123,6 +129,39 @@ impl RunLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checkout: `root/jepsen-like-tests/Cargo.toml` and a subdirectory to stand in.
+    fn checkout(parent: &Path) -> PathBuf {
+        let root = parent.join("cairn");
+        std::fs::create_dir_all(root.join("jepsen-like-tests")).unwrap();
+        std::fs::create_dir_all(root.join("memory/src")).unwrap();
+        std::fs::write(root.join("jepsen-like-tests/Cargo.toml"), "").unwrap();
+        root
+    }
+
+    #[test]
+    fn the_store_is_in_cargos_checkout_else_the_current_ones_else_here() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = checkout(tmp.path());
+        let other = checkout(&tmp.path().join("other"));
+        let outside = tmp.path().join("elsewhere/deeper");
+        std::fs::create_dir_all(&outside).unwrap();
+        let crate_dir = root.join("jepsen-like-tests");
+
+        // Cargo's crate directory wins, wherever the current directory is.
+        assert_eq!(repo_root_from(Some(&crate_dir), &outside), root);
+        assert_eq!(repo_root_from(Some(&crate_dir), &other), root);
+        // Without cargo: the checkout the current directory is in, at any depth.
+        assert_eq!(repo_root_from(None, &root.join("memory/src")), root);
+        assert_eq!(repo_root_from(None, &other), other);
+        // A cargo directory that is no checkout (e.g. since deleted) is skipped.
+        let gone = tmp.path().join("gone/jepsen-like-tests");
+        assert_eq!(repo_root_from(Some(&gone), &other), other);
+        // Outside any checkout: the current directory itself, never the checkout this
+        // binary happened to be compiled in.
+        assert_eq!(repo_root_from(None, &outside), outside);
+        assert_eq!(repo_root_from(Some(&gone), &outside), outside);
+    }
 
     #[test]
     fn utc_stamps() {

@@ -149,6 +149,15 @@ pub fn normal() -> Result<PathBuf> {
 
 /// Builds the planted binary and restores the normal one; returns the planted path.
 pub fn planted() -> Result<PathBuf> {
+    let root = repo_root();
+    if !root.join("jepsen-like-tests/Cargo.toml").is_file() {
+        bail!(
+            "building the planted node needs a cairn checkout, and {} is in none: run from \
+             inside one, or pass --no-build with an existing {}",
+            root.display(),
+            planted_bin().display()
+        );
+    }
     let built = cargo_build(Some("cairn-node/planted-bugs")).and_then(|exe| {
         // The warning a planted node logs exists only in planted builds.
         let bytes = std::fs::read(&exe)?;

@@ -16,7 +16,7 @@ pub mod scenarios;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -80,13 +80,13 @@ async fn run_one(scenario: &str, opts: RunOptions, tag: String) -> Result<RunRep
 
 /// Runs the self-test; `Ok(true)` when every bug was caught (and every control passed).
 pub async fn selftest(opts: SelftestOptions) -> Result<bool> {
+    for bug in &opts.bugs {
+        scenarios::find(bug).map_err(anyhow::Error::msg)?;
+    }
     let chosen: Vec<&scenarios::Scenario> = scenarios::ALL
         .iter()
         .filter(|s| opts.bugs.is_empty() || opts.bugs.iter().any(|b| b == s.bug))
         .collect();
-    if chosen.len() < opts.bugs.len().max(1) && !opts.bugs.is_empty() {
-        bail!("unknown bug in {:?}", opts.bugs);
-    }
     let planted = if opts.build {
         tokio::task::spawn_blocking(build::planted).await??
     } else {

@@ -47,6 +47,14 @@ pub const ALL: [Scenario; 5] = [
     },
 ];
 
+/// The scenario of the planted bug `name`, or an error that names every known bug.
+pub fn find(name: &str) -> Result<&'static Scenario, String> {
+    ALL.iter().find(|s| s.bug == name).ok_or_else(|| {
+        let names: Vec<&str> = ALL.iter().map(|s| s.bug).collect();
+        format!("unknown bug {name:?} (known: {})", names.join(", "))
+    })
+}
+
 fn write(h: &Harness, key: &str) -> Input {
     Input::Write {
         key: key.into(),
