@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cairn_client import Cairn
-from cairn_client.testing import LocalCluster
+from cairn_client import Cairn, CairnError
+from cairn_client.testing import ClusterError, LocalCluster
 
 from .arms import ARMS
 from .coins import Coins
@@ -30,7 +30,19 @@ LOCAL_NODES = 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the experiment; 0 when it ran, 2 for bad arguments (argparse), 1 when the
+    cluster could not be used (no answer, a refused token, a local cluster that did not
+    start), said in one line on stderr."""
     args = parse_args(argv)
+    try:
+        return _run(args)
+    except (CairnError, ClusterError) as err:
+        _note(f"error: {type(err).__name__}: {err}")
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The experiment ``args`` describe: runs, trace, table, JSON and plots."""
     world = World(
         sessions=args.sessions,
         payoff=args.payoff,
@@ -77,7 +89,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     run = parser.add_argument_group("the run")
     run.add_argument("--arm", choices=[*ARMS, "all"], default="all")
     run.add_argument("--premise", choices=[*PREMISES, "both"], default="both")
-    run.add_argument("--sessions", type=_at_least(2), default=30, help="sessions per run")
+    run.add_argument(
+        "--sessions",
+        type=_at_least(2),
+        default=30,
+        help="sessions per run (2 or more, and more than --mistake-sessions)",
+    )
     run.add_argument("--seeds", type=_at_least(1), default=200, help="runs per setting")
     run.add_argument("--first-seed", type=_at_least(0), default=0, help="seed of the first run")
     run.add_argument("--json", type=Path, metavar="FILE", help="write the results here")

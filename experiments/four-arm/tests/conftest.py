@@ -36,7 +36,7 @@ def run_experiment(
         out = tmp_path_factory.mktemp("four-arm") / "results.json"
         env = {"CAIRN_ENDPOINTS": ",".join(endpoints or cluster.endpoints), "CAIRN_TOKEN": token}
         printed = io.StringIO()
-        with _environment(env), contextlib.redirect_stdout(printed):
+        with environment(env), contextlib.redirect_stdout(printed):
             assert main([*args, "--json", str(out)]) == 0
         return json.loads(out.read_text()), printed.getvalue()
 
@@ -44,7 +44,8 @@ def run_experiment(
 
 
 @contextlib.contextmanager
-def _environment(values: dict[str, str]) -> Iterator[None]:
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """The process environment with ``values`` set and no ``CAIRN_TOKEN_FILE``."""
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("CAIRN_TOKEN_FILE", raising=False)
         for name, value in values.items():

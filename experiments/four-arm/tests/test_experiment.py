@@ -9,7 +9,8 @@ import pytest
 from cairn_client import Cairn, State
 from cairn_client.testing import LocalCluster
 
-from conftest import RunExperiment
+from conftest import RunExperiment, environment
+from four_arm.cli import main
 from four_arm.coins import Coins
 from four_arm.experiment import Job, Setup, run_job
 from four_arm.play import SessionRecord, World
@@ -226,3 +227,19 @@ def test_runs_on_an_auth_cluster_as_the_token_s_principal(run_experiment: RunExp
             written = client.list_page("four-arm/").items
             assert written
             assert {item.meta.actor for item in written} == {secure.admin}
+
+
+@pytest.mark.parametrize("token", ["", "cairn_" + "A" * 43])
+def test_a_refused_token_is_one_line_and_exit_1(
+    token: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No token, or one the cluster does not know: one line naming the error, no
+    traceback, nothing written."""
+    with LocalCluster(1, auth=True) as secure:
+        env = {"CAIRN_ENDPOINTS": ",".join(secure.endpoints), "CAIRN_TOKEN": token}
+        with environment(env):
+            assert main(["--arm", "D", "--seeds", "1", "--sessions", "3"]) == 1
+        with Cairn(endpoints=secure.endpoints, token=secure.admin_token) as client:
+            assert client.list_page("four-arm/").items == []
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("four-arm: error: Unauthenticated: "), line
