@@ -93,8 +93,9 @@ pub enum AccessError {
     Exists(String),
     #[error("no principal {0:?}")]
     NoSuchPrincipal(String),
-    #[error("the change would leave no principal holding admin")]
-    LastAdmin,
+    /// The change to principal `0` would leave no principal holding admin.
+    #[error("the change to principal {0:?} would leave no principal holding admin")]
+    LastAdmin(String),
     #[error("at most {PRINCIPALS_MAX} principals")]
     TooManyPrincipals,
     /// Bad input, naming the request field it is in (`name`, `grants[1].prefix`).
@@ -116,7 +117,7 @@ impl AccessError {
             AccessError::AlreadyEnabled
             | AccessError::NotEnabled
             | AccessError::Exists(_)
-            | AccessError::LastAdmin => ErrorCode::InvalidTransition,
+            | AccessError::LastAdmin(_) => ErrorCode::InvalidTransition,
             AccessError::NotAdmin(_) => ErrorCode::PermissionDenied,
             AccessError::NoSuchPrincipal(_) => ErrorCode::NotFound,
             AccessError::TooManyPrincipals
@@ -129,7 +130,9 @@ impl AccessError {
     pub fn details(&self) -> Value {
         match self {
             AccessError::NotAdmin(_) => json!({"permission": "admin", "key": ""}),
-            AccessError::Exists(name) | AccessError::NoSuchPrincipal(name) => {
+            AccessError::Exists(name)
+            | AccessError::NoSuchPrincipal(name)
+            | AccessError::LastAdmin(name) => {
                 json!({"name": name})
             }
             AccessError::Invalid { field, .. } => json!({"field": field}),
@@ -235,13 +238,13 @@ fn check(state: &AccessState, change: &AccessChange) -> Result<(), AccessError> 
         AccessChange::AddPrincipal { .. } => Ok(()),
         _ if existing.is_none() => Err(AccessError::NoSuchPrincipal(name.to_string())),
         AccessChange::DeletePrincipal { .. } if is_last_admin(state, name) => {
-            Err(AccessError::LastAdmin)
+            Err(AccessError::LastAdmin(name.to_string()))
         }
         AccessChange::SetGrants { grants, .. }
             if is_last_admin(state, name)
                 && !crate::grants::allows(grants, cairn_api::Permission::Admin, "") =>
         {
-            Err(AccessError::LastAdmin)
+            Err(AccessError::LastAdmin(name.to_string()))
         }
         _ => Ok(()),
     }
@@ -352,16 +355,19 @@ mod tests {
             by: "root".into(),
             name: "root".into(),
         };
-        assert_eq!(
-            apply(&mut state, &delete_root, 1),
-            Err(AccessError::LastAdmin)
-        );
+        let refused = apply(&mut state, &delete_root, 1);
+        assert_eq!(refused, Err(AccessError::LastAdmin("root".into())));
+        let details = refused.unwrap_err().details();
+        assert_eq!(details, serde_json::json!({"name": "root"}));
         let demote = AccessChange::SetGrants {
             by: "root".into(),
             name: "root".into(),
             grants: reader(""),
         };
-        assert_eq!(apply(&mut state, &demote, 1), Err(AccessError::LastAdmin));
+        assert_eq!(
+            apply(&mut state, &demote, 1),
+            Err(AccessError::LastAdmin("root".into()))
+        );
         // With a second admin, the first may go.
         let second = AccessChange::AddPrincipal {
             by: "root".into(),

@@ -813,6 +813,36 @@ async fn rogue_peers_without_membership_proof_leave_raft_state_unchanged() {
     }
 }
 
+/// An unknown path, or an unknown method on a peer path, is answered in the client port's
+/// error body (404 `not_found`, 405), as every other refusal of the peer port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_peer_port_answers_unknown_routes_in_the_error_body() {
+    let cluster = Cluster::start(1).await;
+    let peer_addr = cluster.spec(cluster.ids()[0]).peer_addr;
+    let plain = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .no_proxy()
+        .build()
+        .unwrap();
+    for (method, path, status, code) in [
+        (reqwest::Method::POST, "/v1/write", 404, "not_found"),
+        (reqwest::Method::GET, VOTE_PATH, 405, "invalid_request"),
+    ] {
+        let answer = plain
+            .request(method.clone(), format!("http://{peer_addr}{path}"))
+            .send()
+            .await
+            .expect("an answer");
+        let got = answer.status().as_u16();
+        let body: Value = answer.json().await.expect("a JSON error body");
+        assert_eq!(
+            (got, &body["error"]["code"]),
+            (status, &json!(code)),
+            "{method} {path}: {body}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_or_missing_peer_secret_leaves_raft_state_unchanged() {
     let dir = tempfile::tempdir().unwrap();

@@ -2677,3 +2677,53 @@ async fn t85_18_a_rotated_or_deleted_token_stops_at_once_for_any_reads_and_statu
         old_token_everywhere(second, format!("round {round}: deleted via node {via}")).await;
     }
 }
+
+/// A node that knows no leader answers 503 `no_leader` in one shape whichever path finds
+/// it (a relay, the catch-up of a request a node answers itself, such as whoami or
+/// compaction): the message says so, and `leader_id` is left out, not `null` (SPEC §5:
+/// "`leader_id` when known").
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_20_without_a_leader_no_leader_has_one_shape() {
+    let (mut cluster, leader, followers) = auth_cluster().await;
+    let alone = followers[0];
+    for id in cluster.ids().into_iter().filter(|id| *id != alone) {
+        cluster.kill9(id);
+    }
+    let deadline = tokio::time::Instant::now() + CATCH_UP_TIMEOUT;
+    while cluster
+        .status(alone)
+        .await
+        .expect("status")
+        .leader_id
+        .is_some()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "node {alone} still names a leader ({leader} was killed)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let api = Api::new(&cluster);
+    let token = cluster.admin_token();
+    for (method, path, body) in [
+        (
+            Method::POST,
+            "/v1/write",
+            Some(json!({"key": "nl/k", "value": 1})),
+        ),
+        (Method::POST, "/v1/read", Some(json!({"key": "nl/k"}))),
+        (Method::GET, "/v1/auth/whoami", None),
+        (Method::POST, "/cluster/compact", None),
+    ] {
+        let answer = api.call(method, alone, path, Some(&token), body).await;
+        answer.expect(503, Some("no_leader"), path);
+        let error = answer.body["error"].as_object().expect("an error body");
+        assert_eq!(
+            error["message"],
+            json!("no leader is known"),
+            "{path}: {}",
+            answer.body
+        );
+        assert!(!error.contains_key("leader_id"), "{path}: {}", answer.body);
+    }
+}

@@ -540,9 +540,9 @@ pub async fn remove(
 async fn confirm_leadership(app: &App) -> Result<()> {
     app.reads.linearizable().await.map(drop).map_err(|e| {
         let why = ApiError::from(e).message;
-        ApiError::new(
-            ErrorCode::NoLeader,
+        ApiError::no_leader(
             format!("this node could not confirm that it still leads: {why}"),
+            None,
         )
     })
 }
@@ -623,11 +623,10 @@ async fn answers_health_probe(app: &App, node: &NodeInfo) -> bool {
 
 fn membership_error(e: RaftError<NodeId, ClientWriteError<NodeId, NodeInfo>>) -> ApiError {
     match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ApiError::new(
-            ErrorCode::NoLeader,
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => ApiError::no_leader(
             "leadership changed during the membership change",
-        )
-        .with("leader_id", json!(f.leader_id)),
+            f.leader_id,
+        ),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(
             ChangeMembershipError::InProgress(in_progress),
         )) => ApiError::new(

@@ -73,6 +73,16 @@ impl ApiError {
         ApiError::new(ErrorCode::Internal, message.to_string())
     }
 
+    /// 503 `no_leader`, with `leader_id` only when a leader is known (SPEC §5): one shape
+    /// whichever path found that this node cannot serve the request itself.
+    pub fn no_leader(message: impl Into<String>, leader_id: Option<u64>) -> Self {
+        let error = ApiError::new(ErrorCode::NoLeader, message);
+        match leader_id {
+            Some(leader_id) => error.with("leader_id", json!(leader_id)),
+            None => error,
+        }
+    }
+
     /// 504 `outcome_unknown` with the request's `request_id` (`null` when it had none).
     /// The message says how to learn the outcome: retry with the same `request_id`, which
     /// replays the first outcome; a request without one cannot be retried safely (a retry
@@ -156,9 +166,11 @@ impl From<ViewError> for ApiError {
 impl From<ReadError> for ApiError {
     fn from(e: ReadError) -> Self {
         match e {
+            ReadError::NotLeader {
+                leader_id: None, ..
+            } => ApiError::no_leader("no leader is known", None),
             ReadError::NotLeader { leader_id, .. } => {
-                ApiError::new(ErrorCode::NoLeader, "this node is not the leader")
-                    .with("leader_id", json!(leader_id))
+                ApiError::no_leader("this node is not the leader", leader_id)
             }
             ReadError::StaleRead(message) => ApiError::new(ErrorCode::StaleRead, message),
         }
@@ -169,8 +181,7 @@ impl From<ReadError> for ApiError {
 pub fn write_failure(e: WriteError, request_id: Option<&str>) -> ApiError {
     match e {
         WriteError::NotLeader { leader_id, .. } => {
-            ApiError::new(ErrorCode::NoLeader, "no leader to accept the write")
-                .with("leader_id", json!(leader_id))
+            ApiError::no_leader("no leader to accept the write", leader_id)
         }
         WriteError::OutcomeUnknown(message) => ApiError::outcome_unknown(message, request_id),
         WriteError::Overloaded => ApiError::new(

@@ -5,8 +5,6 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use cairn_api::ErrorCode;
-use serde_json::json;
 
 use super::error::ApiError;
 use super::App;
@@ -90,17 +88,13 @@ pub async fn to_leader_as(
     request_id: Option<&str>,
 ) -> Result<Response, ApiError> {
     if headers.contains_key(FORWARDED_BY) {
-        let refusal = ApiError::new(
-            ErrorCode::NoLeader,
+        return Err(ApiError::no_leader(
             "relayed here as to the leader, but this node is not the leader",
-        );
-        return Err(match app.leader() {
-            Some((leader_id, _)) => refusal.with("leader_id", json!(leader_id)),
-            None => refusal,
-        });
+            app.leader().map(|(leader_id, _)| leader_id),
+        ));
     }
     let Some((leader_id, leader)) = app.leader().filter(|(id, _)| *id != app.node_id) else {
-        return Err(ApiError::new(ErrorCode::NoLeader, "no leader is known"));
+        return Err(ApiError::no_leader("no leader is known", None));
     };
     let url = format!(
         "{}://{}{path}",
@@ -130,7 +124,7 @@ pub async fn to_leader_as(
         if kind == Kind::Mutation && !e.is_connect() {
             ApiError::outcome_unknown(why, request_id)
         } else {
-            ApiError::new(ErrorCode::NoLeader, why).with("leader_id", json!(leader_id))
+            ApiError::no_leader(why, Some(leader_id))
         }
     };
     let relay = async {
@@ -158,11 +152,8 @@ fn relay_abandoned(app: &App, kind: Kind, leader_id: NodeId, request_id: Option<
     if kind == Kind::Mutation {
         return ApiError::outcome_unknown(why, request_id);
     }
-    let refusal = ApiError::new(ErrorCode::NoLeader, why);
-    match app.leader().filter(|(id, _)| *id != leader_id) {
-        Some((now, _)) => refusal.with("leader_id", json!(now)),
-        None => refusal,
-    }
+    let now = app.leader().map(|(id, _)| id).filter(|id| *id != leader_id);
+    ApiError::no_leader(why, now)
 }
 
 /// Completes once this node no longer takes `leader_id` for the leader: it stands for

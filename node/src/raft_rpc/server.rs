@@ -95,8 +95,19 @@ pub fn router(
             }),
         )
         .route_layer(axum::middleware::from_fn_with_state(gate, proof::require))
+        .fallback(unknown_peer_route)
+        .method_not_allowed_fallback(crate::api::error::method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(PEER_BODY_BYTES_MAX))
         .with_state(peer)
+}
+
+/// An unknown path on the peer port: 404 `not_found` in the client port's error body, as
+/// every other peer refusal (an unknown method on a known path is 405 the same way).
+async fn unknown_peer_route(uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("no such peer endpoint: {}", uri.path()),
+    )
 }
 
 /// The request body, or the refusal in the client port's error body (SPEC §5): 413
