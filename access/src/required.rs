@@ -76,6 +76,10 @@ impl Permit for StatePermit<'_> {
             )),
         }
     }
+
+    fn request_ids_per_principal(&self) -> bool {
+        self.0.enabled()
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,14 @@ use crate::{conditions, flag_stale, forget, reinstate, revoke, supersede, write}
 /// its command was in flight refuses that command identically on every replica.
 pub trait Permit {
     fn check(&self, op: &Op) -> Result<(), OpError>;
+
+    /// Whether request ids are per principal at this entry (auth on): a principal's
+    /// `request_id` is then remembered under its name, so another principal's request
+    /// with the same id neither replays it, nor is refused as `request_id_reused`, nor
+    /// learns that the id was used. Without auth, ids are one namespace.
+    fn request_ids_per_principal(&self) -> bool {
+        false
+    }
 }
 
 /// The permit of a cluster without auth: every operation is allowed.
@@ -65,12 +73,13 @@ pub fn execute<S: SlotSource>(
     ctx: &Ctx,
     retention_ms: u64,
 ) -> Result<(CommandResponse, Vec<Effect>), S::Error> {
-    if let Some(id) = &cmd.request_id {
-        let remembered = src
-            .dedup(id)?
-            .filter(|r| dedup_live(r, ctx.now_ms, retention_ms));
-        if let Some(record) = remembered {
-            return Ok((replay(cmd, id, record), Vec::new()));
+    let dedup_key = cmd
+        .request_id
+        .as_deref()
+        .map(|id| DedupKey::of(cmd, id, permit.request_ids_per_principal()));
+    if let Some(key) = &dedup_key {
+        if let Some(record) = remembered(src, key, ctx.now_ms, retention_ms)? {
+            return Ok((replay(cmd, key.id, record), Vec::new()));
         }
     }
     let outcome = match permitted(&cmd.mutations, permit) {
@@ -92,13 +101,63 @@ pub fn execute<S: SlotSource>(
             (CommandResponse::Rejected { error, op_index }, Vec::new())
         }
     };
-    if let Some(id) = &cmd.request_id {
+    if let Some(key) = dedup_key {
         effects.push(Effect::PutDedup {
-            request_id: id.clone(),
+            request_id: key.stored,
             record: remember(cmd, &response, ctx),
         });
     }
     Ok((response, effects))
+}
+
+/// Where a command's `request_id` is remembered.
+struct DedupKey<'c> {
+    /// The id as the client sent it (what answers name).
+    id: &'c str,
+    /// The store's key: the id itself, or with request ids per principal, the author's
+    /// name, a NUL and the id. Admitted ids hold no control character, so a per-principal
+    /// key never equals a bare one.
+    stored: String,
+    /// With request ids per principal, the bare id too: a record made before they were
+    /// (auth turned on later, or an older build) still answers its retries.
+    bare_too: bool,
+}
+
+impl<'c> DedupKey<'c> {
+    fn of(cmd: &Command, id: &'c str, per_principal: bool) -> DedupKey<'c> {
+        // With auth on, every op's actor is its author (the principal) once admitted.
+        let author = cmd.mutations.first().map(|m| m.op.actor());
+        match author.filter(|_| per_principal) {
+            Some(author) => DedupKey {
+                id,
+                stored: format!("{author}\0{id}"),
+                bare_too: true,
+            },
+            None => DedupKey {
+                id,
+                stored: id.to_string(),
+                bare_too: false,
+            },
+        }
+    }
+}
+
+/// The live dedup record answering `key`, if any: its own, else (`bare_too`) one kept
+/// under the bare id.
+fn remembered<S: SlotSource>(
+    src: &S,
+    key: &DedupKey<'_>,
+    now_ms: u64,
+    retention_ms: u64,
+) -> Result<Option<DedupRecord>, S::Error> {
+    let live = |record: &DedupRecord| dedup_live(record, now_ms, retention_ms);
+    if let Some(record) = src.dedup(&key.stored)?.filter(live) {
+        return Ok(Some(record));
+    }
+    if !key.bare_too {
+        return Ok(None);
+    }
+    Ok(src.dedup(key.id)?.filter(live))
 }
 
 /// The dedup record of the first decision on `cmd`.
@@ -425,11 +484,20 @@ mod tests {
 
     impl Map {
         fn run(&mut self, cmd: &Command, revision: u64) -> (CommandResponse, Vec<Effect>) {
+            self.run_with(cmd, revision, &AllowAll)
+        }
+
+        fn run_with(
+            &mut self,
+            cmd: &Command,
+            revision: u64,
+            permit: &dyn Permit,
+        ) -> (CommandResponse, Vec<Effect>) {
             let ctx = Ctx {
                 revision,
                 now_ms: revision * 1000,
             };
-            let (resp, effects) = execute(cmd, self, &AllowAll, &ctx, RETENTION).unwrap();
+            let (resp, effects) = execute(cmd, self, permit, &ctx, RETENTION).unwrap();
             for e in &effects {
                 match e {
                     Effect::PutSlot(s) => {
@@ -984,6 +1052,72 @@ mod tests {
         assert!(effects
             .iter()
             .any(|e| matches!(e, Effect::PutDedup { record, .. } if record.revision == 15)));
+    }
+
+    /// Allows everything, with request ids per principal (a cluster with auth on).
+    struct PerPrincipal;
+    impl Permit for PerPrincipal {
+        fn check(&self, _: &Op) -> Result<(), OpError> {
+            Ok(())
+        }
+        fn request_ids_per_principal(&self) -> bool {
+            true
+        }
+    }
+
+    fn write_by(actor: &str, key: &str, value: &str) -> Mutation {
+        let mut mutation = write_m(key, value, &[]);
+        if let Op::Write { actor: author, .. } = &mut mutation.op {
+            *author = actor.into();
+        }
+        mutation
+    }
+
+    #[test]
+    fn with_request_ids_per_principal_another_principals_id_is_a_new_request() {
+        let mut map = Map::default();
+        let alice = cmd(vec![write_by("alice", "k1", "1")], Some("r1"));
+        let bob = cmd(vec![write_by("bob", "k2", "2")], Some("r1"));
+        map.run_with(&alice, 4, &PerPrincipal);
+        let (resp, _) = map.run_with(&bob, 5, &PerPrincipal);
+        assert_eq!(applied(&resp)[0].version, 1, "bob's request is his own");
+        assert_eq!(
+            map.dedup.keys().collect::<Vec<_>>(),
+            ["alice\0r1", "bob\0r1"]
+        );
+        // Each principal's retry replays its own request; another payload is still refused.
+        for (retry, revision) in [(&alice, 4), (&bob, 5)] {
+            let (resp, effects) = map.run_with(retry, 6, &PerPrincipal);
+            assert!(
+                matches!(resp, CommandResponse::Applied { replayed: true, revision: r, .. } if r == revision),
+                "{resp:?}"
+            );
+            assert!(effects.is_empty());
+        }
+        let other = cmd(vec![write_by("alice", "k1", "3")], Some("r1"));
+        let (resp, _) = map.run_with(&other, 7, &PerPrincipal);
+        assert_eq!(rejected(&resp), (ErrorCode::RequestIdReused, None));
+    }
+
+    #[test]
+    fn a_request_id_remembered_before_ids_were_per_principal_still_answers_its_retry() {
+        let mut map = Map::default();
+        let alice = cmd(vec![write_by("alice", "k1", "1")], Some("r1"));
+        map.run(&alice, 4); // auth off: remembered under the bare id
+        let (resp, effects) = map.run_with(&alice, 5, &PerPrincipal);
+        assert!(
+            matches!(
+                resp,
+                CommandResponse::Applied {
+                    replayed: true,
+                    revision: 4,
+                    ..
+                }
+            ),
+            "{resp:?}"
+        );
+        assert!(effects.is_empty());
+        assert_eq!(map.slots["k1"].version, 1, "nothing was applied twice");
     }
 
     /// Refuses every forget of `k2`.

@@ -2678,6 +2678,75 @@ async fn t85_18_a_rotated_or_deleted_token_stops_at_once_for_any_reads_and_statu
     }
 }
 
+/// With auth on, a `request_id` belongs to its principal: another principal sending the
+/// same id first (a predictable one, taken ahead) makes a request of its own, and neither
+/// blocks the owner's request nor learns whether the id was used; each principal's retry,
+/// through any node, replays its own answer, and another payload under an id is still
+/// refused for its owner. An id remembered while auth was off answers its own retry after
+/// auth is turned on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn t85_19_request_ids_are_per_principal() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_settled(CATCH_UP_TIMEOUT).await;
+    let followers: Vec<u64> = cluster.ids().into_iter().filter(|i| *i != leader).collect();
+    let api = Api::new(&cluster);
+    let body = |key: &str, value: i64| json!({"key": key, "value": value, "actor": ADMIN, "request_id": "agent-7-0002"});
+    api.post(leader, "/v1/write", None, body("before/k", 1))
+        .await
+        .expect(200, None, "a write with auth off");
+    let token = cluster
+        .client()
+        .enable_auth(ADMIN)
+        .await
+        .expect("enable")
+        .token;
+    cluster.use_token(&token);
+    let retry = api
+        .post(followers[0], "/v1/write", Some(&token), body("before/k", 1))
+        .await;
+    retry.expect(200, None, "the retry of a write made with auth off");
+    assert_eq!(retry.body["replayed"], json!(true), "{}", retry.body);
+
+    let admin = cluster.admin_client();
+    let alice = create(&admin, "alice", vec![grant("notes/", &[Read, Write])]).await;
+    let dave = create(&admin, "dave", vec![grant("facts/", &[Read, Write])]).await;
+    let write =
+        |key: &str, value: i64| json!({"key": key, "value": value, "request_id": "agent-7-0003"});
+    api.post(
+        followers[0],
+        "/v1/write",
+        Some(&dave),
+        write("facts/squat", 0),
+    )
+    .await
+    .expect(200, None, "dave takes the id first");
+    let first = api
+        .post(leader, "/v1/write", Some(&alice), write("notes/real", 1))
+        .await;
+    first.expect(200, None, "alice's write under the id dave used");
+    assert_eq!(first.body["replayed"], json!(false), "{}", first.body);
+    for (token, key, value, node) in [
+        (&alice, "notes/real", 1, followers[1]),
+        (&dave, "facts/squat", 0, leader),
+    ] {
+        let again = api
+            .post(node, "/v1/write", Some(token), write(key, value))
+            .await;
+        again.expect(200, None, &format!("the retry of the write of {key}"));
+        assert_eq!(again.body["replayed"], json!(true), "{}", again.body);
+    }
+    api.post(leader, "/v1/write", Some(&alice), write("notes/real", 2))
+        .await
+        .expect(
+            422,
+            Some("request_id_reused"),
+            "alice's id for another write",
+        );
+    let read = api.read(leader, Some(&alice), "notes/real").await;
+    read.expect(200, None, "alice reads her key");
+    assert_eq!(read.body["value"], json!(1), "{}", read.body);
+}
+
 /// A node that knows no leader answers 503 `no_leader` in one shape whichever path finds
 /// it (a relay, the catch-up of a request a node answers itself, such as whoami or
 /// compaction): the message says so, and `leader_id` is left out, not `null` (SPEC §5:
