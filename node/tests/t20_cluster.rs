@@ -284,11 +284,7 @@ async fn a_leader_without_its_majority_answers_a_write_504_outcome_unknown() {
 async fn relay_to_a_paused_leader(config: &str, key: &str) -> Duration {
     let mut cluster = Cluster::builder(3).config(config).start().await;
     let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let follower = cluster.others(leader)[0];
     let request_id = format!("t20-{}", key.replace('/', "-"));
     cluster.sigstop(leader);
     let waited = write_outcome_unknown(&cluster.endpoint(follower), key, &request_id).await;
@@ -349,11 +345,7 @@ async fn a_follower_gives_up_on_a_paused_leader_once_it_stops_following_it() {
 async fn a_relay_given_up_on_does_not_name_the_paused_leader() {
     let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_settled(LEADER_TIMEOUT).await;
-    let follower = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let follower = cluster.others(leader)[0];
     cluster.sigstop(leader);
     let answer = reqwest::Client::new()
         .post(format!("{}/v1/read", cluster.endpoint(follower)))
@@ -377,11 +369,7 @@ async fn a_relay_given_up_on_does_not_name_the_paused_leader() {
 async fn a_follower_that_was_down_catches_up_after_restart() {
     let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let down = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let down = cluster.others(leader)[0];
     cluster.kill9(down);
     // Two of three are enough for a quorum: writes go on while it is down.
     let revision = write_keys(&cluster, "while-down", 100).await;
@@ -419,11 +407,7 @@ async fn a_follower_far_behind_catches_up_in_payloads_cut_to_max_payload_bytes()
         .start()
         .await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let down = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
+    let down = cluster.others(leader)[0];
     cluster.kill9(down);
     let value = |i: u64| json!({"i": i, "pad": "x".repeat(20_000)});
     let client = cluster.client();

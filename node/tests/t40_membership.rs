@@ -282,16 +282,8 @@ async fn the_same_join_sent_twice_at_once_succeeds_both_times() {
 async fn removing_a_follower_leaves_a_working_two_voter_cluster() {
     let mut cluster = Cluster::start(3).await;
     let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let removed = cluster
-        .ids()
-        .into_iter()
-        .find(|id| *id != leader)
-        .expect("a follower");
-    let rest: Vec<u64> = cluster
-        .ids()
-        .into_iter()
-        .filter(|id| *id != removed)
-        .collect();
+    let removed = cluster.others(leader)[0];
+    let rest = cluster.others(removed);
 
     let answer = cluster.client().remove(removed).await.expect("remove");
     assert_eq!(answer.voters, rest, "{answer:?}");
@@ -322,7 +314,7 @@ async fn removing_the_leader_elects_a_new_leader_among_the_rest() {
     let client = cluster.client();
     let before = write_keys(&client, "before", 10).await;
     let old = cluster.wait_leader(LEADER_TIMEOUT).await;
-    let rest: Vec<u64> = cluster.ids().into_iter().filter(|id| *id != old).collect();
+    let rest = cluster.others(old);
 
     let answer = cluster
         .client_for(old)
