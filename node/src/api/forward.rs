@@ -160,9 +160,11 @@ fn relay_abandoned(app: &App, kind: Kind, leader_id: NodeId, request_id: Option<
 /// election or follows another. A relay to a leader that stopped answering (paused, cut
 /// off) is given up on then, as soon as the followers notice, rather than at its timeout;
 /// a client retries it at the leader the nodes name by then. Never completes if Raft
-/// stopped (the relay's own timeout ends it).
+/// stopped (the relay's own timeout ends it). Watches openraft's server metrics, which
+/// change only with the vote, the role, the leader or the membership, not with every
+/// applied entry: a relay waiting under load is not woken per entry to look again.
 async fn leader_moved_off(app: &App, leader_id: NodeId) {
-    let mut metrics = app.raft.metrics();
+    let mut metrics = app.raft.server_metrics();
     let raft_stopped = metrics
         .wait_for(|m| m.current_leader != Some(leader_id))
         .await
