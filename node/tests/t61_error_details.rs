@@ -56,12 +56,25 @@ async fn post_to(
 
 /// `METHOD path` without a body: the status, the `content-type` and the JSON answer.
 async fn call(cluster: &Cluster, method: reqwest::Method, path: &str) -> (u16, String, Value) {
+    call_with_body(cluster, method, path, None).await
+}
+
+/// [`call`] with `body`, when there is one.
+async fn call_with_body(
+    cluster: &Cluster,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<&'static str>,
+) -> (u16, String, Value) {
     let url = format!("{}{path}", cluster.endpoint(1));
-    let response = http()
-        .request(method, &url)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let request = http().request(method, &url);
+    let response = match body {
+        Some(body) => request.body(body),
+        None => request,
+    }
+    .send()
+    .await
+    .unwrap_or_else(|e| panic!("{url}: {e}"));
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -666,6 +679,22 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
     }
     let (status, _, answer) = call(&cluster, reqwest::Method::GET, "/healthz?").await;
     assert_eq!(status, 200, "a bare ? carries no parameter: {answer}");
+
+    // A GET refuses a body, naming it; an empty one is none.
+    let tombstone_path = format!("/v1/tombstones/{tombstone}");
+    for path in ["/healthz", "/cluster/status", "/metrics", &tombstone_path] {
+        let get = reqwest::Method::GET;
+        let (status, _, answer) = call_with_body(&cluster, get, path, Some("{}")).await;
+        assert_eq!(status, 400, "{path}: {answer}");
+        assert_eq!(
+            details(&answer),
+            json!({"field": "body"}),
+            "{path}: {answer}"
+        );
+    }
+    let (status, _, answer) =
+        call_with_body(&cluster, reqwest::Method::GET, "/cluster/status", Some("")).await;
+    assert_eq!(status, 200, "an empty body is none: {answer}");
 
     // A watch prefix is checked like a list's: not UTF-8, too long, or a control character.
     let long_prefix = "p".repeat(513);

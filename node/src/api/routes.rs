@@ -8,6 +8,7 @@
 
 use axum::extract::{Request, State};
 use axum::handler::Handler;
+use axum::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
 use axum::http::{Method, StatusCode};
 use axum::middleware::{from_fn_with_state, Next};
 use axum::response::{IntoResponse, Response};
@@ -203,8 +204,9 @@ impl Route {
         let gate = Gate {
             takes_token: self.operation.token != TokenUse::Never,
             takes_query: self.operation.query.is_some(),
+            takes_body: self.method != Method::GET,
         };
-        if !gate.takes_token && gate.takes_query {
+        if !gate.takes_token && gate.takes_query && gate.takes_body {
             return self.handler;
         }
         self.handler
@@ -217,6 +219,9 @@ impl Route {
 struct Gate {
     takes_token: bool,
     takes_query: bool,
+    /// False on a `GET`: every other route reads its body itself (a JSON object, or none
+    /// where it takes no fields).
+    takes_body: bool,
 }
 
 /// Runs a route's [`Gate`], in this order:
@@ -232,6 +237,10 @@ struct Gate {
 /// - A route that takes no query parameters refuses any it is given (SPEC §5 extension:
 ///   an unknown query parameter is 400 `invalid_request` naming it), as the routes that
 ///   take some refuse those they do not know. A bare `?` carries none.
+/// - A `GET` refuses a body (SPEC §5 extension: 400 `invalid_request`, `field: "body"`),
+///   as a route that takes no fields refuses any: a request that means more than the
+///   route reads is refused, not half-served. The body is read and dropped first, as for
+///   a 401.
 /// - A refusal of the request's shape (400, 413) to a well-formed token is 401 when no
 ///   principal holds that token ([`auth::unless_unknown`]): an unknown token is 401 on
 ///   every request, as a missing one is. Judged on that error path only, so a request
@@ -252,13 +261,11 @@ async fn admit(
     } else {
         None
     };
-    let unknown_query = if gate.takes_query {
-        None
-    } else {
-        unknown_query(&request)
-    };
-    let answer = match unknown_query {
-        Some(refused) => refused.into_response(),
+    let answer = match refused_by_gate(gate, &request) {
+        Some(refused) => {
+            super::body::discard(request, &app.config.limits).await;
+            refused.into_response()
+        }
         None => next.run(request).await,
     };
     match presented {
@@ -267,6 +274,19 @@ async fn admit(
         }
         _ => answer,
     }
+}
+
+/// A query or a body the route does not take.
+fn refused_by_gate(gate: Gate, request: &Request) -> Option<ApiError> {
+    if !gate.takes_query {
+        if let Some(refused) = unknown_query(request) {
+            return Some(refused);
+        }
+    }
+    if !gate.takes_body {
+        return unexpected_body(request);
+    }
+    None
 }
 
 /// Whether `answer` refuses the request's shape: a body, query or path that does not
@@ -291,6 +311,20 @@ fn unknown_query(request: &Request) -> Option<ApiError> {
         ))
         .with("field", name),
     )
+}
+
+/// 400 for a request to a `GET` route that carries a body: a `Content-Length` other
+/// than 0, or any `Transfer-Encoding`.
+fn unexpected_body(request: &Request) -> Option<ApiError> {
+    let headers = request.headers();
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .is_some_and(|length| length.as_bytes() != b"0");
+    if !declared && !headers.contains_key(TRANSFER_ENCODING) {
+        return None;
+    }
+    let path = request.uri().path();
+    Some(ApiError::invalid(format!("GET {path} takes no body")).with("field", "body"))
 }
 
 /// A single-operation mutation: its path comes from its request type ([`SingleOp`]).
