@@ -767,6 +767,16 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         ],
     )
     .await;
+    // The fields an op's refusal lists as expected leave out `request_id`: an op may not
+    // carry one.
+    let unknown =
+        batch(json!({"op": "forget", "key": "bq/2", "actor": "al", "reason": "r", "bogus": 1}));
+    let (_, answer) = post(&cluster, "/v1/batch", unknown.to_string()).await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`reason`") && !message.contains("request_id"),
+        "{answer}"
+    );
 
     // -- D4: an oversize body is 413 naming the body, its limit and its size ----------------
     let oversize = "x".repeat(BODY_BYTES_MAX + 10);

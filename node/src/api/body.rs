@@ -382,10 +382,20 @@ fn decode_error<T: DeserializeOwned>(raw: &[u8], e: serde_json::Error) -> ApiErr
         _ => error,
     };
     let error = match op_index {
-        Some(i) => error.with("op_index", i),
+        Some(i) => without_op_request_id(error).with("op_index", i),
         None => error,
     };
     with_field(error, &path)
+}
+
+/// serde lists every member of an op's request type among those expected, `request_id`
+/// too, which an op may not carry (it belongs on the batch): a batch op's refusal leaves
+/// it out of the list.
+fn without_op_request_id(mut error: ApiError) -> ApiError {
+    for listed in [", `request_id`", "`request_id`, "] {
+        error.message = error.message.replace(listed, "");
+    }
+    error
 }
 
 /// `field` for a non-empty path into an object body (a struct also decodes from an
