@@ -179,7 +179,8 @@ impl NodeConfig {
     /// Checks every section, then the top-level fields and the bounds that tie sections:
     /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
     /// - `client_addr` and `peer_addr` are `HOST:PORT` whose host resolves, and differ
-    ///   (unless port 0);
+    ///   (a port from 1 to 65535: a member's address is where peers and clients reach
+    ///   it, and port 0 would bind another port at every start);
     /// - `dedup_retention_ms > 0`; `worker_threads <= WORKER_THREADS_MAX`;
     ///   `slot_cache_mib <= SLOT_CACHE_MIB_MAX`; `blob_min_bytes <= BLOB_MIN_BYTES_MAX`;
     /// - `batching.ops_max >= limits.batch_ops_max` (a client batch is one Raft entry);
@@ -194,7 +195,7 @@ impl NodeConfig {
         }
         let client = parse_addr("client_addr", &self.client_addr)?;
         let peer = parse_addr("peer_addr", &self.peer_addr)?;
-        if client == peer && client.port() != 0 {
+        if client == peer {
             return Err(ConfigError::invalid(
                 "peer_addr",
                 format!("must differ from client_addr (both {client})"),
@@ -341,17 +342,22 @@ fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, Confi
 }
 
 /// Whether `addr` has the form of a node address (SPEC §6 `HOST:PORT`): `IP:PORT`
-/// (`[::1]:PORT`), or a DNS name and a port. The form only: a name is resolved where it
-/// is used ([`socket_addrs`]).
+/// (`[::1]:PORT`), or a DNS name and a port, the port from 1 to 65535. The form only: a
+/// name is resolved where it is used ([`socket_addrs`]).
 pub fn is_host_port(addr: &str) -> bool {
-    addr.parse::<SocketAddr>().is_ok() || name_and_port(addr).is_some()
+    ip_and_port(addr).is_some() || name_and_port(addr).is_some()
 }
 
-/// A DNS name (letters, digits, `-`, `.`) and a port.
+/// An IP address and a port other than 0.
+fn ip_and_port(addr: &str) -> Option<SocketAddr> {
+    addr.parse::<SocketAddr>().ok().filter(|a| a.port() != 0)
+}
+
+/// A DNS name (letters, digits, `-`, `.`) and a port other than 0.
 fn name_and_port(addr: &str) -> Option<(&str, u16)> {
     let (host, port) = addr.rsplit_once(':')?;
     let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
-    let port = port.parse().ok()?;
+    let port = port.parse().ok().filter(|&port| port != 0)?;
     (!host.is_empty() && host.chars().all(name_char)).then_some((host, port))
 }
 
@@ -373,13 +379,16 @@ pub(crate) fn socket_addrs(
     field: &'static str,
     addr: &str,
 ) -> Result<Vec<SocketAddr>, ConfigError> {
-    if let Ok(ip_port) = addr.parse::<SocketAddr>() {
+    if let Some(ip_port) = ip_and_port(addr) {
         return Ok(vec![ip_port]);
     }
     let malformed = || {
         ConfigError::invalid(
             field,
-            format!("must be HOST:PORT, e.g. 127.0.0.1:7401 or localhost:7401 (got {addr:?})"),
+            format!(
+                "must be HOST:PORT with a port from 1 to 65535, e.g. 127.0.0.1:7401 or \
+                 localhost:7401 (got {addr:?})"
+            ),
         )
     };
     let (host, port) = name_and_port(addr).ok_or_else(malformed)?;

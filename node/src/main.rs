@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cairn_config::{NodeConfig, Overrides};
-use cairn_node::node::RunError;
+use cairn_node::node::{RunError, START_WARNINGS};
 use clap::Parser;
+use tracing::level_filters::LevelFilter;
 use tracing_subscriber::EnvFilter;
 
 /// A cairn node. Flags override the config file; environment variables override nothing
@@ -240,22 +241,19 @@ fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
 
 /// Logs to stderr at the config's `log_level`, or at `RUST_LOG` when that is set. Either
 /// one that is not a tracing filter is a config error: a node that silently logged at
-/// some other level than asked would hide what the operator wanted to see.
+/// some other level than asked would hide what the operator wanted to see. Whatever the
+/// filter, the start-up warnings of SPEC §8 are logged ([`START_WARNINGS`]).
 fn init_logging(log_level: &str) -> Result<(), String> {
-    let configured = EnvFilter::builder()
-        .parse(format!("{log_level},openraft=warn"))
-        .map_err(|e| {
-            format!(
-                "log_level: must be a tracing filter like \"info\" or \"info,openraft=warn\" \
-                 (got {log_level:?}: {e})"
-            )
-        })?;
+    let configured = log_filter("log_level", log_level, "info")?
+        .add_directive("openraft=warn".parse().expect("a target and a level"));
     let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
-        Ok(directives) => EnvFilter::builder().parse(&directives).map_err(|e| {
-            format!("RUST_LOG: must be a tracing filter like \"debug,openraft=info\" (got {directives:?}: {e})")
-        })?,
+        Ok(directives) => log_filter("RUST_LOG", &directives, "debug,openraft=info")?,
         Err(_) => configured,
     };
+    let start_warnings = format!("{START_WARNINGS}=warn")
+        .parse()
+        .expect("a target and a level");
+    let filter = filter.add_directive(start_warnings);
     // Colour only for a terminal: a log file or a collector gets plain text to grep.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -263,6 +261,30 @@ fn init_logging(log_level: &str) -> Result<(), String> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     Ok(())
+}
+
+/// `directives` as a log filter, or why they are not one. A directive that names a target
+/// without a level (`warning`, `inf`) is refused although `EnvFilter` takes it, as "every
+/// line of that target": a misspelt level would silently turn every other line off.
+fn log_filter(what: &str, directives: &str, example: &str) -> Result<EnvFilter, String> {
+    let refused = |problem: String| {
+        format!(
+            "{what}: must be a tracing filter like \"{example}\" (got {directives:?}: {problem})"
+        )
+    };
+    if let Some(bare) = directives
+        .split(',')
+        .map(str::trim)
+        .find(|d| !d.is_empty() && !d.contains(['=', '[']) && d.parse::<LevelFilter>().is_err())
+    {
+        return Err(refused(format!(
+            "{bare:?} is no level (off, error, warn, info, debug, trace); a target takes one \
+             as TARGET=LEVEL"
+        )));
+    }
+    EnvFilter::builder()
+        .parse(directives)
+        .map_err(|e| refused(e.to_string()))
 }
 
 /// Resolves on SIGTERM or SIGINT.

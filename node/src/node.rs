@@ -20,7 +20,7 @@ use crate::consensus::reads::ReadGate;
 use crate::consensus::snapshot_trigger::SnapshotTrigger;
 use crate::consensus::state_machine::StateMachine;
 use crate::consensus::view::StateView;
-use crate::consensus::Raft;
+use crate::consensus::{NodeId, Raft};
 use crate::datadir::{DataDir, DataDirError};
 use crate::metrics::Metrics;
 use crate::native_heap;
@@ -46,6 +46,9 @@ const PEER_CONNECTIONS_MAX: usize = 1024;
 const RELAY_IDLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long servers get to finish in-flight requests at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// The log target of the start-up warnings SPEC §8 asks for "at every start": the node's
+/// log filter always lets its warnings through, whatever `log_level` or `RUST_LOG` say.
+pub const START_WARNINGS: &str = "cairn_node::start";
 
 /// Why [`run`] failed. The binary exits 2 for [`RunError::Config`], 1 for the rest.
 #[derive(Debug, thiserror::Error)]
@@ -261,11 +264,13 @@ impl Transport {
     }
 
     /// The start-up warnings SPEC §8 asks for, at every start: ports exposed without TLS
-    /// under `insecure`, and a peer port that accepts anyone.
+    /// under `insecure`, and a peer port that accepts anyone. Logged under the target
+    /// [`START_WARNINGS`], which no log filter turns off.
     fn announce(&self, config: &NodeConfig) {
         let exposed = config.exposed_without_tls();
         if !exposed.is_empty() {
             tracing::warn!(
+                target: START_WARNINGS,
                 ports = ?exposed,
                 client = %config.client_addr,
                 peer = %config.peer_addr,
@@ -275,6 +280,7 @@ impl Transport {
         }
         if config.client_scheme() == "https" && config.client_port_ca().is_none() {
             tracing::warn!(
+                target: START_WARNINGS,
                 "client-port TLS without a CA (--tls-ca, --peer-tls-ca or --tls-client-ca): \
                  this node cannot verify the leader's client port, so requests it must relay \
                  to the leader are answered 503 no_leader"
@@ -285,6 +291,7 @@ impl Transport {
             if let Some(end) = end.filter(|end| validity::ends_soon(*end, now)) {
                 let at = validity::rfc3339(UnixTime::since_unix_epoch(Duration::from_secs(end)));
                 tracing::warn!(
+                    target: START_WARNINGS,
                     port,
                     not_after = %at,
                     "the {key} certificate expires within 30 days: once it does, TLS \
@@ -294,6 +301,7 @@ impl Transport {
         }
         if config.peer_proof() == PeerProof::None {
             tracing::warn!(
+                target: START_WARNINGS,
                 peer = %config.peer_addr,
                 "the peer port accepts unauthenticated peers (no peer TLS, no peer secret): \
                  local development only"
@@ -400,6 +408,11 @@ async fn start(
         applied,
     );
     let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown.clone()));
+    tokio::spawn(follow_leadership(
+        raft.clone(),
+        reads.clone(),
+        shutdown.clone(),
+    ));
     let snapshot_trigger = SnapshotTrigger::default();
     let snapshotter = tokio::spawn(snapshot_trigger.clone().run(
         raft.clone(),
@@ -436,6 +449,38 @@ async fn start(
         refresher,
         snapshotter,
     })
+}
+
+/// Logs each change of leader this node learns of (an election won here, another node
+/// named leader, a leader lost), and drops the read token kept from an earlier leader
+/// when this node becomes leader ([`ReadGate::forget_token`]). Wakes only when openraft's
+/// server metrics change (the vote, the role, the leader, the membership), never per
+/// entry; stops at shutdown or when Raft stops.
+async fn follow_leadership(raft: Raft, reads: Arc<ReadGate>, mut shutdown: watch::Receiver<bool>) {
+    let mut metrics = raft.server_metrics();
+    // No leader is known at start: only a change from that is news.
+    let mut known: Option<NodeId> = None;
+    loop {
+        let (me, leader, term) = {
+            let m = metrics.borrow_and_update();
+            (m.id, m.current_leader, m.vote.leader_id().get_term())
+        };
+        if leader != known {
+            match leader {
+                Some(id) if id == me => {
+                    reads.forget_token();
+                    tracing::info!(term, "this node is the leader");
+                }
+                Some(id) => tracing::info!(leader = id, term, "leader is node {id}"),
+                None => tracing::info!(term, "no leader known (an election is under way)"),
+            }
+            known = leader;
+        }
+        tokio::select! {
+            changed = metrics.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+    }
 }
 
 /// Whether the data dir holds Raft state: a vote cast, a log entry (or a purged one), or

@@ -721,6 +721,12 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             expected: "client_addr: must be HOST:PORT",
         },
         BadConfig {
+            name: "port 0",
+            args: flags("1", &a, "127.0.0.1:0"),
+            toml: None,
+            expected: "peer_addr: must be HOST:PORT with a port from 1 to 65535",
+        },
+        BadConfig {
             name: "election timeout above 3 s",
             args: with_file("1"),
             toml: Some("[raft]\nelection_timeout_max_ms = 5000\n"),
@@ -737,6 +743,12 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             args: with_file("1"),
             toml: Some("log_level = \"info,cairn=loud\"\n"),
             expected: "log_level: must be a tracing filter",
+        },
+        BadConfig {
+            name: "log_level a misspelt level, which tracing takes as a target",
+            args: with_file("1"),
+            toml: Some("log_level = \"warning\"\n"),
+            expected: "log_level: must be a tracing filter like \"info\" (got \"warning\": \"warning\" is no level",
         },
         BadConfig {
             name: "unknown field",

@@ -153,6 +153,14 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
             json!({"field": "nodes[1].client_addr"}),
         ),
         (
+            "init with port 0, which names no port peers could reach",
+            "/cluster/init",
+            json!({"nodes": [other, {"id": 3, "client_addr": "127.0.0.1:3", "peer_addr": "127.0.0.1:0"}]}),
+            400,
+            "invalid_request",
+            json!({"field": "nodes[1].peer_addr"}),
+        ),
+        (
             "init listing a node twice",
             "/cluster/init",
             json!({"nodes": [this, this]}),

@@ -404,6 +404,56 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
     }
 }
 
+/// A node elected leader drops the read token it kept from the earlier leader: a healthy
+/// new leader reports its quorum's heartbeat acknowledgement as `ms_since_leader_contact`,
+/// not the age of a token asked while it followed. Every node logs the change of leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_leader_reports_its_own_quorum_contact_and_every_node_logs_the_election() {
+    // The refresher stops ~2 s after the last bounded read: when the leader is killed,
+    // the followers' tokens are at least 3 s old, while a healthy leader's quorum
+    // acknowledges a heartbeat every few hundred ms at most.
+    const IDLE: Duration = Duration::from_secs(5);
+    const CONTACT_MAX_MS: u64 = 1500;
+    let mut cluster = Cluster::start(3).await;
+    let old = cluster.wait_settled(SETTLE_TIMEOUT).await;
+    let revision = write_n(&cluster.client(), "nl/1", 1).await.expect("write");
+    wait_all_applied(&cluster, revision).await;
+    let bounded = ReadOptions {
+        consistency: Some(Consistency::Bounded),
+        max_staleness_ms: Some(BOUND_MS),
+        min_revision: None,
+    };
+    for id in cluster.others(old) {
+        raw_client(&cluster.endpoint(id))
+            .read("nl/1", bounded)
+            .await
+            .unwrap_or_else(|e| panic!("bounded read at node {id}: {e}"));
+    }
+    tokio::time::sleep(IDLE).await;
+    cluster.kill9(old);
+    let new = cluster.wait_new_leader(old, LEADER_TIMEOUT).await;
+    let status = cluster.status(new).await.expect("status");
+    let contact = status
+        .ms_since_leader_contact
+        .expect("a quorum acknowledged the leader");
+    assert!(
+        contact < CONTACT_MAX_MS,
+        "node {new}, leader: {contact} ms since its quorum's contact"
+    );
+    assert!(
+        cluster.log_text(new).contains("this node is the leader"),
+        "node {new}: {}",
+        cluster.log_text(new)
+    );
+    let follower = cluster.others(new).into_iter().find(|&id| id != old);
+    let follower = follower.expect("a third node");
+    let named = format!("leader is node {new}");
+    wait_until(LEADER_TIMEOUT, &named, async || {
+        cluster.log_text(follower).contains(&named)
+    })
+    .await;
+}
+
 // -- 1. majority stopped ---------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1209,6 +1209,17 @@ async fn a_port_beyond_loopback_needs_tls_or_insecure() {
     assert!(out.contains("binding the client address"), "{out}");
     assert!(out.contains("accepts unauthenticated peers"), "{out}");
 
+    // No log filter hides them: at `error` the node still warns, and logs nothing else.
+    std::fs::write(dir.path().join("quiet.toml"), "log_level = \"error\"\n").unwrap();
+    let quiet = [&insecure[..], &["--config", "quiet.toml"]].concat();
+    let (code, out) = run_to_exit(dir.path(), &quiet).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("--insecure: listening beyond loopback without TLS"),
+        "{out}"
+    );
+    assert!(out.contains("accepts unauthenticated peers"), "{out}");
+
     // A certificate that does not exist is a config error too.
     let (code, out) = run_to_exit(
         dir.path(),

@@ -55,7 +55,8 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
     ] {
         if !cairn_config::is_host_port(addr) {
             return Err(ApiError::invalid(format!(
-                "node {}: {name} {addr:?}: must be HOST:PORT, e.g. 127.0.0.1:7401",
+                "node {}: {name} {addr:?}: must be HOST:PORT with a port from 1 to 65535, \
+                 e.g. 127.0.0.1:7401",
                 spec.id
             ))
             .with("field", format!("{at}{name}")));
