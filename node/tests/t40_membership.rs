@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cairn_api::{ClusterStatus, NodeSpec, WriteRequest};
 use cairn_client::{Client, ClientError};
@@ -22,6 +22,8 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(60);
 const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
 /// Bound on a membership change to settle (joint config committed, leader stepped down).
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A refusal needs no commit: the liveness probes take 1 s at most.
+const REFUSAL_MAX: Duration = Duration::from_secs(10);
 
 /// A client that waits as long as a join may take (the default request timeout is 10 s).
 fn patient_client(cluster: &Cluster) -> Client {
@@ -351,6 +353,59 @@ async fn removing_the_leader_elects_a_new_leader_among_the_rest() {
     );
     let after = write_keys(&client, "after", 10).await;
     assert!(after > before);
+}
+
+/// Raft changes membership by joint consensus: removing a voter commits only with a
+/// majority of the current voters as well as of the remaining ones. Removing the dead
+/// voter of two (the remaining one live) could never commit; it is refused at once
+/// instead of hanging with the change half-made, which blocked every later change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn removing_the_dead_voter_of_two_is_refused_until_it_is_back() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let [gone, dead] = cluster.others(leader)[..] else {
+        panic!("two followers")
+    };
+    cluster
+        .client()
+        .remove(gone)
+        .await
+        .expect("remove a follower");
+    cluster.kill9(gone);
+    let pair = {
+        let mut pair = vec![leader, dead];
+        pair.sort();
+        pair
+    };
+    wait_voters(&cluster, leader, &pair).await;
+    cluster.kill9(dead);
+
+    let asked = Instant::now();
+    let answer = cluster.client_for(leader).remove(dead).await;
+    let Err(ClientError::InvalidTransition { message, .. }) = &answer else {
+        panic!("removing the dead voter of two: {answer:?}");
+    };
+    assert!(message.contains("current voters"), "{message}");
+    assert!(
+        asked.elapsed() < REFUSAL_MAX,
+        "refused after {:?}",
+        asked.elapsed()
+    );
+    let status = cluster.status(leader).await.expect("leader status");
+    assert_eq!(status.voters, pair, "membership changed: {status:?}");
+    assert_eq!(
+        status.last_log_index, status.commit_index,
+        "an uncommitted change was left behind: {status:?}"
+    );
+
+    // Back, it can be removed: the change commits.
+    cluster.restart(dead).await;
+    let answer = cluster
+        .client_for(leader)
+        .remove(dead)
+        .await
+        .expect("remove");
+    assert_eq!(answer.voters, vec![leader], "{answer:?}");
 }
 
 /// Fault injected on followers before asking the leader to remove one of them.

@@ -361,26 +361,41 @@ pub async fn join(
     check_presents_proof(&app, spec, true).await?;
     tracing::info!(id = spec.id, "learner caught up; promoting to voter");
     let voters = BTreeSet::from([spec.id]);
-    let promoted = app
-        .raft
-        .change_membership(ChangeMembers::AddVoterIds(voters), false);
-    let commit_timeout = Duration::from_millis(app.config.batching.commit_timeout_ms);
-    match tokio::time::timeout(commit_timeout, promoted).await {
-        Ok(done) => done.map_err(membership_error)?,
-        Err(_) => {
-            return Err(ApiError::new(
-                ErrorCode::OutcomeUnknown,
-                format!(
-                    "outcome unknown: the promotion of node {} to voter was not committed \
-                     within {} ms; join again to learn it (a join of a member is idempotent)",
-                    spec.id,
-                    commit_timeout.as_millis()
-                ),
-            )
-            .with("id", spec.id))
-        }
-    };
+    commit_membership(
+        &app,
+        ChangeMembers::AddVoterIds(voters),
+        spec.id,
+        &format!("the promotion of node {} to voter", spec.id),
+        "join again to learn it (a join of a member is idempotent)",
+    )
+    .await?;
     Ok(Json(membership(&app)).into_response())
+}
+
+/// Proposes `change` (of node `id`) and waits until it is committed, at most
+/// `batching.commit_timeout_ms`: past that, 504 `outcome_unknown` with `id`, since the
+/// change may still commit. `what` names the change in that answer, and `to_learn` says
+/// how to learn its fate.
+async fn commit_membership(
+    app: &App,
+    change: ChangeMembers<NodeId, NodeInfo>,
+    id: NodeId,
+    what: &str,
+    to_learn: &str,
+) -> Result<()> {
+    let commit_timeout = Duration::from_millis(app.config.batching.commit_timeout_ms);
+    let proposed = app.raft.change_membership(change, false);
+    match tokio::time::timeout(commit_timeout, proposed).await {
+        Ok(done) => done.map(drop).map_err(membership_error),
+        Err(_) => Err(ApiError::new(
+            ErrorCode::OutcomeUnknown,
+            format!(
+                "outcome unknown: {what} was not committed within {} ms; {to_learn}",
+                commit_timeout.as_millis()
+            ),
+        )
+        .with("id", id)),
+    }
 }
 
 /// What a joining node already is.
@@ -509,11 +524,10 @@ pub async fn remove(
     require_admin(&app, &headers)?;
     let _one_change = app.changing_membership.lock().await;
     check_quorum_after_removal(&app, id).await?;
+    let what = format!("the removal of node {id}");
+    let to_learn = "remove again to learn it (the removal of a node that is no member is 404)";
     let change = ChangeMembers::RemoveVoters(BTreeSet::from([id]));
-    app.raft
-        .change_membership(change, false)
-        .await
-        .map_err(membership_error)?;
+    commit_membership(&app, change, id, &what, to_learn).await?;
     // A learner with this id (never a voter) is dropped too.
     let metrics = app.raft.metrics().borrow().clone();
     if metrics
@@ -522,10 +536,8 @@ pub async fn remove(
         .get_node(&id)
         .is_some()
     {
-        app.raft
-            .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
-            .await
-            .map_err(membership_error)?;
+        let change = ChangeMembers::RemoveNodes(BTreeSet::from([id]));
+        commit_membership(&app, change, id, &what, to_learn).await?;
     }
     tracing::info!(id, "node removed");
     Ok(Json(membership(&app)).into_response())
@@ -548,7 +560,11 @@ async fn confirm_leadership(app: &App) -> Result<()> {
     })
 }
 
-/// Refuses a removal that would leave the remaining voters without a live majority.
+/// Refuses a removal that would leave the remaining voters without a live majority, or
+/// whose change could not commit. openraft changes membership by joint consensus: the
+/// joint configuration commits only with a majority of the current voters *and* of the
+/// remaining ones, so a dead voter removed from two (one of the two live) would hang the
+/// change forever, half-made, and block every later one.
 async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
     let metrics = app.raft.metrics().borrow().clone();
     let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
@@ -575,36 +591,63 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
             "refusing to remove the last voter",
         ));
     }
+    let live = live_voters(app, &metrics, &voters).await;
+    let live_remaining = remaining.iter().filter(|v| live.contains(v)).count();
+    if live_remaining * 2 <= remaining.len() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!("refusing to remove node {id}: only {live_remaining} of the {} remaining voters are live, no quorum", remaining.len()),
+        )
+        .with("live_voters", live_remaining)
+        .with("remaining_voters", json!(remaining)));
+    }
+    if live.len() * 2 <= voters.len() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "refusing to remove node {id}: only {} of the {} current voters are live, and \
+                 a membership change must be committed by a majority of the current voters \
+                 as well as of the remaining ones; bring a voter back first",
+                live.len(),
+                voters.len()
+            ),
+        )
+        .with("live_voters", live.len())
+        .with("current_voters", json!(voters)));
+    }
+    Ok(())
+}
+
+/// Which of `voters` are live: this node, and every other one whose replicated log is at
+/// most [`LIVE_LAG_ENTRIES_MAX`] behind and that answers `/healthz` within
+/// [`LIVE_PROBE_TIMEOUT`] (probed at once, in parallel).
+async fn live_voters(
+    app: &App,
+    metrics: &RaftMetrics,
+    voters: &BTreeSet<NodeId>,
+) -> BTreeSet<NodeId> {
     let last = metrics.last_log_index.unwrap_or(0);
     let replication = &metrics.replication.clone().unwrap_or_default();
     let membership = metrics.membership_config.membership();
-    let probes = remaining.iter().map(|v| async move {
+    let probes = voters.iter().map(|v| async move {
         if *v == app.node_id {
-            return true;
+            return Some(*v);
         }
         let caught_up = replication
             .get(v)
             .and_then(|m| m.as_ref())
             .is_some_and(|m| last.saturating_sub(m.index) <= LIVE_LAG_ENTRIES_MAX);
-        match membership.get_node(v) {
+        let live = match membership.get_node(v) {
             Some(node) if caught_up => answers_health_probe(app, node).await,
             _ => false,
-        }
+        };
+        live.then_some(*v)
     });
-    let live = futures::future::join_all(probes)
+    futures::future::join_all(probes)
         .await
         .into_iter()
-        .filter(|live| *live)
-        .count();
-    if live * 2 <= remaining.len() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidTransition,
-            format!("refusing to remove node {id}: only {live} of the {} remaining voters are live, no quorum", remaining.len()),
-        )
-        .with("live_voters", live)
-        .with("remaining_voters", json!(remaining)));
-    }
-    Ok(())
+        .flatten()
+        .collect()
 }
 
 async fn answers_health_probe(app: &App, node: &NodeInfo) -> bool {
