@@ -42,5 +42,5 @@ pub use mutations::*;
 pub use reads::*;
 pub use records::*;
 pub use state::*;
-pub use strict_value::value_from_str;
+pub use strict_value::{value_from_slice, value_from_str};
 pub use watch::*;

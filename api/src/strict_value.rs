@@ -20,7 +20,12 @@ pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Value, 
 /// `text` as a value by the rules a write's value is decoded by: JSON whose objects
 /// name each member once.
 pub fn value_from_str(text: &str) -> Result<Value, serde_json::Error> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
+    value_from_slice(text.as_bytes())
+}
+
+/// [`value_from_str`] of bytes (JSON text, UTF-8).
+pub fn value_from_slice(json: &[u8]) -> Result<Value, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(json);
     let value = deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)

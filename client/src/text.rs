@@ -11,9 +11,15 @@ use std::fmt::Write as _;
 
 /// A character a reader may act on instead of seeing: C0 and C1 controls and DEL (ESC
 /// starts colour, title and cursor sequences, CR rewrites the line, LF starts a new one),
-/// and the bidirectional embeddings, overrides and isolates, which reorder what is shown.
+/// the line and paragraph separators U+2028 and U+2029 (line breaks to Python's
+/// `splitlines`, to JavaScript and to many renderers), and the bidirectional embeddings,
+/// overrides and isolates, which reorder what is shown.
 pub fn is_command_char(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// `text` with every [`is_command_char`] character written as a visible escape: `\n`,
@@ -51,11 +57,12 @@ mod tests {
 
     #[test]
     fn a_line_cannot_command_the_terminal_or_forge_a_line() {
-        let value = "ok\u{1b}]0;pwned\u{7}\r\nstate: active\tx\u{9b}2J\u{202e}cba";
+        let value =
+            "ok\u{1b}]0;pwned\u{7}\r\nstate: active\tx\u{9b}2J\u{202e}cba\u{2028}[k] a\u{2029}";
         let shown = printable(value);
         assert_eq!(
             shown,
-            "ok\\u{1b}]0;pwned\\u{7}\\r\\nstate: active\\tx\\u{9b}2J\\u{202e}cba"
+            "ok\\u{1b}]0;pwned\\u{7}\\r\\nstate: active\\tx\\u{9b}2J\\u{202e}cba\\u{2028}[k] a\\u{2029}"
         );
         assert!(!shown.chars().any(is_command_char));
     }

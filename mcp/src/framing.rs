@@ -68,7 +68,7 @@ impl Incoming {
     /// Decodes `message` (the kept bytes, or a trimmed slice of them), or returns the
     /// answer to send instead (`None`: a notification, which gets none), logged.
     pub fn decode(&self, message: &[u8]) -> Result<RxJsonRpcMessage<RoleServer>, Option<Value>> {
-        let unreadable = match judge(&self.scan) {
+        let unreadable = match judge(&self.scan).and_then(|()| names_each_member_once(message)) {
             Err(why) => why,
             Ok(()) => match serde_json::from_slice(message) {
                 Ok(decoded) => return Ok(decoded),
@@ -78,8 +78,9 @@ impl Incoming {
             },
         };
         let answer = refusal(&self.scan, &unreadable);
+        // The sender's mistake, answered to it: not the operator's concern (docs/mcp.md).
         match answer {
-            Some(_) => tracing::warn!(
+            Some(_) => tracing::debug!(
                 ?unreadable,
                 bytes = self.bytes(),
                 "answered a message that cannot be decoded"
@@ -213,6 +214,7 @@ enum Unreadable {
     TooLong { bytes: usize },
     TooDeep { depth: usize },
     NotJsonRpc { reason: String },
+    RepeatedMember { reason: String },
 }
 
 impl Unreadable {
@@ -231,6 +233,10 @@ impl Unreadable {
             Unreadable::NotJsonRpc { reason } => {
                 format!("invalid_request: not a JSON-RPC message: {reason}")
             }
+            Unreadable::RepeatedMember { reason } => format!(
+                "invalid_request: message: {reason}; an object names each member once, in \
+                 a tool's arguments as in a written value"
+            ),
         }
     }
 
@@ -255,6 +261,19 @@ fn judge(scan: &Scan) -> Result<(), Unreadable> {
         });
     }
     Ok(())
+}
+
+/// Refuses a message with an object that names a member twice, at any depth: decoded, the
+/// last one would win, so a tool's argument sent twice, or an object of a written value
+/// (which the node itself refuses, SPEC §2), would reach the cluster as something other
+/// than what was sent. Text that is not JSON passes, for the decoder to name its fault.
+fn names_each_member_once(message: &[u8]) -> Result<(), Unreadable> {
+    match cairn_api::value_from_slice(message) {
+        Err(e) if e.to_string().starts_with("duplicate field") => Err(Unreadable::RepeatedMember {
+            reason: e.to_string(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// The answer to a message that could not be decoded, or `None` when there is nobody to
@@ -343,6 +362,28 @@ mod tests {
                 bytes: MESSAGE_BYTES_MAX + 1
             })
         );
+    }
+
+    #[test]
+    fn a_message_naming_a_member_twice_is_refused_at_any_depth() {
+        for repeated in [
+            r#"{"id":1,"id":2}"#,
+            r#"{"params":{"arguments":{"value":1,"value":2}}}"#,
+            r#"{"params":{"arguments":{"value":[{"a":1,"b":{},"a":2}]}}}"#,
+        ] {
+            let refused = names_each_member_once(repeated.as_bytes());
+            assert!(
+                matches!(&refused, Err(Unreadable::RepeatedMember { reason }) if reason.starts_with("duplicate field")),
+                "{repeated}: {refused:?}"
+            );
+        }
+        for passes in [r#"{"a":{"a":1},"b":[{"a":1},{"a":2}]}"#, "not json", "{"] {
+            assert_eq!(
+                names_each_member_once(passes.as_bytes()),
+                Ok(()),
+                "{passes}"
+            );
+        }
     }
 
     #[test]

@@ -1,14 +1,17 @@
-"""Messages the server cannot decode (nested too deep, too long, not JSON-RPC) are answered
-over both transports, so no caller waits forever, and nothing is written."""
+"""Messages the server cannot decode (nested too deep, too long, not JSON-RPC, an object
+naming a member twice) are answered over both transports, so no caller waits forever, and
+nothing is written."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import uuid
 from typing import Any
 
 import pytest
+from cairn_client import Cairn, NotFound
 from cairn_client.testing import LocalCluster
 
 from mcp_e2e import Connect, mcp_binary, ok, refused
@@ -78,6 +81,16 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
     raw = [json.dumps(line) for line in lines]
     raw.append("not json at all")
     raw.append('{"jsonrpc":"2.0","id":"broken","method":"tools/list","params":')
+    # serde_json would keep the last of two members of one name: the message is refused.
+    key = f"framing/repeated-{uuid.uuid4().hex}"
+    for id_, arguments in [
+        ("repeated-in-value", f'{{"key":"{key}","value":{{"a":1,"a":2}}}}'),
+        ("repeated-argument", f'{{"key":"{key}","value":1,"value":2}}'),
+    ]:
+        raw.append(
+            f'{{"jsonrpc":"2.0","id":"{id_}","method":"tools/call",'
+            f'"params":{{"name":"write","arguments":{arguments}}}}}'
+        )
     raw.append(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
     server = subprocess.Popen(
         [str(mcp_binary())],
@@ -92,7 +105,8 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
         server.stdin.write("\n".join(raw) + "\n")
         server.stdin.flush()
         by_id: dict[str, Any] = {}
-        while "2" not in by_id:  # the test's timeout bounds this wait
+        expected = {"null", '"broken"', '"repeated-in-value"', '"repeated-argument"', "2"}
+        while not expected <= by_id.keys():  # the test's timeout bounds this wait
             answer = json.loads(server.stdout.readline())
             by_id[json.dumps(answer.get("id"))] = answer
     finally:
@@ -102,4 +116,11 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
     assert by_id["null"]["error"]["code"] == -32700, by_id
     assert by_id['"broken"']["error"]["code"] == -32700, by_id
     assert "not a JSON-RPC message" in by_id['"broken"']["error"]["message"]
-    assert len(by_id["2"]["result"]["tools"]) == 11, "the session goes on after both"
+    for id_, member in [("repeated-in-value", "a"), ("repeated-argument", "value")]:
+        result = by_id[f'"{id_}"']["result"]
+        assert result["isError"] is True, result
+        text = result["content"][0]["text"]
+        assert text.startswith(f"invalid_request: message: duplicate field `{member}`"), text
+    with Cairn(cluster.endpoints, token=agent_token) as cairn, pytest.raises(NotFound):
+        cairn.read(key)
+    assert len(by_id["2"]["result"]["tools"]) == 11, "the session goes on after them all"
