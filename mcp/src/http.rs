@@ -62,11 +62,13 @@ pub async fn serve(
     });
     let service =
         StreamableHttpService::new(move || Ok(CairnMcp::new(gateway.clone())), sessions, config);
+    // Route layers: a path other than `/mcp` is 404 before any of them reads the request
+    // (a client pointed at the wrong URL learns so, rather than getting a JSON-RPC error).
     let router = Router::new()
-        .nest_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn(closed_session_as_no_content))
-        .layer(axum::middleware::from_fn(guard_message))
-        .layer(axum::middleware::from_fn_with_state(layer, authenticate));
+        .route_service(MCP_PATH, service)
+        .route_layer(axum::middleware::from_fn(closed_session_as_no_content))
+        .route_layer(axum::middleware::from_fn(guard_message))
+        .route_layer(axum::middleware::from_fn_with_state(layer, authenticate));
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;

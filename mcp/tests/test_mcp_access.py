@@ -164,6 +164,17 @@ def test_http_a_session_answers_only_the_principal_that_opened_it(
     assert closed.status_code == 404, closed.text
 
 
+def test_http_serves_mcp_at_its_path_only(mcp_url: str, agent_token: str) -> None:
+    """A request to any other path is 404, whatever its body: a client pointed at the
+    wrong URL (a node's API path, say) learns so instead of reading a JSON-RPC error."""
+    headers = {**HEADERS, "Authorization": f"Bearer {agent_token}"}
+    base = mcp_url.removesuffix("/mcp")
+    for path, body in (("/v1/read", {"key": "a"}), ("/mcp/x", INITIALIZE), ("/", INITIALIZE)):
+        answer = httpx.post(base + path, headers=headers, json=body, timeout=10)
+        assert answer.status_code == 404, f"{path}: {answer.status_code} {answer.text}"
+    assert httpx.post(mcp_url, headers=headers, json=INITIALIZE, timeout=10).status_code == 200
+
+
 async def test_http_a_legacy_session_closes_without_a_warning(
     mcp_url: str, agent_token: str, caplog: pytest.LogCaptureFixture
 ) -> None:
