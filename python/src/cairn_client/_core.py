@@ -389,9 +389,27 @@ def encode(request: _Request) -> bytes:
     resends these bytes)."""
     try:
         body = request.wire()
+        _check_keys(body)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
     except (PydanticSerializationError, TypeError, ValueError) as err:
         raise InvalidInput(f"{type(request).__name__} is not JSON: {err}") from None
+
+
+def _check_keys(body: Any) -> None:
+    """Refuses a dict key that is not a ``str``, at any depth: ``json.dumps`` would write
+    ``{1: "x"}`` as ``{"1": "x"}`` and ``None`` as ``"null"``, so what is read back would
+    not be what was written."""
+    pending = [body]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    kind = type(key).__name__
+                    raise TypeError(f"an object key must be a str, not {kind} {key!r}")
+                pending.append(item)
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
 
 
 def decoder(model: type[R]) -> Callable[[Reply], R]:
