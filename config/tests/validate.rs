@@ -76,9 +76,18 @@ fn top_level_fields() {
 }
 
 #[test]
-fn ipv6_and_port_zero_are_accepted() {
-    let text = "id = 1\nclient_addr = \"[::1]:0\"\npeer_addr = \"[::1]:0\"\n";
+fn ipv6_is_accepted_and_port_zero_refused() {
+    let text = "id = 1\nclient_addr = \"[::1]:7401\"\npeer_addr = \"[::1]:7501\"\n";
     NodeConfig::from_toml_str(text, &Overrides::default()).unwrap();
+    // Port 0 would bind another port at every start: no address peers could reach.
+    for (client, peer, field) in [
+        ("[::1]:0", "[::1]:7501", "client_addr"),
+        ("127.0.0.1:7401", "localhost:0", "peer_addr"),
+    ] {
+        let text = format!("id = 1\nclient_addr = \"{client}\"\npeer_addr = \"{peer}\"\n");
+        let err = NodeConfig::from_toml_str(&text, &Overrides::default()).unwrap_err();
+        assert_eq!(err.field(), Some(field), "{text}: {err}");
+    }
 }
 
 #[test]

@@ -10,9 +10,11 @@ const NODE_ID_FILE: &str = "node_id";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DataDirError {
-    #[error("data dir {dir}: {source}")]
+    #[error("data dir {dir}: {step}: {source}")]
     Io {
         dir: PathBuf,
+        /// What failed: creating the directory, its lock file, or its node id file.
+        step: &'static str,
         source: std::io::Error,
     },
     #[error("data dir {0} is in use by another cairn-node process (exclusive lock held)")]
@@ -40,27 +42,30 @@ pub struct DataDir {
 impl DataDir {
     /// Creates (if needed), locks, and checks ownership of `root` for `node_id`.
     pub fn open(root: &Path, node_id: u64) -> Result<DataDir, DataDirError> {
-        let io = |source| DataDirError::Io {
-            dir: root.to_path_buf(),
-            source,
+        let io = |step| {
+            move |source| DataDirError::Io {
+                dir: root.to_path_buf(),
+                step,
+                source,
+            }
         };
         if fs::metadata(root).is_ok_and(|m| !m.is_dir()) {
             return Err(DataDirError::NotADirectory(root.to_path_buf()));
         }
-        fs::create_dir_all(root).map_err(io)?;
+        fs::create_dir_all(root).map_err(io("creating it"))?;
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .open(root.join(LOCK_FILE))
-            .map_err(io)?;
+            .map_err(io("opening its lock file"))?;
         // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
         let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if rc != 0 {
             return Err(DataDirError::Locked(root.to_path_buf()));
         }
         check_owner(root, node_id).map_err(|e| match e {
-            OwnerError::Io(source) => io(source),
+            OwnerError::Io(source) => io("reading or writing its node_id file")(source),
             OwnerError::Wrong(found) => DataDirError::WrongNode {
                 dir: root.to_path_buf(),
                 found,

@@ -248,6 +248,7 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
         "init listing a node twice",
         "init listing more nodes than any cluster has",
         "init with a bad address",
+        "init with port 0, which names no port peers could reach",
         "init with a node missing its peer address",
     ];
     let mut again: Vec<_> = init_cases
