@@ -596,7 +596,11 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
     if live_remaining * 2 <= remaining.len() {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
-            format!("refusing to remove node {id}: only {live_remaining} of the {} remaining voters are live, no quorum", remaining.len()),
+            format!(
+                "refusing to remove node {id}: {live_remaining} live of the {} remaining \
+                 voters, no quorum",
+                remaining.len()
+            ),
         )
         .with("live_voters", live_remaining)
         .with("remaining_voters", json!(remaining)));
@@ -605,9 +609,9 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
             format!(
-                "refusing to remove node {id}: only {} of the {} current voters are live, and \
-                 a membership change must be committed by a majority of the current voters \
-                 as well as of the remaining ones; bring a voter back first",
+                "refusing to remove node {id}: {} live of the {} current voters, and a \
+                 membership change must be committed by a majority of the current voters as \
+                 well as of the remaining ones; bring a voter back first",
                 live.len(),
                 voters.len()
             ),

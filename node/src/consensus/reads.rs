@@ -118,15 +118,6 @@ impl ReadGate {
             .map(|t| t.asked_at.elapsed().as_millis() as u64)
     }
 
-    /// Drops the newest token: called when this node becomes leader. A token asked of an
-    /// earlier leader says nothing of this one's contact with its quorum, and kept, it
-    /// would age on a healthy leader that serves no reads; without one,
-    /// `ms_since_leader_contact` is the age of the quorum's last heartbeat acknowledgement
-    /// until the next ReadIndex round. A bounded read finding none asks for one at once.
-    pub fn forget_token(&self) {
-        *self.token.lock().expect("token lock") = None;
-    }
-
     pub fn token_index(&self) -> Option<u64> {
         self.token.lock().expect("token lock").map(|t| t.index)
     }
