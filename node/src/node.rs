@@ -408,7 +408,11 @@ async fn start(
         applied,
     );
     let refresher = tokio::spawn(reads.clone().run_token_refresher(shutdown.clone()));
-    tokio::spawn(follow_leadership(raft.clone(), shutdown.clone()));
+    tokio::spawn(follow_leadership(
+        raft.clone(),
+        reads.clone(),
+        shutdown.clone(),
+    ));
     let snapshot_trigger = SnapshotTrigger::default();
     let snapshotter = tokio::spawn(snapshot_trigger.clone().run(
         raft.clone(),
@@ -447,11 +451,12 @@ async fn start(
     })
 }
 
-/// Logs each change of leader this node learns of (this node leads, another node is
-/// named leader, a leader is lost). Wakes only when openraft's server metrics change (the
-/// vote, the role, the leader, the membership), never per entry; stops at shutdown or
-/// when Raft stops.
-async fn follow_leadership(raft: Raft, mut shutdown: watch::Receiver<bool>) {
+/// Logs each change of leader this node learns of (an election won here, another node
+/// named leader, a leader lost), and drops the read token kept from an earlier leader
+/// when this node becomes leader ([`ReadGate::elected`]). Wakes only when openraft's
+/// server metrics change (the vote, the role, the leader, the membership), never per
+/// entry; stops at shutdown or when Raft stops.
+async fn follow_leadership(raft: Raft, reads: Arc<ReadGate>, mut shutdown: watch::Receiver<bool>) {
     let mut metrics = raft.server_metrics();
     // No leader is known at start: only a change from that is news.
     let mut known: Option<NodeId> = None;
@@ -462,7 +467,10 @@ async fn follow_leadership(raft: Raft, mut shutdown: watch::Receiver<bool>) {
         };
         if leader != known {
             match leader {
-                Some(id) if id == me => tracing::info!(term, "this node is the leader"),
+                Some(id) if id == me => {
+                    reads.elected();
+                    tracing::info!(term, "this node is the leader");
+                }
                 Some(id) => tracing::info!(leader = id, term, "leader is node {id}"),
                 None => tracing::info!(term, "no leader known (an election is under way)"),
             }

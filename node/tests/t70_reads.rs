@@ -322,7 +322,7 @@ async fn wait_all_applied(cluster: &Cluster, revision: u64) {
 /// trip, and the first read after an idle spell does not fail. The refresh period here is
 /// a whole second, so only an on-demand refresh can meet a 100 ms bound. Then
 /// `ms_since_leader_contact` (token age) is the same number in `/cluster/status` and in a
-/// read's `served`; a leader's is its quorum's heartbeat acknowledgement when younger.
+/// read's `served`, on the leader too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_its_age() {
     const TIGHT_MS: u64 = 100;
@@ -365,38 +365,28 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
             read.served
         );
     }
-    // No more bounded reads: every token ages (the refresher stops after ~2 s without
-    // demand). A follower reports its token's age, in status and in `served` alike; the
-    // leader reports its quorum's heartbeat acknowledgement, which is younger.
+    // No more bounded reads: the leader's token ages (the refresher stops after ~2 s
+    // without demand), while its quorum keeps acknowledging heartbeats.
     tokio::time::sleep(IDLE).await;
-    let follower = cluster.others(leader)[0];
-    let status = cluster.status(follower).await.expect("status");
+    let status = cluster.status(leader).await.expect("status");
     let in_status = status
         .ms_since_leader_contact
-        .expect("the follower had a token");
+        .expect("the leader had a token");
     assert!(
         in_status >= 1000,
         "status reports {in_status} ms, not the token's age"
     );
-    let read = raw_client(&cluster.endpoint(follower))
+    let read = raw_client(&cluster.endpoint(leader))
         .read("od/1", any_at(revision))
         .await
         .expect("any read");
     let in_served = read
         .served
         .ms_since_leader_contact
-        .expect("the follower had a token");
+        .expect("the leader had a token");
     assert!(
         in_served >= in_status && in_served < in_status + 1000,
         "served {in_served} ms vs status {in_status} ms"
-    );
-    let on_leader = cluster.status(leader).await.expect("status");
-    let acked = on_leader
-        .ms_since_leader_contact
-        .expect("a quorum acked it");
-    assert!(
-        acked < 1000,
-        "the leader reports {acked} ms, not its quorum's acks"
     );
     // A linearizable read is served once a quorum confirmed the leader in a round begun
     // after the read arrived: "a leader that just confirmed its quorum" (SPEC §3), 0.
@@ -414,11 +404,12 @@ async fn a_bounded_read_gets_a_fresh_token_on_demand_and_every_endpoint_reports_
     }
 }
 
-/// A new leader reports its quorum's heartbeat acknowledgement as
-/// `ms_since_leader_contact` when that is younger than its read token: followers that
-/// served bounded reads just before the leader died keep refreshing tokens for ~2 s, the
-/// new leader too (it asks them of itself once elected), and such a token then ages on a
-/// healthy leader that serves no reads. Every node logs the change of leader.
+/// A node elected leader drops its read token and the demand for tokens that reads it
+/// served as a follower left behind: a healthy new leader reports its quorum's heartbeat
+/// acknowledgement as `ms_since_leader_contact`, not the age of a token asked of the old
+/// leader or asked on that demand just after its election. Followers that served bounded
+/// reads just before the leader died keep asking for tokens for ~2 s. Every node logs the
+/// change of leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_new_leader_reports_its_own_quorum_contact_and_every_node_logs_the_election() {
     // Past the refresher's ~2 s of demand: a token is then at least ~2 s old, while a

@@ -87,23 +87,15 @@ impl App {
     }
 
     /// `ms_since_leader_contact` (SPEC §3), the same in `served` and `/cluster/status`:
-    /// the age of the node's newest quorum-confirmed read token. On a leader, a quorum's
-    /// acknowledgement of its heartbeats confirms it as well, and the younger of the two
-    /// counts: a token asked before or just after its election (by reads it served as a
-    /// follower) would otherwise age on a healthy leader.
+    /// the age of the node's newest quorum-confirmed read token; a leader that never had
+    /// one falls back to openraft's time since a quorum last acknowledged it.
     pub fn ms_since_leader_contact(&self) -> Option<u64> {
-        let token_age = self.reads.token_age_ms();
-        let acked = {
-            let metrics = self.raft.metrics();
-            let metrics = metrics.borrow();
+        self.reads.token_age_ms().or_else(|| {
+            let metrics = self.raft.metrics().borrow().clone();
             (metrics.state == ServerState::Leader)
                 .then_some(metrics.millis_since_quorum_ack)
                 .flatten()
-        };
-        match (token_age, acked) {
-            (Some(token_age), Some(acked)) => Some(token_age.min(acked)),
-            (token_age, acked) => token_age.or(acked),
-        }
+        })
     }
 
     /// The highest index this node knows committed, the same in `served`, status and

@@ -72,6 +72,8 @@ pub struct ReadGate {
     refresh_now: Notify,
     started: Instant,
     last_demand_ms: AtomicU64,
+    /// Tokens asked before this time (ms since `started`) are not kept ([`Self::elected`]).
+    tokens_from_ms: AtomicU64,
     pub rounds: AtomicU64,
     /// Confirmations asked again within a round after a refused one.
     pub confirm_retries: AtomicU64,
@@ -97,6 +99,7 @@ impl ReadGate {
             refresh_now: Notify::new(),
             started: Instant::now(),
             last_demand_ms: AtomicU64::new(NEVER_DEMANDED),
+            tokens_from_ms: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
             confirm_retries: AtomicU64::new(0),
         })
@@ -116,6 +119,20 @@ impl ReadGate {
             .lock()
             .expect("token lock")
             .map(|t| t.asked_at.elapsed().as_millis() as u64)
+    }
+
+    /// Called when this node becomes leader: drops its token, refuses any token asked
+    /// before now (a refresh under way when it was elected), and forgets the demand for
+    /// tokens that reads served while it followed left behind. A token asked of the old
+    /// leader, or asked by the refresher on that demand just after the election, would
+    /// otherwise age on a healthy leader that serves no reads; without one,
+    /// `ms_since_leader_contact` is the age of the quorum's last heartbeat acknowledgement
+    /// until a read asks for a token again. A bounded read finding none asks for one.
+    pub fn elected(&self) {
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        self.tokens_from_ms.store(now_ms, Ordering::Relaxed);
+        self.last_demand_ms.store(NEVER_DEMANDED, Ordering::Relaxed);
+        *self.token.lock().expect("token lock") = None;
     }
 
     pub fn token_index(&self) -> Option<u64> {
@@ -214,6 +231,10 @@ impl ReadGate {
     }
 
     fn store_token(&self, token: Token) {
+        let asked_ms = token.asked_at.duration_since(self.started).as_millis() as u64;
+        if asked_ms < self.tokens_from_ms.load(Ordering::Relaxed) {
+            return;
+        }
         let mut slot = self.token.lock().expect("token lock");
         if slot.is_none_or(|old| token.asked_at > old.asked_at) {
             *slot = Some(token);
