@@ -452,8 +452,8 @@ async fn start(
 }
 
 /// Logs each change of leader this node learns of (an election won here, another node
-/// named leader, a leader lost), and drops the read token kept from an earlier leader
-/// when this node becomes leader ([`ReadGate::elected`]). Wakes only when openraft's
+/// named leader, a leader lost), and tells the read gate when this node becomes leader
+/// ([`ReadGate::elected`]: what its reads as a follower left behind is dropped). Wakes only when openraft's
 /// server metrics change (the vote, the role, the leader, the membership), never per
 /// entry; stops at shutdown or when Raft stops.
 async fn follow_leadership(raft: Raft, reads: Arc<ReadGate>, mut shutdown: watch::Receiver<bool>) {
