@@ -56,6 +56,27 @@ pub struct Token {
     pub asked_at: Instant,
 }
 
+/// The newest token, and the instant before which no token is kept ([`ReadGate::elected`]).
+/// One lock holds both, so a refresh finishing while the node is elected cannot slip in a
+/// token asked of the old leader after the election dropped it.
+#[derive(Debug, Default)]
+struct TokenSlot {
+    token: Option<Token>,
+    kept_from: Option<Instant>,
+}
+
+impl TokenSlot {
+    /// Keeps `token` if it was asked after the last election and after the one held.
+    fn keep(&mut self, token: Token) -> bool {
+        let after_election = self.kept_from.is_none_or(|from| token.asked_at >= from);
+        let newer = self.token.is_none_or(|old| token.asked_at > old.asked_at);
+        if after_election && newer {
+            self.token = Some(token);
+        }
+        after_election && newer
+    }
+}
+
 type RoundReply = oneshot::Sender<Result<u64, ReadError>>;
 
 pub struct ReadGate {
@@ -66,14 +87,12 @@ pub struct ReadGate {
     applied: Arc<watch::Sender<u64>>,
     /// Readers waiting for the next ReadIndex round; `None` when no round is running.
     round_waiters: Mutex<Option<Vec<RoundReply>>>,
-    token: Mutex<Option<Token>>,
+    token: Mutex<TokenSlot>,
     token_changed: Notify,
     /// Wakes the refresher before its period is over: a reader found no fresh token.
     refresh_now: Notify,
     started: Instant,
     last_demand_ms: AtomicU64,
-    /// Tokens asked before this time (ms since `started`) are not kept ([`Self::elected`]).
-    tokens_from_ms: AtomicU64,
     pub rounds: AtomicU64,
     /// Confirmations asked again within a round after a refused one.
     pub confirm_retries: AtomicU64,
@@ -94,12 +113,11 @@ impl ReadGate {
             rpc_timeout,
             applied,
             round_waiters: Mutex::new(None),
-            token: Mutex::new(None),
+            token: Mutex::new(TokenSlot::default()),
             token_changed: Notify::new(),
             refresh_now: Notify::new(),
             started: Instant::now(),
             last_demand_ms: AtomicU64::new(NEVER_DEMANDED),
-            tokens_from_ms: AtomicU64::new(0),
             rounds: AtomicU64::new(0),
             confirm_retries: AtomicU64::new(0),
         })
@@ -115,9 +133,7 @@ impl ReadGate {
 
     /// Age of the newest quorum-confirmed token in ms (`None` if never had one).
     pub fn token_age_ms(&self) -> Option<u64> {
-        self.token
-            .lock()
-            .expect("token lock")
+        self.token()
             .map(|t| t.asked_at.elapsed().as_millis() as u64)
     }
 
@@ -129,14 +145,18 @@ impl ReadGate {
     /// `ms_since_leader_contact` is the age of the quorum's last heartbeat acknowledgement
     /// until a read asks for a token again. A bounded read finding none asks for one.
     pub fn elected(&self) {
-        let now_ms = self.started.elapsed().as_millis() as u64;
-        self.tokens_from_ms.store(now_ms, Ordering::Relaxed);
         self.last_demand_ms.store(NEVER_DEMANDED, Ordering::Relaxed);
-        *self.token.lock().expect("token lock") = None;
+        let mut slot = self.token.lock().expect("token lock");
+        slot.token = None;
+        slot.kept_from = Some(Instant::now());
     }
 
     pub fn token_index(&self) -> Option<u64> {
-        self.token.lock().expect("token lock").map(|t| t.index)
+        self.token().map(|t| t.index)
+    }
+
+    fn token(&self) -> Option<Token> {
+        self.token.lock().expect("token lock").token
     }
 
     /// Linearizable read barrier on the leader: returns once a quorum confirmed leadership
@@ -224,20 +244,12 @@ impl ReadGate {
     }
 
     fn fresh_token(&self, max_staleness: Duration) -> Option<Token> {
-        self.token
-            .lock()
-            .expect("token lock")
+        self.token()
             .filter(|t| t.asked_at.elapsed() <= max_staleness)
     }
 
     fn store_token(&self, token: Token) {
-        let asked_ms = token.asked_at.duration_since(self.started).as_millis() as u64;
-        if asked_ms < self.tokens_from_ms.load(Ordering::Relaxed) {
-            return;
-        }
-        let mut slot = self.token.lock().expect("token lock");
-        if slot.is_none_or(|old| token.asked_at > old.asked_at) {
-            *slot = Some(token);
+        if self.token.lock().expect("token lock").keep(token) {
             self.token_changed.notify_waiters();
         }
     }
@@ -406,5 +418,41 @@ impl ReadGate {
                 _ = shutdown.changed() => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(index: u64, asked_at: Instant) -> Token {
+        Token { index, asked_at }
+    }
+
+    #[test]
+    fn a_slot_keeps_only_newer_tokens() {
+        let start = Instant::now();
+        let mut slot = TokenSlot::default();
+        assert!(slot.keep(token(5, start + Duration::from_millis(10))));
+        assert!(
+            !slot.keep(token(4, start)),
+            "an older token replaced a newer one"
+        );
+        assert_eq!(slot.token.map(|t| t.index), Some(5));
+        assert!(slot.keep(token(6, start + Duration::from_millis(20))));
+        assert_eq!(slot.token.map(|t| t.index), Some(6));
+    }
+
+    #[test]
+    fn a_slot_refuses_tokens_asked_before_the_election() {
+        let start = Instant::now();
+        let mut slot = TokenSlot {
+            token: None,
+            kept_from: Some(start + Duration::from_millis(100)),
+        };
+        assert!(!slot.keep(token(7, start + Duration::from_millis(99))));
+        assert_eq!(slot.token.map(|t| t.index), None);
+        assert!(slot.keep(token(8, start + Duration::from_millis(100))));
+        assert_eq!(slot.token.map(|t| t.index), Some(8));
     }
 }
