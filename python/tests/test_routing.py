@@ -208,3 +208,40 @@ def test_leader_and_the_leaders_status_ask_the_nodes_now() -> None:
     status, exchanges = _run(core.cluster_status(), answer)
     assert (status.node_id, status.role) == (3, "leader")
     assert exchanges[-1].base == C
+
+
+def test_a_watch_whose_stream_went_silent_reopens_without_asking_that_node_again() -> None:
+    """The watch's stream at the leader A goes silent (a paused node: the read times out).
+    The discovery that reopens it passes A over, so it does not wait a discovery timeout
+    on the node that just stopped answering; the watch reopens at a node that answers."""
+    core = _core_of(A, B, C)
+    core.nodes.set_leader(A)
+    event = (
+        b'data: {"revision":8,"key":"k","kind":"written","state":"active",'
+        b'"version":1,"generation":1,"forget_epoch":0}\n\n'
+    )
+    chunks = {
+        "at-A": ConnectionFailed(A, "ReadTimeout: silent", sent=True, read_only=True),
+        "reopened": event,
+    }
+    program = core.watch("k", from_revision=8)
+    exchanges: list[Exchange] = []
+    outcome: Any = None
+    while True:
+        effect = program.send(outcome)
+        outcome = None
+        if isinstance(effect, Exchange):
+            exchanges.append(effect)
+            if effect.path == ("v1", "watch"):
+                outcome = Reply(200, b"", "at-A" if effect.base == A else "reopened")
+            else:
+                outcome = NO_LEADER
+        elif isinstance(effect, _core.ReadChunk):
+            outcome = chunks[effect.stream]
+        elif isinstance(effect, _core.Emit):
+            assert effect.item.revision == 8
+            break
+    bases = [(exchange.base, exchange.path[-1]) for exchange in exchanges]
+    assert bases[0] == (A, "watch")
+    assert A not in [base for base, _ in bases[1:]], bases
+    assert bases[-1][1] == "watch"

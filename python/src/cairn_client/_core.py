@@ -1214,6 +1214,10 @@ class Core:
                 continue
             chunk = yield ReadChunk(stream)
             if isinstance(chunk, ConnectionFailed) or not chunk:
+                if isinstance(chunk, ConnectionFailed):
+                    # A stream gone silent is a stopped node: the discovery that reopens
+                    # the watch passes it over, as it would after a failed call.
+                    self.nodes.failed(chunk.endpoint)
                 yield CloseStream(stream)
                 stream = None
                 reconnects += 1
