@@ -495,10 +495,7 @@ impl ClientError {
         ClientError::Transport {
             endpoint: endpoint.to_string(),
             message,
-            // A connect error means no byte of the request left this process, and an
-            // answer that is not HTTP came from something other than a cairn node's HTTP
-            // server, which answers every request it reads in HTTP: nothing was applied.
-            sent: !err.is_connect() && mismatch != Some(ProtocolMismatch::NotHttp),
+            sent: !err.is_connect() && !mismatch.is_some_and(ProtocolMismatch::proves_unapplied),
         }
     }
 
@@ -552,9 +549,27 @@ enum ProtocolMismatch {
     NotTls,
     /// The node's certificate does not verify against the CA the client was given.
     Certificate,
+    /// The node asks for a client certificate (`--tls-client-ca`) and none was given.
+    ClientCertificateMissing,
+    /// The node did not accept the client certificate given.
+    ClientCertificateRefused,
 }
 
 impl ProtocolMismatch {
+    /// Whether this mismatch, seen after the request may have left this process, still
+    /// proves nothing was applied. An answer that is not HTTP came from something other
+    /// than a cairn node's HTTP server, which answers every request it reads in HTTP; a
+    /// handshake the node ended over the client's certificate never let it read a request
+    /// (under TLS 1.3 the client may send one before the node's verdict arrives).
+    fn proves_unapplied(self) -> bool {
+        matches!(
+            self,
+            ProtocolMismatch::NotHttp
+                | ProtocolMismatch::ClientCertificateMissing
+                | ProtocolMismatch::ClientCertificateRefused
+        )
+    }
+
     fn hint(self) -> &'static str {
         match self {
             ProtocolMismatch::NotHttp => {
@@ -569,6 +584,14 @@ impl ProtocolMismatch {
                 "the node's certificate does not verify against the CA given (--cacert or \
                  CAIRN_CACERT): is it this cluster's CA, and does the certificate name this \
                  host?"
+            }
+            ProtocolMismatch::ClientCertificateMissing => {
+                "the node asks for a client certificate: give --cert and --key (CAIRN_CERT \
+                 and CAIRN_KEY); nothing was applied"
+            }
+            ProtocolMismatch::ClientCertificateRefused => {
+                "the node refused the client certificate: is it signed by the CA the node \
+                 trusts for clients (--tls-client-ca), and still valid? nothing was applied"
             }
         }
     }
@@ -590,11 +613,36 @@ fn protocol_mismatch(err: &reqwest::Error) -> Option<ProtocolMismatch> {
                 return Some(ProtocolMismatch::Certificate)
             }
             Some(rustls::Error::InvalidMessage(_)) => return Some(ProtocolMismatch::NotTls),
+            Some(rustls::Error::AlertReceived(alert)) => {
+                if let Some(mismatch) = client_certificate_alert(*alert) {
+                    return Some(mismatch);
+                }
+            }
             _ => {}
         }
         cause = current.source();
     }
     None
+}
+
+/// What the node's alert during the handshake says of the client's certificate, if
+/// anything: the alerts a TLS server sends when it asks for one and gets none, or cannot
+/// verify the one it got (as a client's own CA or name mistake is a local error, an alert
+/// received about a certificate is about the client's).
+fn client_certificate_alert(alert: rustls::AlertDescription) -> Option<ProtocolMismatch> {
+    use rustls::AlertDescription as Alert;
+    match alert {
+        Alert::CertificateRequired => Some(ProtocolMismatch::ClientCertificateMissing),
+        Alert::BadCertificate
+        | Alert::UnsupportedCertificate
+        | Alert::CertificateRevoked
+        | Alert::CertificateExpired
+        | Alert::CertificateUnknown
+        | Alert::UnknownCA
+        // A certificate from another CA of the same name fails the check of its signature.
+        | Alert::DecryptError => Some(ProtocolMismatch::ClientCertificateRefused),
+        _ => None,
+    }
 }
 
 /// The rustls error `err` wraps, through any number of `io::Error`s (tokio-rustls wraps

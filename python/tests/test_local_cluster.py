@@ -119,3 +119,16 @@ def test_a_scheme_or_ca_mistake_is_named_and_applies_nothing(
     system_roots = Cairn([f"https://{address}"], retry=no_retries)
     with system_roots, pytest.raises(ConnectionFailed, match="does not verify against the CA"):
         system_roots.read("tls/mistake")
+
+
+def test_a_missing_client_certificate_is_named_and_applies_nothing(
+    make_cluster: Callable[..., LocalCluster],
+) -> None:
+    """A node started with a client CA ends the handshake of a client without a
+    certificate. Under TLS 1.3 the client has sent its write by then, but the node read
+    none of it: the alert is named, and the write is not ``OutcomeUnknown``."""
+    local = make_cluster(1, tls=True, client_auth=True)
+    anonymous = Cairn(local.endpoints, ca_cert=local.ca_cert, retry=RetryPolicy(retries_max=0))
+    with anonymous, pytest.raises(ConnectionFailed, match="asks for a client certificate") as e:
+        anonymous.write("tls/anonymous", 1, actor="t")
+    assert e.value.may_have_applied is False

@@ -55,17 +55,21 @@ a TLS 1.3 server's alert raises on the first read, which httpx lets through."""
 def connection_failed(base: str, err: Exception, *, read_only: bool) -> ConnectionFailed:
     """The failure of an exchange (or of a read of its open stream); ``read_only``: of a
     request that changes nothing, which therefore cannot have applied anything. A scheme or
-    CA that does not fit the node is named, as the Rust client names it; an answer that is
-    not HTTP came from no cairn node's HTTP server, so nothing was applied."""
+    CA that does not fit the node is named, as the Rust client names it. An answer that is
+    not HTTP came from no cairn node's HTTP server, and a handshake the node ended over the
+    client's certificate never let it read the request (which TLS 1.3 lets the client send
+    before the node's verdict arrives): in both, nothing was applied."""
     detail = str(err) or "no detail"
     # h11's refusal of an answer that is not an HTTP response ("illegal status line"...);
     # a connection closed without an answer says otherwise, and may follow an apply.
     not_http = isinstance(err, httpx.RemoteProtocolError) and detail.startswith("illegal")
-    hint = _NOT_HTTP_HINT if not_http else _tls_hint(err)
+    reason = _tls_reason(err)
+    hint = _NOT_HTTP_HINT if not_http else _TLS_HINTS.get(reason or "")
+    unapplied = not_http or reason in _CLIENT_CERT_REASONS
     return ConnectionFailed(
         base,
         f"{type(err).__name__}: {detail}" + (f"; {hint}" if hint else ""),
-        sent=not (isinstance(err, _NOT_SENT) or not_http),
+        sent=not (isinstance(err, _NOT_SENT) or unapplied),
         read_only=read_only,
     )
 
@@ -84,15 +88,37 @@ _TLS_HINTS = {
         "the node's certificate does not verify against the CA given (ca_cert or "
         "CAIRN_CACERT): is it this cluster's CA, and does the certificate name this host?"
     ),
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": (
+        "the node asks for a client certificate: give client_cert (or CAIRN_CERT and "
+        "CAIRN_KEY); nothing was applied"
+    ),
 }
+# The node's alerts about the client certificate it was given. A certificate from another
+# CA of the same name fails the check of its signature (decrypt error).
+_CLIENT_CERT_REFUSED = (
+    "SSLV3_ALERT_BAD_CERTIFICATE",
+    "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+    "SSLV3_ALERT_CERTIFICATE_REVOKED",
+    "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+    "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+    "TLSV1_ALERT_UNKNOWN_CA",
+    "TLSV1_ALERT_DECRYPT_ERROR",
+)
+_TLS_HINTS.update(
+    dict.fromkeys(
+        _CLIENT_CERT_REFUSED,
+        "the node refused the client certificate: is it signed by the CA the node trusts "
+        "for clients (--tls-client-ca), and still valid? nothing was applied",
+    )
+)
+_CLIENT_CERT_REASONS = frozenset(("TLSV13_ALERT_CERTIFICATE_REQUIRED", *_CLIENT_CERT_REFUSED))
 
 
-def _tls_hint(err: BaseException) -> str | None:
-    """What to fix when OpenSSL's reason, in ``err``'s chain of causes, shows a scheme or CA
-    mistake."""
+def _tls_reason(err: BaseException) -> str | None:
+    """OpenSSL's reason for the first TLS error in ``err``'s chain of causes, if any."""
     cause: BaseException | None = err
     while cause is not None:
-        if isinstance(cause, ssl.SSLError) and cause.reason in _TLS_HINTS:
-            return _TLS_HINTS[cause.reason]
+        if isinstance(cause, ssl.SSLError):
+            return cause.reason
         cause = cause.__cause__ or cause.__context__
     return None
