@@ -11,7 +11,7 @@ use std::time::Duration;
 use cairn_api::{EventKind, ForgetRequest, WatchEvent, WriteRequest};
 use cairn_client::{Client, WatchStream};
 use futures::StreamExt;
-use serde_json::json;
+use serde_json::{json, Value};
 use support::{Cluster, LEADER_TIMEOUT};
 
 /// Bound on waiting for one event.
@@ -55,7 +55,7 @@ fn id_and_key(event: &str) -> (String, String) {
             .trim()
             .to_string()
     };
-    let data: serde_json::Value = serde_json::from_str(&field("data:")).expect("JSON data");
+    let data: Value = serde_json::from_str(&field("data:")).expect("JSON data");
     (
         field("id:"),
         data["key"].as_str().expect("a key").to_string(),
@@ -140,6 +140,28 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_resumes_from_any_u
         .await
         .expect("answer");
     assert_eq!(malformed.status().as_u16(), 400);
+    // The header twice, even with one well-formed copy, and a prefix whose `%` escapes no
+    // byte, are refused naming what is wrong instead of picking a reading.
+    let twice = http
+        .get(format!("{}/v1/watch", cluster.endpoint(1)))
+        .header("Last-Event-ID", second.to_string())
+        .header("Last-Event-ID", "junk")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(twice.status().as_u16(), 400);
+    let body: Value = twice.json().await.expect("an error body");
+    assert_eq!(body["error"]["field"], "Last-Event-ID", "{body}");
+    for query in ["prefix=%zz", "prefix=%", "prefix=w%2"] {
+        let answer = http
+            .get(format!("{}/v1/watch?{query}", cluster.endpoint(1)))
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(answer.status().as_u16(), 400, "{query}");
+        let body: Value = answer.json().await.expect("an error body");
+        assert_eq!(body["error"]["field"], "prefix", "{query}: {body}");
+    }
 
     // Revision 1 is the membership entry, which has no event, and nothing was trimmed
     // from the feed: a start there, on every node, replays from the first write, like a

@@ -558,11 +558,11 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
         _: &S,
     ) -> Result<Self, ApiError> {
         let raw = parts.uri.query().unwrap_or("");
-        if let Some(name) = param_not_utf8(raw) {
-            return Err(ApiError::invalid(format!(
-                "invalid query string: {name} is not UTF-8 once percent-decoded"
-            ))
-            .with("field", name));
+        if let Some((name, reason)) = undecodable_param(raw) {
+            return Err(
+                ApiError::invalid(format!("invalid query string: {name} {reason}"))
+                    .with("field", name),
+            );
         }
         let query = without_empty_params(raw, struct_fields::<T>());
         let uri: axum::http::Uri = format!("/?{query}")
@@ -589,47 +589,53 @@ fn query_refusal(text: &str) -> String {
     in_json_terms(reason)
 }
 
-/// The name of the first query parameter whose name or value is not UTF-8 once
-/// percent-decoded (`?prefix=%FF`; `?%FF=1` is named `%FF`, as sent). The form decoder
-/// would read it as U+FFFD, so a prefix the client never sent would be served.
-fn param_not_utf8(query: &str) -> Option<String> {
+/// The first query parameter whose name or value does not percent-decode, with what is
+/// wrong: a `%` not followed by two hex digits (`?prefix=%zz`), or bytes that are not
+/// UTF-8 once decoded (`?prefix=%FF`). The form decoder would keep the first as it was
+/// sent and read the second as U+FFFD: either way a prefix the client never meant would
+/// be served. A name that decodes is named decoded; one that does not, as it was sent.
+fn undecodable_param(query: &str) -> Option<(String, &'static str)> {
     query.split('&').find_map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let name_text = String::from_utf8(percent_decoded(name));
-        let value_ok = std::str::from_utf8(&percent_decoded(value)).is_ok();
-        match name_text {
-            Ok(_) if value_ok => None,
-            Ok(name) => Some(name),
-            // A name that does not decode is named as it was sent, escapes and all: its
-            // decoded form would show U+FFFD, which names no byte the client sent.
-            Err(_) => Some(name.to_string()),
-        }
+        let name_bytes = percent_decoded(name);
+        let value_bytes = percent_decoded(value);
+        let shown = name_bytes
+            .as_ref()
+            .and_then(|bytes| String::from_utf8(bytes.clone()).ok())
+            .unwrap_or_else(|| name.to_string());
+        let (Some(name_bytes), Some(value_bytes)) = (name_bytes, value_bytes) else {
+            return Some((shown, "has a % not followed by two hex digits"));
+        };
+        let utf8 =
+            std::str::from_utf8(&name_bytes).is_ok() && std::str::from_utf8(&value_bytes).is_ok();
+        (!utf8).then_some((shown, "is not UTF-8 once percent-decoded"))
     })
 }
 
 /// `text` with `%XX` escapes decoded and `+` read as a space, as a form decoder reads it;
-/// a `%` not followed by two hex digits stays as it is.
-fn percent_decoded(text: &str) -> Vec<u8> {
+/// `None` when a `%` is not followed by two hex digits.
+fn percent_decoded(text: &str) -> Option<Vec<u8>> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let escaped = bytes
-            .get(i + 1..i + 3)
-            .filter(|_| bytes[i] == b'%')
-            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
+        match bytes[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
                 i += 3;
             }
-            None => {
-                out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            byte => {
+                out.push(byte);
                 i += 1;
             }
         }
     }
-    out
+    Some(out)
 }
 
 /// `query` without the parameters named in `fields` whose value is empty (`name=` or a
@@ -1071,8 +1077,31 @@ mod tests {
             query_details("/x?consistency=any&%FFx=1").await,
             json!({"field": "%FFx"})
         );
-        assert_eq!(percent_decoded("a%2Fb+c%zz%4"), b"a/b c%zz%4".to_vec());
-        assert_eq!(param_not_utf8("prefix=%C3%A9&x=%41"), None);
+        assert_eq!(percent_decoded("a%2Fb+c%7a"), Some(b"a/b cz".to_vec()));
+        assert_eq!(undecodable_param("prefix=%C3%A9&x=%41"), None);
+    }
+
+    #[tokio::test]
+    async fn a_percent_without_two_hex_digits_is_refused_naming_its_parameter() {
+        for uri in [
+            "/x?consistency=any&min_revision=%zz",
+            "/x?min_revision=%",
+            "/x?min_revision=1%4",
+            "/x?min_revision=%+1",
+        ] {
+            assert_eq!(
+                query_details(uri).await,
+                json!({"field": "min_revision"}),
+                "{uri}"
+            );
+        }
+        assert_eq!(
+            query_details("/x?consistency=any&a%zz=1").await,
+            json!({"field": "a%zz"})
+        );
+        for text in ["%", "%4", "%zz", "a%g1"] {
+            assert_eq!(percent_decoded(text), None, "{text}");
+        }
     }
 
     #[tokio::test]

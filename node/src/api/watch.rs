@@ -101,16 +101,20 @@ fn watcher_slot(app: &App) -> Result<OwnedSemaphorePermit, ApiError> {
 /// `Last-Event-ID`, which an SSE client (a browser's `EventSource`, most SSE libraries)
 /// sends when it reconnects: the id of the last event it received, so the stream resumes
 /// right after that event ([`resume_after`]). `from_revision` wins when both are given.
+/// The header given twice is refused, as a repeated query parameter is: which of the two
+/// the client meant is not the node's to guess.
 fn last_event_id(headers: &HeaderMap) -> Result<Option<FeedPosition>, ApiError> {
-    let Some(value) = headers.get("last-event-id") else {
+    let mut values = headers.get_all("last-event-id").iter();
+    let Some(value) = values.next() else {
         return Ok(None);
     };
+    let refused = |message: &str| Err(ApiError::invalid(message).with("field", "Last-Event-ID"));
+    if values.next().is_some() {
+        return refused("Last-Event-ID given more than once");
+    }
     match value.to_str().ok().and_then(resume_after) {
         Some(next) => Ok(Some(next)),
-        None => Err(ApiError::invalid(
-            "Last-Event-ID must be an event's id: REVISION or REVISION:SEQ",
-        )
-        .with("field", "Last-Event-ID")),
+        None => refused("Last-Event-ID must be an event's id: REVISION or REVISION:SEQ"),
     }
 }
 
