@@ -325,18 +325,17 @@ fn query_string(opts: &ReadOptions) -> String {
 }
 
 /// The page size asked for; out of 1..=`page_items_max` is 400 with `field: "limit"`,
-/// `limit` (the largest page) and `size` (the page asked for).
+/// `limit` (the largest page) and `size` (the page asked for). The message names the whole
+/// range, so the `limit` detail reads as its upper end whichever end was missed.
 fn page_limit(app: &App, limit: Option<u32>) -> Result<usize> {
     let max = app.config.limits.page_items_max;
-    let out_of_range = |message: String, n: u32| {
-        ApiError::invalid(message)
-            .with("field", "limit")
-            .with("limit", max)
-            .with("size", n)
-    };
     match limit.unwrap_or(PAGE_ITEMS_DEFAULT.min(max)) {
-        0 => Err(out_of_range("limit must be at least 1".into(), 0)),
-        n if n > max => Err(out_of_range(format!("limit must be at most {max}"), n)),
+        n if n == 0 || n > max => Err(ApiError::invalid(format!(
+            "limit must be from 1 to {max} (limits.page_items_max), not {n}"
+        ))
+        .with("field", "limit")
+        .with("limit", max)
+        .with("size", n)),
         n => Ok(n as usize),
     }
 }
