@@ -85,7 +85,9 @@ impl AccessChange {
 pub enum AccessError {
     #[error("auth is already on")]
     AlreadyEnabled,
-    #[error("auth is off: enable it first (POST /v1/auth/enable)")]
+    #[error(
+        "auth is off: enable it first (POST /v1/auth/enable, or `cairn auth enable --admin NAME`)"
+    )]
     NotEnabled,
     #[error("principal {0:?} does not hold admin (any more)")]
     NotAdmin(String),
