@@ -2098,6 +2098,32 @@ async fn t85_12_conflict_details_show_a_keys_content_only_to_its_readers() {
             }
         }
     }
+
+    // A forget's answer carries the tombstone only for a principal that may read the
+    // key: one with `forget` alone would see another principal's reason, and the hash of
+    // a value it may not read (which confirms a guess), in a single op and in a batch.
+    let forgetter = create(&admin, "forgetter", vec![grant("c/", &[Forget])]).await;
+    let again = json!({"key": "c/gone", "reason": "again"});
+    for id in [leader, followers[0]] {
+        let single = api
+            .post(id, "/v1/forget", Some(&forgetter), again.clone())
+            .await;
+        single.expect(200, None, &format!("node {id}: the forgetter's forget"));
+        assert_eq!(single.body["already"], json!(true), "{}", single.body);
+        let ops = json!({"ops": [{"op": "forget", "key": "c/gone", "reason": "again"}]});
+        let batch = api.post(id, "/v1/batch", Some(&forgetter), ops).await;
+        batch.expect(200, None, &format!("node {id}: the forgetter's batch"));
+        for answer in [&single, &batch] {
+            assert!(
+                !answer.text.contains("tombstone") && !answer.text.contains(reason),
+                "node {id}: a forget shows the tombstone to a principal without read: {}",
+                answer.body
+            );
+        }
+    }
+    let by_a_reader = api.post(leader, "/v1/forget", at, again).await;
+    by_a_reader.expect(200, None, "the admin's forget");
+    assert_eq!(by_a_reader.body["tombstone"]["reason"], json!(reason));
 }
 
 /// The `Bearer` scheme name is matched in any case (RFC 9110 §11.1). Two `Authorization`

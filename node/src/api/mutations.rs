@@ -99,6 +99,7 @@ pub async fn single<R: SingleOp>(
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied { mut results, .. } => {
+            conceal_unreadable_results(&mut results, &caller);
             let result = results
                 .pop()
                 .ok_or_else(|| ApiError::internal("state machine returned no result"))?;
@@ -150,15 +151,18 @@ pub async fn batch(
     {
         Submitted::Relayed(resp) => Ok(resp),
         Submitted::Applied {
-            results,
+            mut results,
             revision,
             replayed,
-        } => Ok(Json(BatchResult {
-            results,
-            revision,
-            replayed,
-        })
-        .into_response()),
+        } => {
+            conceal_unreadable_results(&mut results, &caller);
+            Ok(Json(BatchResult {
+                results,
+                revision,
+                replayed,
+            })
+            .into_response())
+        }
     }
 }
 
@@ -250,6 +254,19 @@ fn conceal_unreadable(mut e: ApiError, caller: &Caller, keys: &[String]) -> ApiE
         }
     }
     e
+}
+
+/// Results as `caller` may see them: a forget's tombstone (who forgot the key, why, and
+/// the hash of the value it held, which confirms a guessed value) only when the caller
+/// may `read` the key, as for refusals ([`conceal_unreadable`]). Forgetting needs
+/// `forget`, which shows no content: a key forgotten before (`already`) may carry
+/// another principal's reason.
+fn conceal_unreadable_results(results: &mut [cairn_api::MutationResult], caller: &Caller) {
+    for result in results {
+        if !caller.may(Permission::Read, &result.key) {
+            result.tombstone = None;
+        }
+    }
 }
 
 enum Submitted {
