@@ -107,7 +107,7 @@ mod tests {
 
         let bad: BatchRequest = parse(json!({"ops": [
             {"op": "write", "key": "k", "value": 1, "actor": "a"},
-            {"op": "revoke", "key": "k", "actor": "a", "reason": ""},
+            {"op": "revoke", "key": "k", "actor": "a", "reason": " "},
         ]}));
         let e = batch(&bad, &l()).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidRequest);

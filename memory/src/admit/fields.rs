@@ -73,24 +73,37 @@ pub fn actor(actor: &str, l: &Limits) -> Result<(), OpError> {
     single_line("actor", actor, l.actor_bytes_max)
 }
 
-/// A required `reason` (forget, revoke).
+/// A required `reason` (forget, revoke). An empty one is a size under the minimum (with
+/// `limit` and `size` 0, as every empty bounded string); whitespace alone explains nothing.
 pub(super) fn reason(reason: &str, l: &Limits) -> Result<(), OpError> {
+    if reason.is_empty() {
+        return Err(empty_reason("is required", l));
+    }
     if reason.trim().is_empty() {
         return Err(invalid("reason", "is required and must not be blank"));
     }
     reason_text(reason, l)
 }
 
-/// An optional `reason` (write, reinstate, ...): absent is fine, blank is not.
+/// An optional `reason` (write, reinstate, ...): absent is fine, empty or blank is not.
 pub(super) fn optional_reason(r: Option<&str>, l: &Limits) -> Result<(), OpError> {
     match r {
         None => Ok(()),
+        Some("") => Err(empty_reason(
+            "must not be empty when given (leave it out for none)",
+            l,
+        )),
         Some(r) if r.trim().is_empty() => Err(invalid(
             "reason",
             "must not be blank when given (leave it out for none)",
         )),
         Some(r) => reason_text(r, l),
     }
+}
+
+fn empty_reason(what: &str, l: &Limits) -> OpError {
+    let max = l.reason_bytes_max;
+    invalid_size("reason", format!("{what}: 1 to {max} bytes"), 0, max)
 }
 
 fn reason_text(reason: &str, l: &Limits) -> Result<(), OpError> {

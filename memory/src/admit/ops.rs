@@ -390,7 +390,14 @@ mod tests {
     #[test]
     fn forget_and_revoke_require_a_reason() {
         let f: ForgetRequest = parse(json!({"key": "k", "actor": "a", "reason": ""}));
-        assert_invalid(forget(&f, &l()), "reason");
+        let empty = forget(&f, &l()).unwrap_err();
+        let details: serde_json::Value = serde_json::from_str(&empty.details_json).unwrap();
+        // An empty reason is a size under the minimum, as every empty bounded string is.
+        assert_eq!(
+            details,
+            json!({"field": "reason", "limit": 4096, "size": 0}),
+            "{empty:?}"
+        );
         let r: RevokeRequest = parse(json!({"key": "k", "actor": "a", "reason": " \n"}));
         assert_invalid(revoke(&r, &l()), "reason");
         let r: RevokeRequest = parse(json!({"key": "k", "actor": "a", "reason": "x".repeat(4097)}));
