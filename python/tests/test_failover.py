@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any
 
 import pytest
 
@@ -310,20 +311,28 @@ def _until_served(client: Cairn, key: str, value: object) -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
 def test_any_reads_pass_over_a_paused_follower_within_a_short_call_timeout(
-    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster]
+    connect: Callable[..., Cairn], make_cluster: Callable[..., LocalCluster], tls: bool
 ) -> None:
     """A paused follower accepts connections and answers nothing. Reads any node may serve,
     under a 3 s call timeout though one attempt may take 10 s, all succeed: the one that
     reaches the paused node gives it half the time left and goes on to the next node, and
-    the reads after it pass the paused node over (it failed lately), so they are fast."""
-    local = make_cluster(3)
-    client = connect(local.endpoints, actor="reader", timeout=10.0, call_timeout=3.0)
-    client.write("paused/k", "v")
-    _until_served(client, "paused/k", "v")
+    the reads after it pass the paused node over (it failed lately), so they are fast.
+    Over HTTPS the paused node's kernel completes the TCP connection but nothing answers
+    the TLS handshake, which the attempt's bound covers too, not only `connect_timeout`:
+    the reading client is made after the pause, so it has no connection to reuse."""
+    local = make_cluster(3, tls=tls)
+    options: dict[str, Any] = {"ca_cert": local.ca_cert} if tls else {}
+    writer = connect(local.endpoints, actor="reader", **options)
+    writer.write("paused/k", "v")
+    _until_served(writer, "paused/k", "v")
     leader = local.leader_id()
     paused = next(i for i in local.node_ids if i != leader)
     local.pause(paused)
+    client = connect(
+        local.endpoints, timeout=10.0, call_timeout=3.0, connect_timeout=5.0, **options
+    )
     took: list[float] = []
     try:
         # Two rounds over the three endpoints: the paused one is due twice.

@@ -51,11 +51,11 @@ pub struct Args {
     pub heal_min_ms: u64,
     #[arg(long, default_value_t = 4_000)]
     pub heal_max_ms: u64,
-    /// After a heal, operations must succeed within this, ms.
-    #[arg(long, default_value_t = 10_000)]
+    /// After a heal, operations must succeed within this, ms (1 or more).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub liveness_bound_ms: u64,
-    /// Register-workload processes (the other workloads have fixed sizes).
-    #[arg(long, default_value_t = 5)]
+    /// Register-workload processes, 1 or more (the other workloads have fixed sizes).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
     pub clients: u64,
     /// Pause between operations of one process, ms.
     #[arg(long, default_value_t = 20)]
@@ -67,7 +67,8 @@ pub struct Args {
     #[arg(long, env = "CAIRN_NODE_BIN")]
     pub node_bin: Option<PathBuf>,
     /// Run a planted bug (needs a planted-bugs build as --node-bin); the run should fail.
-    #[arg(long)]
+    /// One of the bugs `selftest --bugs` names.
+    #[arg(long, value_parser = bug_name)]
     pub planted_bug: Option<String>,
     /// Keep the nodes' data directories.
     #[arg(long)]
@@ -125,6 +126,10 @@ impl Args {
             bail!("--duration {} is too long", self.duration);
         };
         let defaults = RunOptions::default();
+        let node_bin = self.node_bin.unwrap_or(defaults.node_bin);
+        if self.planted_bug.is_some() {
+            super::planted::build::require_planted(&node_bin)?;
+        }
         Ok(RunOptions {
             nodes: self.nodes,
             duration_ms,
@@ -141,7 +146,7 @@ impl Args {
             },
             pace_ms: self.pace_ms,
             store: self.store.unwrap_or(defaults.store),
-            node_bin: self.node_bin.unwrap_or(defaults.node_bin),
+            node_bin,
             planted_bug: self.planted_bug,
             keep_data: self.keep_data,
             search_budget_ms: defaults.search_budget_ms,
@@ -239,6 +244,37 @@ mod tests {
             .contains("unknown nemesis \"bogus\" (known: partition-halves, "));
         assert_eq!(clap_error(&["--nodes", "0"]).exit_code(), 2);
         assert_eq!(clap_error(&["--nodes", "8"]).exit_code(), 2);
+        assert_eq!(clap_error(&["--clients", "0"]).exit_code(), 2);
+        assert_eq!(clap_error(&["--liveness-bound-ms", "0"]).exit_code(), 2);
+        let bug = clap_error(&["--planted-bug", "bogus"]);
+        assert_eq!(bug.exit_code(), 2);
+        assert!(bug.to_string().contains("unknown bug \"bogus\""), "{bug}");
+        assert_eq!(
+            run_args(&["--planted-bug", "stale-leader-read"])
+                .unwrap()
+                .planted_bug
+                .as_deref(),
+            Some("stale-leader-read")
+        );
+        // A bug asked of a node without planted bugs would be a plain run.
+        let normal = std::env::temp_dir().join(format!("cairn-normal-{}", std::process::id()));
+        std::fs::write(&normal, b"a node built without planted bugs").unwrap();
+        let normal_arg = normal.to_str().unwrap();
+        let refused = run_args(&[
+            "--planted-bug",
+            "stale-leader-read",
+            "--node-bin",
+            normal_arg,
+        ])
+        .unwrap()
+        .into_options()
+        .unwrap_err()
+        .to_string();
+        std::fs::remove_file(&normal).unwrap();
+        assert!(
+            refused.contains("has no planted bugs compiled in"),
+            "{refused}"
+        );
 
         let options_error = |argv: &[&str]| {
             run_args(argv)

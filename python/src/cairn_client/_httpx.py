@@ -41,10 +41,17 @@ def build_request(
             params=list(effect.params),
             content=effect.body,
             headers=core.headers(effect.body is not None),
-            timeout=httpx.Timeout(effect.timeout, connect=core.settings.timeouts.connect),
+            timeout=_attempt_timeout(effect.timeout, core.settings.timeouts.connect),
         )
     except httpx.InvalidURL as err:
         raise InvalidInput(f"{effect.method} {'/'.join(effect.path)[:80]}: {err}") from err
+
+
+def _attempt_timeout(attempt: float | None, connect: float) -> httpx.Timeout:
+    """The bounds of one attempt. Setting up its connection (TCP, and the TLS handshake,
+    which a paused node's kernel lets begin and nothing answers) is part of the attempt,
+    so it is bounded by it too: a call timeout's share holds over HTTPS as over HTTP."""
+    return httpx.Timeout(attempt, connect=connect if attempt is None else min(connect, attempt))
 
 
 TRANSPORT_ERRORS = (httpx.RequestError, OSError)
@@ -86,7 +93,8 @@ _TLS_HINTS = {
     ),
     "CERTIFICATE_VERIFY_FAILED": (
         "the node's certificate does not verify against the CA given (ca_cert or "
-        "CAIRN_CACERT): is it this cluster's CA, and does the certificate name this host?"
+        "CAIRN_CACERT; with neither, the system's trust store): is it this cluster's CA, and "
+        "does the certificate name this host?"
     ),
     "TLSV13_ALERT_CERTIFICATE_REQUIRED": (
         "the node asks for a client certificate: give client_cert (or CAIRN_CERT and "

@@ -136,6 +136,22 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Fails unless `exe` is a planted-bugs build: the warning a planted node logs exists only
+/// in those. A bug asked of a normal node is planted nowhere, and its run would pass
+/// like any other, looking like a bug the checkers missed.
+pub fn require_planted(exe: &Path) -> Result<()> {
+    let bytes = std::fs::read(exe).with_context(|| format!("reading {}", exe.display()))?;
+    if !bytes.windows(MARKER.len()).any(|w| w == MARKER) {
+        bail!(
+            "{} has no planted bugs compiled in: pass --node-bin {} (`cairn-jepsen selftest` \
+             builds it)",
+            exe.display(),
+            planted_bin().display()
+        );
+    }
+    Ok(())
+}
+
 /// Builds the normal node binary, makes sure `<target>/debug/cairn-node` is it, and
 /// returns the path.
 pub fn normal() -> Result<PathBuf> {
@@ -159,11 +175,7 @@ pub fn planted() -> Result<PathBuf> {
         );
     }
     let built = cargo_build(Some("cairn-node/planted-bugs")).and_then(|exe| {
-        // The warning a planted node logs exists only in planted builds.
-        let bytes = std::fs::read(&exe)?;
-        if !bytes.windows(MARKER.len()).any(|w| w == MARKER) {
-            bail!("{} has no planted bugs compiled in", exe.display());
-        }
+        require_planted(&exe)?;
         let to = planted_bin();
         replace(&exe, &to)?;
         Ok(to)

@@ -90,7 +90,9 @@ pub async fn selftest(opts: SelftestOptions) -> Result<bool> {
     let planted = if opts.build {
         tokio::task::spawn_blocking(build::planted).await??
     } else {
-        build::planted_bin()
+        let planted = build::planted_bin();
+        build::require_planted(&planted)?;
+        planted
     };
     let normal = super::options::default_node_bin();
     let mut lines = Vec::new();
