@@ -77,8 +77,11 @@ pub struct BenchArgs {
     /// Output directory (latest.json, plots).
     #[arg(long, default_value = "bench-results")]
     out: PathBuf,
-    /// Markdown report to write. Default: BENCH.md for a full run, OUT/quick/REPORT.md for
-    /// --quick (a smoke run must not overwrite the published numbers).
+    /// Markdown report to write. Default: BENCH.md for a full run (every workload, the
+    /// default clients, points, keys and driver, cairn and etcd among the systems; more
+    /// rounds, --scale and the secure systems may be added), else OUT/quick/REPORT.md for
+    /// --quick and OUT/custom/REPORT.md for any other run, which also leaves latest.json
+    /// alone: a partial run must not replace the published numbers.
     #[arg(long)]
     report: Option<PathBuf>,
     /// The cairn-node binary (copied into the work dir so a rebuild cannot swap it mid-run).

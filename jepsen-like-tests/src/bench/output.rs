@@ -73,14 +73,18 @@ pub(super) fn results(args: &BenchArgs, plan: &Plan, run_started: Instant, m: Me
     }
 }
 
-/// latest.json and OUT/MODE/results.json (when `write_json`), the plots in OUT/MODE/ and
-/// the markdown report.
+/// OUT/MODE/results.json and, but for a custom run, latest.json (when `write_json`); the
+/// plots in OUT/MODE/; the markdown report (BENCH.md for a full run, else OUT/MODE/REPORT.md,
+/// unless `--report` names one).
 pub(super) fn write_outputs(args: &BenchArgs, results: &Results, write_json: bool) -> Result<()> {
     let mode_dir = args.out.join(&results.mode);
     std::fs::create_dir_all(&mode_dir)?;
+    let custom = results.mode == "custom";
     if write_json {
         let json = serde_json::to_vec_pretty(results)?;
-        std::fs::write(args.out.join("latest.json"), &json)?;
+        if !custom {
+            std::fs::write(args.out.join("latest.json"), &json)?;
+        }
         std::fs::write(mode_dir.join("results.json"), &json)?;
     }
     let plots = match plot::render(results, &mode_dir, &args.font) {
@@ -91,16 +95,16 @@ pub(super) fn write_outputs(args: &BenchArgs, results: &Results, write_json: boo
         }
     };
     let report_path = args.report.clone().unwrap_or_else(|| {
-        if results.mode == "quick" {
-            mode_dir.join("REPORT.md")
-        } else {
+        if results.mode == "full" {
             PathBuf::from("BENCH.md")
+        } else {
+            mode_dir.join("REPORT.md")
         }
     });
     markdown::write_markdown(results, &report_path, &plots)?;
     println!(
         "bench: wrote {}{} and {} plot(s) in {}",
-        if write_json {
+        if write_json && !custom {
             format!("{}, ", args.out.join("latest.json").display())
         } else {
             String::new()

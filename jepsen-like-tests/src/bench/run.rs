@@ -53,12 +53,50 @@ pub(super) fn plan(args: &BenchArgs) -> Result<Plan> {
     }
     let (measure, warmup) = if args.quick { (2.0, 0.5) } else { (12.0, 2.0) };
     Ok(Plan {
-        mode: if args.quick { "quick" } else { "full" },
+        mode: mode(args),
         workloads,
         systems,
         warmup: Duration::from_secs_f64(args.warmup_secs.unwrap_or(warmup)),
         measure: Duration::from_secs_f64(args.point_secs.unwrap_or(measure)),
     })
+}
+
+/// `quick` for the CI smoke; `full` for a run of the published shape, whose report is
+/// BENCH.md; `custom` for any run that measures less or otherwise than that shape (fewer
+/// workloads, other client counts, shorter points, another key space or driver, a tuning
+/// config), which must not replace the published numbers. More rounds, the scale part and
+/// the secure systems beside cairn and etcd add to the published shape.
+fn mode(args: &BenchArgs) -> &'static str {
+    let defaults = parse_args(&[]).expect("the defaults parse");
+    let published = args.workloads.is_none()
+        && args.clients == defaults.clients
+        && args.point_secs.is_none()
+        && args.warmup_secs.is_none()
+        && args.keys == defaults.keys
+        && args.value_bytes == defaults.value_bytes
+        && args.cairn_driver == defaults.cairn_driver
+        && args.etcd_conns == defaults.etcd_conns
+        && args.cairn_config.is_none()
+        && !args.keep_cpus_busy
+        && args.scale_keys.is_none()
+        && defaults.systems.iter().all(|s| args.systems.contains(s));
+    match (args.quick, published) {
+        (true, _) => "quick",
+        (false, true) => "full",
+        (false, false) => "custom",
+    }
+}
+
+/// `BenchArgs` from the flags after `bench` (with a `--node-bin`): the published shape's
+/// defaults, and the tests' command lines.
+fn parse_args(flags: &[&str]) -> std::result::Result<BenchArgs, clap::Error> {
+    #[derive(clap::Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+    let argv = ["bench", "--node-bin", "cairn-node"].iter().chain(flags);
+    <Bench as clap::Parser>::try_parse_from(argv).map(|bench| bench.args)
 }
 
 pub(super) async fn run(args: BenchArgs) -> Result<()> {
@@ -368,4 +406,29 @@ async fn run_scale(
     )
     .await?;
     Ok(Some(scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_run_of_the_published_shape_is_full() {
+        let mode_of = |flags: &[&str]| mode(&parse_args(flags).unwrap());
+        assert_eq!(mode_of(&[]), "full");
+        assert_eq!(mode_of(&["--rounds", "5", "--scale"]), "full");
+        assert_eq!(mode_of(&["--systems", "cairn,etcd,cairn-secure"]), "full");
+        assert_eq!(mode_of(&["--quick", "--workloads", "write"]), "quick");
+        for narrowed in [
+            &["--workloads", "write"][..],
+            &["--clients", "64"],
+            &["--point-secs", "3"],
+            &["--warmup-secs", "1"],
+            &["--keys", "10"],
+            &["--systems", "cairn,cairn-secure"],
+            &["--cairn-driver", "client"],
+        ] {
+            assert_eq!(mode_of(narrowed), "custom", "{narrowed:?}");
+        }
+    }
 }

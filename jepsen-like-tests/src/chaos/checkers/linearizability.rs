@@ -7,6 +7,10 @@
 //! - The search: every mutation (acknowledged, definitely rejected, or indeterminate)
 //!   and every read served linearizably, against [`CairnKey`]. `unknown` (budget ran out)
 //!   fails the run: nothing was proven.
+//! - Served as asked: no read is served weaker than it asked (`served.consistency`).
+//!   The checks above and the other checkers judge a read by the level the node says it
+//!   served, so a node that quietly answered a linearizable read locally and labelled it
+//!   `any` would otherwise be judged by nothing stronger than `any`'s rules.
 
 use std::collections::BTreeMap;
 
@@ -32,6 +36,7 @@ const MODEL_CODES: [&str; 5] = [
 
 pub fn check(inputs: &Inputs, idx: &Index) -> Verdict {
     let mut v = Verdict::new("linearizability");
+    served_as_asked(inputs.records, &mut v);
     version_order(inputs.records, idx, &mut v);
     let history = to_history(inputs.records, idx);
     v.checked = history.len();
@@ -51,6 +56,43 @@ pub fn check(inputs: &Inputs, idx: &Index) -> Verdict {
         }
     }
     v
+}
+
+/// Every read that returned a record was served at least as strongly as it asked: a
+/// client may upgrade a read (a session read re-read at the leader), never downgrade it.
+fn served_as_asked(records: &[Record], v: &mut Verdict) {
+    let mut checked = 0;
+    for r in records {
+        let (
+            Input::Read {
+                key, consistency, ..
+            },
+            Some(Some(found)),
+        ) = (&r.input, r.read())
+        else {
+            continue;
+        };
+        checked += 1;
+        if strength(found.served_consistency) < strength(*consistency) {
+            v.violation(format!(
+                "key {key:?}: read op {} asked {} and was served {} by node {}",
+                r.id,
+                consistency.as_str(),
+                found.served_consistency.as_str(),
+                found.served_node
+            ));
+        }
+    }
+    v.note(format!("{checked} reads served at least as asked"));
+}
+
+/// The order of the consistency levels' guarantees (SPEC §3).
+fn strength(level: Consistency) -> u8 {
+    match level {
+        Consistency::Any => 0,
+        Consistency::Bounded => 1,
+        Consistency::Linearizable => 2,
+    }
 }
 
 fn count_keys(history: &History<MInput, MOutput>) -> usize {

@@ -219,6 +219,30 @@ fn a_read_below_an_acknowledged_forget_is_caught() {
 }
 
 #[test]
+fn a_read_served_weaker_than_it_asked_is_caught() {
+    // A node that answers a linearizable read from its local state and labels it `any`
+    // escapes every check judged by the level served; this one compares it with the
+    // level asked. The stale value (v1 after the forget) would otherwise pass.
+    let (mut records, fs) = clean();
+    records.push(record(
+        4,
+        (70, 80),
+        read(Consistency::Linearizable, None),
+        seen(Some(1), 1, Consistency::Any),
+    ));
+    assert_eq!(failed(&verdicts(&records, &fs)), vec!["linearizability"]);
+    // An upgrade is no violation: a session read re-read at the leader.
+    let (mut records, fs) = clean();
+    records.push(record(
+        4,
+        (70, 80),
+        read(Consistency::Any, None),
+        seen(None, 2, Consistency::Linearizable),
+    ));
+    assert!(failed(&verdicts(&records, &fs)).is_empty());
+}
+
+#[test]
 fn an_absent_key_is_judged_by_the_consistency_asked_for() {
     // Chaos seed 9385774814723887609: a bounded read (1 s bound) of a key written and
     // forgotten 0.3 s earlier found it absent on a lagging node; that is within the
