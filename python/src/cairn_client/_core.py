@@ -807,9 +807,10 @@ class Core:
         request_id: str | None = None,
     ) -> Program[MutationResult]:
         """Forgets ``key`` (``POST /v1/forget``): the value is gone, a tombstone with
-        ``reason`` stays forever (``result.tombstone``), and no write brings the value back
-        unless it clears the tombstone. Forgetting a forgotten key answers the same
-        tombstone with ``already=True``."""
+        ``reason`` stays forever (``result.tombstone``; with auth on, ``None`` unless the
+        principal may read ``key``), and no write brings the value back unless it clears
+        the tombstone. Forgetting a forgotten key answers the same tombstone with
+        ``already=True``."""
         request = build(
             ForgetRequest,
             "forget",
