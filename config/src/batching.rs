@@ -6,8 +6,10 @@ use crate::error::{check_at_most, check_positive, ConfigError};
 
 /// Longest a proposer may wait for more operations before sealing an entry.
 pub const LINGER_US_LIMIT: u64 = 100_000;
-/// Upper bound of `commit_timeout_ms`: below the 30 s a follower waits for the leader when
-/// it relays a write, so a relayed write gets the leader's own 504.
+/// Upper bound of `commit_timeout_ms`: a write on a leader that cannot commit holds its
+/// place in the batcher's queue and its client's connection until then (and a follower
+/// relaying it waits that plus one second, `node/src/api/forward.rs`), so the wait a
+/// setting can ask for stays bounded.
 pub const COMMIT_TIMEOUT_MS_MAX: u64 = 20_000;
 /// Largest Raft entry: one entry always travels whole in one append-entries RPC, whose
 /// body a peer takes up to 256 MiB.

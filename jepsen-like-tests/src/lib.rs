@@ -42,9 +42,11 @@
 //! - `tests/chaos_secure.rs`: the same with auth and TLS on (`cairn-jepsen run --secure`,
 //!   [`chaos::secure`]), fixed seed.
 //! - `tests/chaos_planted.rs`: the planted-bug self-test.
+//! - `tests/chaos_heal.rs`: the final heal brings the membership back to the base voters
+//!   after failed heals.
 //! - `tests/bench_quick.rs`: `cairn-jepsen bench --quick` against cairn and etcd.
 //!
-//! The last four need root and iptables or etcd, checked through [`prereq`]. See
+//! All but the first need root and iptables, or etcd, checked through [`prereq`]. See
 //! `docs/chaos.md`.
 
 pub mod certs;
