@@ -28,9 +28,11 @@ const ERRORS_MAX_FRACTION: f64 = 0.01;
 /// The benchmark's clusters listen on fixed ports: one run at a time.
 static ONE_RUN_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A finished `cairn-jepsen bench` run: its results JSON and its markdown report.
+/// A finished `cairn-jepsen bench` run: its results JSON (`OUT/MODE/results.json`), its
+/// markdown report, and whether it wrote `OUT/latest.json`.
 struct Run {
     latest: Value,
+    wrote_latest: bool,
     report: String,
     out: tempfile::TempDir,
 }
@@ -43,6 +45,7 @@ fn quick_bench_measures_both_systems() {
     let run = bench(&["--quick"]);
     let latest = &run.latest;
     assert_eq!(latest["mode"], "quick");
+    assert!(run.wrote_latest, "a quick run writes latest.json");
     let fsync_rate = latest["fdatasync_start"]["ops_per_s"]
         .as_f64()
         .unwrap_or(0.0);
@@ -92,6 +95,9 @@ fn secure_twins_are_measured_beside_the_plain_systems() {
         "--keys",
         "2000",
     ]);
+    // Narrowed (one client count, two workloads, short points): never the published run.
+    assert_eq!(run.latest["mode"], "custom");
+    assert!(!run.wrote_latest, "a custom run leaves latest.json alone");
     let rows = run.latest["rows"].as_array().expect("rows");
     for system in ["cairn", "cairn-secure", "etcd", "etcd-secure"] {
         for workload in ["write", "read-linearizable"] {
@@ -134,9 +140,14 @@ fn bench(args: &[&str]) -> Run {
         .status()
         .expect("running cairn-jepsen bench");
     assert!(status.success(), "bench {args:?} failed: {status}");
+    let results = ["quick", "custom", "full"]
+        .map(|mode| out.path().join(mode).join("results.json"))
+        .into_iter()
+        .find(|path| path.is_file())
+        .expect("OUT/MODE/results.json");
     Run {
-        latest: serde_json::from_slice(&std::fs::read(out.path().join("latest.json")).unwrap())
-            .unwrap(),
+        latest: serde_json::from_slice(&std::fs::read(results).unwrap()).unwrap(),
+        wrote_latest: out.path().join("latest.json").is_file(),
         report: std::fs::read_to_string(&report).unwrap(),
         out,
     }
