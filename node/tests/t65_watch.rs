@@ -152,7 +152,7 @@ async fn watch_replays_from_the_oldest_event_follows_live_and_resumes_from_any_u
     assert_eq!(twice.status().as_u16(), 400);
     let body: Value = twice.json().await.expect("an error body");
     assert_eq!(body["error"]["field"], "Last-Event-ID", "{body}");
-    for query in ["prefix=%zz", "prefix=%", "prefix=w%2"] {
+    for query in ["prefix=%zz", "prefix=%", "prefix=w%2", "prefix=%+1"] {
         let answer = http
             .get(format!("{}/v1/watch?{query}", cluster.endpoint(1)))
             .send()

@@ -621,8 +621,12 @@ fn percent_decoded(text: &str) -> Option<Vec<u8>> {
     while i < bytes.len() {
         match bytes[i] {
             b'%' => {
-                let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-                out.push(u8::from_str_radix(hex, 16).ok()?);
+                // Two hex digits, checked as such: `from_str_radix` also takes a sign.
+                let hex = bytes.get(i + 1..i + 3)?;
+                if !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
                 i += 3;
             }
             b'+' => {
@@ -1099,7 +1103,7 @@ mod tests {
             query_details("/x?consistency=any&a%zz=1").await,
             json!({"field": "a%zz"})
         );
-        for text in ["%", "%4", "%zz", "a%g1"] {
+        for text in ["%", "%4", "%zz", "a%g1", "%+1", "%-1"] {
             assert_eq!(percent_decoded(text), None, "{text}");
         }
     }
