@@ -107,8 +107,11 @@ pub struct ListRequest {
     pub prefix: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub states: Option<Vec<State>>,
+    /// Page size, 1 to the node's `limits.page_items_max` (default 100). A `u64`, so that
+    /// any whole number out of that range is refused by the node naming the range, with
+    /// `limit` and `size`, not by the JSON decoder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
+    pub limit: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,8 +145,11 @@ pub struct RecallRequest {
     /// States to include; default `["active", "revoked"]`. `forgotten` is never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub include: Option<Vec<State>>,
+    /// Page size, 1 to the node's `limits.page_items_max` (default 100). A `u64`, so that
+    /// any whole number out of that range is refused by the node naming the range, with
+    /// `limit` and `size`, not by the JSON decoder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
+    pub limit: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -655,7 +655,7 @@ fn rustls_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a
     inner.downcast_ref::<rustls::Error>()
 }
 
-fn error_chain(err: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
     let mut causes = Vec::new();
     let mut source = err.source();
     while let Some(cause) = source {

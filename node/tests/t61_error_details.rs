@@ -532,6 +532,14 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
                 size("limit", 1001, 1000),
             ),
             (
+                "recall limit past 32 bits, a size like any other",
+                "/v1/recall",
+                json!({"cues": ["tag:x"], "limit": 4_294_967_296_u64}),
+                400,
+                invalid,
+                size("limit", 4_294_967_296, 1000),
+            ),
+            (
                 "recall of forgotten notes",
                 "/v1/recall",
                 json!({"cues": ["tag:x"], "include": ["forgotten"]}),

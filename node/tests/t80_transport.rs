@@ -692,6 +692,18 @@ async fn client_certificates_are_required_when_a_client_ca_is_given() {
         assert!(message.contains(hint), "{message}");
         assert!(!sent, "{err:?}");
     }
+    // A key that is not the certificate's is named when the client is built.
+    let mismatched = cairn_client::Client::builder(vec![cluster.url(1, "")])
+        .ca_cert_file(&cluster.certs.ca_cert)
+        .client_identity_files(&cluster.certs.client_cert, &other.client_key)
+        .build()
+        .expect_err("a key of another certificate");
+    assert!(
+        mismatched
+            .to_string()
+            .contains("the private key is not the certificate's"),
+        "{mismatched}"
+    );
     let failed = cluster
         .metric(1, "cairn_client_tls_handshakes_failed_total")
         .await;

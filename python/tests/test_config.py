@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ from cairn_client import (
     State,
     WriteRequest,
 )
-from cairn_client.testing import LocalCluster
+from cairn_client.testing import LocalCluster, find_node_binary
 
 
 def test_endpoints_are_normalized_like_the_rust_client(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,6 +253,19 @@ def test_unreadable_certificates_are_refused_without_their_content(tmp_path: Pat
         Cairn(["h:1"], client_cert=(cert, missing_key))
     with pytest.raises(InvalidInput, match=r"client certificate .*missing\.pem: no such file"):
         Cairn(["h:1"], client_cert=tmp_path / "missing.pem")
+
+
+def test_a_client_key_of_another_certificate_is_named(tmp_path: Path) -> None:
+    subprocess.run(
+        [find_node_binary(), "certs", "--out", tmp_path, "--nodes", "1"],
+        check=True,
+        capture_output=True,
+    )
+    other_key = tmp_path / "node-1.key"
+    with pytest.raises(InvalidInput, match="the private key is not the certificate's"):
+        Cairn(
+            ["h:1"], ca_cert=tmp_path / "ca.pem", client_cert=(tmp_path / "client.pem", other_key)
+        )
 
 
 def test_a_short_timeout_bounds_leader_discovery_too() -> None:

@@ -180,7 +180,7 @@ pub struct ListArgs {
     pub states: Vec<State>,
     /// Most items on the page, 1 to 1000 [default: 100].
     #[arg(long)]
-    pub limit: Option<u32>,
+    pub limit: Option<u64>,
     /// Continue after this key (the `next_after` of the previous page).
     #[arg(long)]
     pub after: Option<String>,
@@ -202,7 +202,7 @@ pub struct RecallArgs {
     pub include: Vec<State>,
     /// Most notes, 1 to 1000 [default: 100].
     #[arg(long)]
-    pub limit: Option<u32>,
+    pub limit: Option<u64>,
     #[command(flatten)]
     pub read: ReadFlags,
 }

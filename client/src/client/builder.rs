@@ -10,7 +10,7 @@ use super::tls::{parse_ca, parse_identity, read_file, TlsSettings};
 use super::{Client, Result, RetryPolicy};
 use crate::api::{Consistency, ReadOptions};
 use crate::bearer::BearerToken;
-use crate::error::ClientError;
+use crate::error::{error_chain, ClientError};
 use crate::session::Session;
 
 /// How long an idle pooled connection is kept: under a node's 30 s idle close.
@@ -257,7 +257,7 @@ impl ClientBuilder {
             .tls
             .apply(http)
             .build()
-            .map_err(|e| ClientError::invalid_input(format!("http client: {e}")))?;
+            .map_err(|e| http_client_error(&e))?;
         let timeouts = Timeouts {
             discovery: self.timeouts.discovery.min(self.timeouts.request),
             ..self.timeouts
@@ -272,4 +272,20 @@ impl ClientBuilder {
             token: self.token,
         })
     }
+}
+
+/// Why the HTTP client could not be built: a client key that is not the certificate's
+/// (rustls checks the pair only then) named as such, anything else with its causes.
+fn http_client_error(err: &reqwest::Error) -> ClientError {
+    let mut cause = std::error::Error::source(err);
+    while let Some(current) = cause {
+        if let Some(rustls::Error::InconsistentKeys(_)) = current.downcast_ref::<rustls::Error>() {
+            return ClientError::invalid_input(
+                "client certificate: the private key is not the certificate's (--cert and \
+                 --key, or CAIRN_CERT and CAIRN_KEY, must be one pair)",
+            );
+        }
+        cause = current.source();
+    }
+    ClientError::invalid_input(format!("http client: {}", error_chain(err)))
 }

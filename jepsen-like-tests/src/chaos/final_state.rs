@@ -25,7 +25,7 @@ use super::history::{Input, Outcome, Probe, Record, Recorder};
 use super::supervisor::endpoint;
 use super::workload::{client_for, exec, probe, HARNESS_PROCESS};
 
-const LIST_PAGE: u32 = 1_000;
+const LIST_PAGE: u64 = 1_000;
 /// Bounds paging (keys listed per node at most PAGES_MAX * LIST_PAGE).
 const PAGES_MAX: usize = 1_000;
 const RESOLVE_ROUNDS: usize = 3;

@@ -169,7 +169,7 @@ impl ReadArgs for RecallArgs {
         let mut request = RecallRequest::new(self.cues);
         request.prefix = self.prefix;
         request.include = self.include;
-        request.limit = self.limit;
+        request.limit = self.limit.map(u64::from);
         request.consistency = self.consistency;
         request.max_staleness_ms = self.max_staleness_ms;
         let answer = client.recall(request.clone()).await?;
@@ -221,7 +221,7 @@ impl ReadArgs for ListArgs {
     async fn run(self, client: &Client) -> Result<ListResponse, ClientError> {
         let mut request = ListRequest::new(self.prefix);
         request.states = self.states;
-        request.limit = self.limit;
+        request.limit = self.limit.map(u64::from);
         request.after = self.after;
         request.consistency = self.consistency;
         request.max_staleness_ms = self.max_staleness_ms;

@@ -28,7 +28,7 @@ type Result<T> = std::result::Result<T, ApiError>;
 /// History events returned at most per key: the newest (SPEC §5 Extension).
 const HISTORY_EVENTS_MAX: usize = 10_000;
 /// Default page size of list and recall.
-const PAGE_ITEMS_DEFAULT: u32 = 100;
+const PAGE_ITEMS_DEFAULT: u64 = 100;
 /// Candidates a recall looks at, at most, across all its cues.
 const RECALL_CANDIDATES_MAX: usize = 10_000;
 /// A list scans at most this many slots per requested item when filtering by state.
@@ -327,8 +327,8 @@ fn query_string(opts: &ReadOptions) -> String {
 /// The page size asked for; out of 1..=`page_items_max` is 400 with `field: "limit"`,
 /// `limit` (the largest page) and `size` (the page asked for). The message names the whole
 /// range, so the `limit` detail reads as its upper end whichever end was missed.
-fn page_limit(app: &App, limit: Option<u32>) -> Result<usize> {
-    let max = app.config.limits.page_items_max;
+fn page_limit(app: &App, limit: Option<u64>) -> Result<usize> {
+    let max = u64::from(app.config.limits.page_items_max);
     match limit.unwrap_or(PAGE_ITEMS_DEFAULT.min(max)) {
         n if n == 0 || n > max => Err(ApiError::invalid(format!(
             "limit must be from 1 to {max} (limits.page_items_max), not {n}"

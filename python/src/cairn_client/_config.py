@@ -391,6 +391,11 @@ def _load_client_cert(context: ssl.SSLContext, cert: str | os.PathLike[str] | Ce
         context.load_cert_chain(os.fspath(cert_file), os.fspath(key_file) if key_file else None)
     except (OSError, ssl.SSLError) as err:
         # The key's bytes never reach the message: only the file names and the error kind.
+        if isinstance(err, ssl.SSLError) and err.reason == "KEY_VALUES_MISMATCH":
+            raise InvalidInput(
+                f"client certificate {os.fspath(cert_file)}: the private key is not the "
+                "certificate's (client_cert, or CAIRN_CERT and CAIRN_KEY, must be one pair)"
+            ) from None
         raise InvalidInput(
             f"client certificate {os.fspath(cert_file)}: {type(err).__name__}"
         ) from None
