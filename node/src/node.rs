@@ -224,6 +224,8 @@ struct Transport {
     relay: Option<rustls::ClientConfig>,
     /// The client port certificate's notAfter, when a CA to check it against is known.
     client_cert_not_after: Option<u64>,
+    /// The host of `client_addr` when the client port's certificate does not name it.
+    client_cert_misses_addr: Option<String>,
 }
 
 impl Transport {
@@ -248,6 +250,7 @@ impl Transport {
             },
             relay: tls_configs::relay_client(config)?,
             client_cert_not_after: tls_configs::client_cert_not_after(config)?,
+            client_cert_misses_addr: tls_configs::client_cert_misses_addr(config)?,
         })
     }
 
@@ -284,6 +287,17 @@ impl Transport {
                 "client-port TLS without a CA (--tls-ca, --peer-tls-ca or --tls-client-ca): \
                  this node cannot verify the leader's client port, so requests it must relay \
                  to the leader are answered 503 no_leader"
+            );
+        }
+        if let Some(host) = &self.client_cert_misses_addr {
+            tracing::warn!(
+                target: START_WARNINGS,
+                client = %config.client_addr,
+                "the tls_cert certificate is not valid for {host}, the host of client_addr: \
+                 other nodes relay to this one's client_addr when it leads and verify its \
+                 certificate by that host, so their relays will fail; issue it for that host \
+                 (cairn-node certs --nodes {id} --host {id}={host})",
+                id = config.id
             );
         }
         let now = UnixTime::now();

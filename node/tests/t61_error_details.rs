@@ -1016,3 +1016,44 @@ async fn a_follower_refuses_bad_input_itself_with_or_without_a_leader() {
         "a good write without a leader: {status} {answer}"
     );
 }
+
+/// A path with a `.` or `..` segment, escaped or not, is 404 on every node: no route has
+/// one, and a follower relaying it would have its URL library resolve it into another
+/// path than the one it routed (`/v1/auth/principals/%2e%2e/rotate` into
+/// `/v1/auth/rotate`). Sent raw: an HTTP client would resolve the segments itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dot_segment_in_a_path_is_404_on_every_node() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let cluster = Cluster::start(3).await;
+    cluster.wait_settled(LEADER_TIMEOUT).await;
+    for id in cluster.ids() {
+        for (method, path) in [
+            ("POST", "/v1/auth/principals/%2e%2e/rotate"),
+            ("POST", "/v1/auth/principals/%2E/rotate"),
+            ("GET", "/v1/tombstones/.."),
+            ("DELETE", "/v1/auth/principals/.%2e"),
+        ] {
+            let addr = cluster
+                .endpoint(id)
+                .trim_start_matches("http://")
+                .to_string();
+            let mut stream = tokio::net::TcpStream::connect(&addr)
+                .await
+                .expect("connect");
+            let request = format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            stream.write_all(request.as_bytes()).await.expect("send");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("answer");
+            assert!(
+                answer.starts_with("HTTP/1.1 404"),
+                "node {id}, {path}: {answer}"
+            );
+            assert!(
+                answer.contains("no . or .. segment"),
+                "node {id}, {path}: {answer}"
+            );
+        }
+    }
+}

@@ -119,7 +119,7 @@ pub async fn to_leader_as(
                 timeout.as_millis()
             )
         } else {
-            format!("{doing} leader {leader_id}: {e}")
+            format!("{doing} leader {leader_id}: {}", with_causes(&e))
         };
         if kind == Kind::Mutation && !e.is_connect() {
             ApiError::outcome_unknown(why, request_id)
@@ -141,6 +141,20 @@ pub async fn to_leader_as(
         answer = relay => answer,
         () = leader_moved_off(app, leader_id) => Err(relay_abandoned(app, kind, leader_id, request_id)),
     }
+}
+
+/// `err` with its causes: reqwest's own words ("error sending request for url …") say
+/// nothing of why; the causes do (refused, reset, a certificate not valid for the
+/// leader's address), and are what an operator needs to mend a relay that fails.
+fn with_causes(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = std::error::Error::source(err);
+    while let Some(current) = cause {
+        text.push_str(": ");
+        text.push_str(&current.to_string());
+        cause = current.source();
+    }
+    text
 }
 
 /// The error of a relay to `leader_id` given up on because this node no longer takes it

@@ -278,6 +278,9 @@ async fn admit(
 
 /// A query or a body the route does not take.
 fn refused_by_gate(gate: Gate, request: &Request) -> Option<ApiError> {
+    if let Some(refused) = dot_segment(request) {
+        return Some(refused);
+    }
     if !gate.takes_query {
         if let Some(refused) = unknown_query(request) {
             return Some(refused);
@@ -287,6 +290,28 @@ fn refused_by_gate(gate: Gate, request: &Request) -> Option<ApiError> {
         return unexpected_body(request);
     }
     None
+}
+
+/// 404 for a path with a `.` or `..` segment, escaped or not (`%2e%2e`). No route has
+/// one and no path parameter may be one (a principal's name, a tombstone id), but a URL
+/// library resolves them: a follower relaying `/v1/auth/principals/%2e%2e/rotate` would
+/// send the leader `/v1/auth/rotate`, another request than the one it routed. Refused
+/// alike on every node.
+fn dot_segment(request: &Request) -> Option<ApiError> {
+    let path = request.uri().path();
+    let dotted = path.split('/').any(|segment| {
+        let lower = segment.to_ascii_lowercase();
+        matches!(
+            lower.as_str(),
+            "." | ".." | "%2e" | "%2e%2e" | ".%2e" | "%2e."
+        )
+    });
+    dotted.then(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("no such endpoint: {path} (a path has no . or .. segment)"),
+        )
+    })
 }
 
 /// Whether `answer` refuses the request's shape: a body, query or path that does not

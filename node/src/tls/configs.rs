@@ -119,6 +119,39 @@ fn check_names_node(path: &Path, cert: &CertificateDer<'_>, id: u64) -> Result<(
     }
 }
 
+/// The host of `client_addr` when the client port's certificate does not name it (as an
+/// IP address or a DNS name): nodes relay to the leader's `client_addr` and verify its
+/// certificate by that host, so relays to this node would fail while clients that use
+/// another name succeed. `None` without client TLS, for an unspecified address (a bind to
+/// every interface names no host), or when the certificate names the host.
+pub fn client_cert_misses_addr(config: &NodeConfig) -> Result<Option<String>, TlsError> {
+    let Some(cert) = &config.tls_cert else {
+        return Ok(None);
+    };
+    let host = config
+        .client_addr
+        .rsplit_once(':')
+        .map_or(config.client_addr.as_str(), |(host, _)| host)
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    if host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return Ok(None);
+    }
+    let Ok(name) = ServerName::try_from(host.to_string()) else {
+        return Ok(None);
+    };
+    let certs = pem::certs(cert)?;
+    let Some(leaf) = certs.first() else {
+        return Ok(None);
+    };
+    let named = webpki::EndEntityCert::try_from(leaf)
+        .is_ok_and(|leaf| leaf.verify_is_valid_for_subject_name(&name).is_ok());
+    Ok((!named).then(|| host.to_string()))
+}
+
 /// The notAfter (unix seconds) of the client port's certificate, checked valid now
 /// ([`validity::not_after`]) against [`NodeConfig::client_port_ca`]; `None` without
 /// client TLS, without a CA to check it against, or when it does not chain to that CA.
@@ -230,6 +263,48 @@ mod tests {
         }
         assert!(!client.is_handshaking() && !server.is_handshaking());
         server.negotiated_cipher_suite().unwrap().suite()
+    }
+
+    #[test]
+    fn a_client_certificate_that_does_not_name_the_client_addr_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = BTreeMap::from([(2, vec!["10.0.0.2".to_string(), "db2.example".to_string()])]);
+        let g = certs::generate(dir.path(), &[1, 2], &hosts).unwrap();
+        let mut config = NodeConfig::local(1).unwrap();
+        assert_eq!(
+            client_cert_misses_addr(&config).unwrap(),
+            None,
+            "no client TLS"
+        );
+        config.tls_cert = Some(g.nodes[&1].0.clone());
+        let misses = |config: &mut NodeConfig, addr: &str| {
+            config.client_addr = addr.to_string();
+            client_cert_misses_addr(config).unwrap()
+        };
+        // node-1's certificate names 127.0.0.1 and localhost, as `certs` issues them.
+        assert_eq!(misses(&mut config, "127.0.0.1:7401"), None);
+        assert_eq!(misses(&mut config, "localhost:7401"), None);
+        assert_eq!(
+            misses(&mut config, "0.0.0.0:7401"),
+            None,
+            "a bind names no host"
+        );
+        assert_eq!(
+            misses(&mut config, "[::]:7401"),
+            None,
+            "a bind names no host"
+        );
+        assert_eq!(
+            misses(&mut config, "127.0.0.7:7401").as_deref(),
+            Some("127.0.0.7")
+        );
+        config.tls_cert = Some(g.nodes[&2].0.clone());
+        assert_eq!(misses(&mut config, "10.0.0.2:7401"), None);
+        assert_eq!(misses(&mut config, "db2.example:7401"), None);
+        assert_eq!(
+            misses(&mut config, "10.0.0.3:7401").as_deref(),
+            Some("10.0.0.3")
+        );
     }
 
     #[test]
