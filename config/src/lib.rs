@@ -34,7 +34,8 @@ pub use limits_check::{
     BATCH_OPS_MAX_LIMIT, KEY_BYTES_MAX_LIMIT, PAGE_ITEMS_MAX_LIMIT, VALUE_BYTES_MAX_LIMIT,
 };
 pub use node::{
-    is_host_port, resolve, NodeConfig, Overrides, CLIENT_PORT_BASE, DEFAULT_HOST, PEER_PORT_BASE,
+    host_of, is_host_port, resolve, Host, NodeConfig, Overrides, CLIENT_PORT_BASE, DEFAULT_HOST,
+    PEER_PORT_BASE,
 };
 pub use raft::RaftConfig;
 pub use reads::ReadsConfig;

@@ -348,6 +348,20 @@ pub fn is_host_port(addr: &str) -> bool {
     ip_and_port(addr).is_some() || name_and_port(addr).is_some()
 }
 
+/// The host of a node address ([`is_host_port`]'s forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host<'a> {
+    Ip(std::net::IpAddr),
+    Name(&'a str),
+}
+
+/// The host of `addr` (`IP:PORT`, `[IPv6]:PORT` or `NAME:PORT`); `None` when malformed.
+pub fn host_of(addr: &str) -> Option<Host<'_>> {
+    ip_and_port(addr)
+        .map(|a| Host::Ip(a.ip()))
+        .or_else(|| name_and_port(addr).map(|(name, _)| Host::Name(name)))
+}
+
 /// An IP address and a port other than 0.
 fn ip_and_port(addr: &str) -> Option<SocketAddr> {
     addr.parse::<SocketAddr>().ok().filter(|a| a.port() != 0)

@@ -262,7 +262,8 @@ fn conceal_unreadable(mut e: ApiError, caller: &Caller, keys: &[String]) -> ApiE
 /// `forget`, which shows no content: a key forgotten before (`already`) may carry
 /// another principal's reason.
 fn conceal_unreadable_results(results: &mut [cairn_api::MutationResult], caller: &Caller) {
-    for result in results {
+    // Only a forget's result carries one: a write pays no grant lookup for this.
+    for result in results.iter_mut().filter(|r| r.tombstone.is_some()) {
         if !caller.may(Permission::Read, &result.key) {
             result.tombstone = None;
         }

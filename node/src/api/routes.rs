@@ -298,14 +298,11 @@ fn refused_by_gate(gate: Gate, request: &Request) -> Option<ApiError> {
 /// send the leader `/v1/auth/rotate`, another request than the one it routed. Refused
 /// alike on every node.
 fn dot_segment(request: &Request) -> Option<ApiError> {
+    const DOTS: [&str; 6] = [".", "..", "%2e", "%2e%2e", ".%2e", "%2e."];
     let path = request.uri().path();
-    let dotted = path.split('/').any(|segment| {
-        let lower = segment.to_ascii_lowercase();
-        matches!(
-            lower.as_str(),
-            "." | ".." | "%2e" | "%2e%2e" | ".%2e" | "%2e."
-        )
-    });
+    let dotted = path
+        .split('/')
+        .any(|segment| DOTS.iter().any(|dots| segment.eq_ignore_ascii_case(dots)));
     dotted.then(|| {
         ApiError::new(
             ErrorCode::NotFound,

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use cairn_config::NodeConfig;
+use cairn_config::{Host, NodeConfig};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{ClientConfig, ServerConfig};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
@@ -128,20 +128,14 @@ pub fn client_cert_misses_addr(config: &NodeConfig) -> Result<Option<String>, Tl
     let Some(cert) = &config.tls_cert else {
         return Ok(None);
     };
-    let host = config
-        .client_addr
-        .rsplit_once(':')
-        .map_or(config.client_addr.as_str(), |(host, _)| host)
-        .trim_start_matches('[')
-        .trim_end_matches(']');
-    if host
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_unspecified())
-    {
-        return Ok(None);
-    }
-    let Ok(name) = ServerName::try_from(host.to_string()) else {
-        return Ok(None);
+    let (host, name) = match cairn_config::host_of(&config.client_addr) {
+        Some(Host::Ip(ip)) if ip.is_unspecified() => return Ok(None),
+        Some(Host::Ip(ip)) => (ip.to_string(), ServerName::IpAddress(ip.into())),
+        Some(Host::Name(name)) => match ServerName::try_from(name.to_string()) {
+            Ok(server_name) => (name.to_string(), server_name),
+            Err(_) => return Ok(None),
+        },
+        None => return Ok(None),
     };
     let certs = pem::certs(cert)?;
     let Some(leaf) = certs.first() else {
@@ -149,7 +143,7 @@ pub fn client_cert_misses_addr(config: &NodeConfig) -> Result<Option<String>, Tl
     };
     let named = webpki::EndEntityCert::try_from(leaf)
         .is_ok_and(|leaf| leaf.verify_is_valid_for_subject_name(&name).is_ok());
-    Ok((!named).then(|| host.to_string()))
+    Ok((!named).then_some(host))
 }
 
 /// The notAfter (unix seconds) of the client port's certificate, checked valid now
