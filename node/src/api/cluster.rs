@@ -45,6 +45,9 @@ const LIVE_LAG_ENTRIES_MAX: u64 = 10_000;
 /// The replication metrics keep a dead or frozen voter's last matched index forever (on an
 /// idle cluster it even equals the leader's last index), so liveness needs an answer too.
 const LIVE_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often a removal re-probes the voters while it waits for enough of them to show live
+/// ([`removal_settle_window`]).
+const LIVE_RECHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A node's addresses, checked as written. `at` is where the spec sits in the body
 /// (`nodes[2].` in an init, empty for a join): errors name the field by its path.
@@ -584,14 +587,41 @@ async fn check_quorum_after_removal(app: &App, id: NodeId) -> Result<()> {
     if !is_voter {
         return Ok(());
     }
-    let remaining: Vec<NodeId> = voters.iter().copied().filter(|v| *v != id).collect();
-    if remaining.is_empty() {
+    if voters.len() == 1 {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
             "refusing to remove the last voter",
         ));
     }
-    let live = live_voters(app, &metrics, &voters).await;
+    let settle_by = tokio::time::Instant::now() + removal_settle_window(app);
+    loop {
+        let metrics = app.raft.metrics().borrow().clone();
+        let voters: BTreeSet<NodeId> = metrics.membership_config.membership().voter_ids().collect();
+        let live = live_voters(app, &metrics, &voters).await;
+        let verdict = quorum_after_removal(id, &voters, &live);
+        if verdict.is_ok() || tokio::time::Instant::now() >= settle_by {
+            return verdict;
+        }
+        tokio::time::sleep(LIVE_RECHECK_INTERVAL).await;
+    }
+}
+
+/// How long a removal that finds too few live voters keeps looking before it refuses. A
+/// leader elected moments ago has no replication answer yet from followers that are in
+/// fact live, and a voter promoted moments ago may not have acknowledged an entry yet: both
+/// show up within a few heartbeats, and an election timeout covers them with room to spare.
+fn removal_settle_window(app: &App) -> Duration {
+    Duration::from_millis(app.config.raft.election_timeout_max_ms)
+}
+
+/// The removal's verdict on the voters found live: refused when the remaining voters, or
+/// the current ones (joint consensus needs both), would have no live majority.
+fn quorum_after_removal(
+    id: NodeId,
+    voters: &BTreeSet<NodeId>,
+    live: &BTreeSet<NodeId>,
+) -> Result<()> {
+    let remaining: Vec<NodeId> = voters.iter().copied().filter(|v| *v != id).collect();
     let live_remaining = remaining.iter().filter(|v| live.contains(v)).count();
     if live_remaining * 2 <= remaining.len() {
         return Err(ApiError::new(
@@ -1133,4 +1163,42 @@ fn read_gauges(app: &App, out: &mut String) {
         "leadership confirmations asked again within a ReadIndex round after a majority did not answer in time",
         app.reads.confirm_retries.load(std::sync::atomic::Ordering::Relaxed),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(list: &[NodeId]) -> BTreeSet<NodeId> {
+        list.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_removal_needs_a_live_majority_of_the_remaining_voters() {
+        let voters = ids(&[2, 3, 4, 5]);
+        let refused = quorum_after_removal(3, &voters, &ids(&[3, 4])).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidTransition);
+        assert!(
+            refused.message.contains("1 live of the 3 remaining voters"),
+            "{}",
+            refused.message
+        );
+        assert!(quorum_after_removal(3, &voters, &ids(&[3, 4, 5])).is_ok());
+        // Node 2 frozen: the remaining live majority is not enough if the current voters
+        // would have none.
+        assert!(quorum_after_removal(3, &voters, &ids(&[4, 5])).is_err());
+    }
+
+    #[test]
+    fn a_removal_needs_a_live_majority_of_the_current_voters_too() {
+        // The dead one of two voters: the remaining voter is live, but the joint
+        // configuration could never commit without the dead one.
+        let refused = quorum_after_removal(2, &ids(&[1, 2]), &ids(&[1])).unwrap_err();
+        assert!(
+            refused.message.contains("1 live of the 2 current voters"),
+            "{}",
+            refused.message
+        );
+        assert!(quorum_after_removal(2, &ids(&[1, 2]), &ids(&[1, 2])).is_ok());
+    }
 }
