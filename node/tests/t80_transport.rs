@@ -160,6 +160,14 @@ impl TlsCluster {
     }
 
     fn spawn(&mut self, id: u64) {
+        let identity = self.certs.nodes[&id].clone();
+        let ca = self.certs.ca_cert.clone();
+        self.spawn_with(id, &identity, &ca);
+    }
+
+    /// Starts node `id` presenting `identity` (certificate and key) on both ports and
+    /// trusting `peer_ca` on the peer port.
+    fn spawn_with(&mut self, id: u64, identity: &(PathBuf, PathBuf), peer_ca: &Path) {
         let (client_addr, peer_addr) = free_addr_pair();
         let node_dir = self.dir.path().join(format!("node-{id}"));
         fs::create_dir_all(&node_dir).unwrap();
@@ -168,7 +176,7 @@ impl TlsCluster {
             .append(true)
             .open(node_dir.join("node.log"))
             .unwrap();
-        let (cert, key) = &self.certs.nodes[&id];
+        let (cert, key) = identity;
         let mut cmd = node_command(&node_dir);
         cmd.args(["--id", &id.to_string(), "--data-dir", "data"])
             .args(["--client-addr", &client_addr, "--peer-addr", &peer_addr])
@@ -183,7 +191,7 @@ impl TlsCluster {
             .arg("--peer-tls-key")
             .arg(key)
             .arg("--peer-tls-ca")
-            .arg(&self.certs.ca_cert)
+            .arg(peer_ca)
             .args(&self.extra)
             .stdout(log.try_clone().unwrap())
             .stderr(log);
@@ -637,6 +645,43 @@ async fn a_node_that_missed_a_join_lets_the_new_leader_in_once_a_member_vouches_
             json!({"key": "facts/after", "value": 1, "actor": "t"}),
         )
         .await;
+}
+
+/// A node of another CA (its certificates from another `cairn-node certs` run: a node
+/// refuses to start with a certificate its own peer CA does not verify, so this is the
+/// mistake a join can meet) is refused before anything changes, at once rather than after
+/// the catch-up timeout (60 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_of_another_ca_is_not_joined() {
+    let mut cluster = TlsCluster::start(1, false).await;
+    let other = generate(&cluster.dir.path().join("other-ca"), &[3]);
+    cluster.spawn_with(3, &other.nodes[&3], &other.ca_cert);
+    let spec = &cluster.specs[&3];
+    wait_for(START_TIMEOUT, "node 3's peer port to listen", async || {
+        tokio::net::TcpStream::connect(&spec.peer_addr).await.ok()
+    })
+    .await;
+    let answer = cluster
+        .client
+        .post(cluster.url(1, "/cluster/join"))
+        .json(spec)
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("an answer within 20 s, not after the catch-up timeout");
+    assert_eq!(answer.status().as_u16(), 409);
+    let body: Value = answer.json().await.expect("an error body");
+    assert_eq!(body["error"]["code"], "invalid_transition", "{body}");
+    assert_eq!(body["error"]["id"], 3, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("TLS with node 3")
+            && message.contains("invalid peer certificate")
+            && message.contains("nothing changed"),
+        "{body}"
+    );
+    let status = cluster.status(1).await.expect("the leader's status");
+    assert_eq!((status.voters, status.learners), (vec![1], vec![]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -858,64 +858,71 @@ async fn wait_metric(
     }
 }
 
-/// A joining node presents the peer proof the members require: on a cluster whose peers
-/// prove themselves with a secret, a node started without it admits anyone on its peer
-/// port ([`PeerProof::None`]) and sends no secret either. It would still receive the log,
-/// but the members refuse its own requests, so as a voter it could never win an election,
-/// and with one more node down no majority could elect a leader. Refused with 409
-/// `invalid_transition` and `id`. (A node without the cluster's peer TLS never catches
-/// up: the handshake fails first.)
+/// A joining node presents the peer proof the members require, and accepts theirs.
+/// Refused with 409 `invalid_transition` and `id` when it cannot:
+/// - On a cluster whose peers prove themselves with a secret, a node started without it
+///   admits anyone on its peer port ([`PeerProof::None`]) and sends no secret either. It
+///   would still receive the log, but the members refuse its own requests, so as a voter
+///   it could never win an election, and with one more node down no majority could elect
+///   a leader.
+/// - On a cluster with peer TLS, a node whose certificate this node's CA does not verify
+///   or that names another node id, that does not trust this node's certificate, or whose
+///   peer port does not speak TLS, could never take the log at all.
 ///
+/// The invariants:
 /// - Asked before the node is added (`learner: false`), so a refusal changes nothing, and
 ///   again once it caught up, before its promotion (`learner: true`; it stays a learner),
 ///   since a node may be started only after its join was sent.
-/// - A node that refuses this node's own proof (started with another secret, or another
+/// - A node that refuses this node's own proof (another secret, another CA, or another
 ///   node at that address) would refuse the leader's entries as well: refused at once,
 ///   rather than after `raft.join_catch_up_timeout_ms` of waiting for a catch-up that
 ///   cannot come.
-/// - Only a definite answer refuses. A question that fails is no answer: the join goes
-///   on (a node not running yet then fails to catch up, and one that caught up is
-///   reachable, so that failure is logged as a warning).
+/// - Only a definite answer refuses. A question that fails otherwise is no answer: the
+///   join goes on (a node not running yet then fails to catch up, and one that caught up
+///   is reachable, so that failure is logged as a warning).
 async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Result<()> {
-    if app.config.peer_proof() != PeerProof::Secret {
+    let proof = app.config.peer_proof();
+    if proof == PeerProof::None {
         return Ok(());
     }
     let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
-    let outcome = if learner {
-        "it stays a learner (restart it with --peer-secret-file and join again, or remove it)"
-    } else {
-        "nothing changed (restart it with --peer-secret-file and join again)"
+    let (ours, restart_with) = match proof {
+        PeerProof::Tls => (
+            "CA",
+            "a peer certificate of the cluster CA for its id (and that CA as --peer-tls-ca)",
+        ),
+        _ => ("secret", "--peer-secret-file"),
     };
-    match app
-        .peers
-        .proof_mode(spec.id, &spec.peer_addr, timeout)
-        .await
-    {
-        Ok(ProofAnswer::Mode(PeerProof::None)) => Err(ApiError::new(
-            ErrorCode::InvalidTransition,
-            format!(
-                "node {} was started without the peer secret: the members would refuse its \
-                 requests, so it could never lead; {outcome}",
-                spec.id
-            ),
-        )
-        .with("id", spec.id)),
-        Ok(ProofAnswer::RefusedUs(refusal)) => Err(ApiError::new(
-            ErrorCode::InvalidTransition,
-            format!(
-                "node {} refuses this cluster's peer secret ({refusal}): it was started with \
-                 another secret, or another node answers at {}; {outcome}",
-                spec.id, spec.peer_addr
-            ),
-        )
-        .with("id", spec.id)),
+    let outcome = if learner {
+        format!("it stays a learner (restart it with {restart_with} and join again, or remove it)")
+    } else {
+        format!("nothing changed (restart it with {restart_with} and join again)")
+    };
+    let id = spec.id;
+    let refusal =
+        |message: String| Err(ApiError::new(ErrorCode::InvalidTransition, message).with("id", id));
+    match app.peers.proof_mode(id, &spec.peer_addr, timeout).await {
+        Ok(ProofAnswer::Mode(PeerProof::None)) => refusal(format!(
+            "node {id} was started without the peer secret: the members would refuse its \
+             requests, so it could never lead; {outcome}"
+        )),
+        Ok(ProofAnswer::RefusedUs(why)) => refusal(format!(
+            "node {id} refuses this cluster's peer {ours} ({why}): it was started with \
+             another {ours}, or another node answers at {}; {outcome}",
+            spec.peer_addr
+        )),
+        Ok(ProofAnswer::TlsFailed(why)) => refusal(format!(
+            "TLS with node {id} at {} fails ({why}): its peer certificate must be signed by \
+             the cluster CA and name node {id}, and it must trust the cluster CA; {outcome}",
+            spec.peer_addr
+        )),
         Ok(ProofAnswer::Mode(_)) => Ok(()),
         Err(err) if learner => {
-            tracing::warn!(id = spec.id, error = %err, "could not ask a joining node for its peer proof");
+            tracing::warn!(id, error = %err, "could not ask a joining node for its peer proof");
             Ok(())
         }
         Err(err) => {
-            tracing::debug!(id = spec.id, error = %err, "a joining node did not answer for its peer proof yet");
+            tracing::debug!(id, error = %err, "a joining node did not answer for its peer proof yet");
             Ok(())
         }
     }

@@ -200,7 +200,10 @@ impl PeerClient {
         {
             Ok(answer) => answer.map(ProofAnswer::Mode),
             Err(CallError::Refused(refusal)) => Ok(ProofAnswer::RefusedUs(refusal.to_string())),
-            Err(other) => Err(other.to_string()),
+            Err(other) => match tls_failure(&other) {
+                Some(tls) => Ok(ProofAnswer::TlsFailed(tls.to_string())),
+                None => Err(other.to_string()),
+            },
         }
     }
 
@@ -271,6 +274,10 @@ pub enum ProofAnswer {
     Mode(PeerProof),
     /// It refused this node's own proof (401, 403): the peer's refusal, as it gave it.
     RefusedUs(String),
+    /// The TLS handshake failed for a reason that a retry does not change: one side's
+    /// certificate does not verify against the other's CA or names another node, or the
+    /// port does not speak TLS. rustls's own words.
+    TlsFailed(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -539,6 +546,26 @@ impl RaftNetwork<TypeConfig> for PeerNetwork {
         });
         Backoff::new(steps.map(Duration::from_millis))
     }
+}
+
+/// The rustls error behind a failed call, if TLS is what failed: in the handshake (this
+/// node refused the peer's certificate, or the peer's port answered with something other
+/// than TLS) or on the first read after it (TLS 1.3 delivers the peer's refusal of this
+/// node's certificate as an alert then). `io::Error::source` skips the error it wraps, so
+/// the chain is walked through `get_ref` as well.
+fn tls_failure(error: &CallError) -> Option<&rustls::Error> {
+    let (CallError::Unreachable(io) | CallError::Refused(io) | CallError::Network(io)) = error;
+    let mut next: Option<&(dyn std::error::Error + 'static)> = io.get_ref().map(|e| e as _);
+    while let Some(error) = next {
+        if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        next = match error.downcast_ref::<std::io::Error>() {
+            Some(io) => io.get_ref().map(|e| e as _),
+            None => error.source(),
+        };
+    }
+    None
 }
 
 /// What a peer's error answer says: its status, and the code and message of its error
