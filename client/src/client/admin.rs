@@ -19,8 +19,9 @@ use crate::error::ClientError;
 /// Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
 const COMPACT_TIMEOUT: Duration = Duration::from_secs(300);
 /// A join waits for the new node to catch up (the node's `raft.join_catch_up_timeout_ms`,
-/// 60 s by default) and then for its promotion to commit.
-const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+/// 60 s by default) and then for its promotion to commit; a removal sent meanwhile waits
+/// for the join, since the leader makes one membership change at a time.
+const MEMBERSHIP_CHANGE_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Client {
     /// `GET /cluster/status` of one node (one attempt).
@@ -39,17 +40,28 @@ impl Client {
     }
 
     /// `POST /cluster/join` at the leader the nodes name now (not a cached one: the call
-    /// may wait [`JOIN_TIMEOUT`] there): the node joins as a learner, then is promoted.
+    /// may wait [`MEMBERSHIP_CHANGE_TIMEOUT`] there): the node joins as a learner, then is promoted.
     pub async fn join(&self, node: NodeSpec) -> Result<MembershipResponse> {
-        self.admin(Route::CurrentLeader, "join", encode(&node)?, JOIN_TIMEOUT)
-            .await
+        self.admin(
+            Route::CurrentLeader,
+            "join",
+            encode(&node)?,
+            MEMBERSHIP_CHANGE_TIMEOUT,
+        )
+        .await
     }
 
-    /// `POST /cluster/remove` at the leader the nodes name now.
+    /// `POST /cluster/remove` at the leader the nodes name now; it may wait
+    /// [`MEMBERSHIP_CHANGE_TIMEOUT`] there behind a join under way.
     pub async fn remove(&self, id: u64) -> Result<MembershipResponse> {
         let body = encode(&RemoveRequest { id })?;
-        self.admin(Route::CurrentLeader, "remove", body, self.timeouts.request)
-            .await
+        self.admin(
+            Route::CurrentLeader,
+            "remove",
+            body,
+            MEMBERSHIP_CHANGE_TIMEOUT,
+        )
+        .await
     }
 
     /// `POST /cluster/compact` on one node: snapshot, purge its log, compact its store.

@@ -122,8 +122,9 @@ SESSION_RETRIES_MAX = 2
 # Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
 _COMPACT_TIMEOUT = 300.0
 # A join waits for the new node to catch up (the node's raft.join_catch_up_timeout_ms,
-# 60 s by default), then for its promotion to commit.
-_JOIN_TIMEOUT = 120.0
+# 60 s by default), then for its promotion to commit; a removal sent meanwhile waits for
+# the join, since the leader makes one membership change at a time.
+_MEMBERSHIP_CHANGE_TIMEOUT = 120.0
 
 # --- effects ---------------------------------------------------------------------------
 
@@ -1414,7 +1415,7 @@ class Core:
                 ("cluster", "join"),
                 request,
                 MembershipResponse,
-                timeout=_JOIN_TIMEOUT,
+                timeout=_MEMBERSHIP_CHANGE_TIMEOUT,
             )
         )
 
@@ -1423,7 +1424,11 @@ class Core:
         request = build(RemoveRequest, "cluster_remove", id=node_id)
         return (
             yield from self._admin(
-                Route.CURRENT_LEADER, ("cluster", "remove"), request, MembershipResponse
+                Route.CURRENT_LEADER,
+                ("cluster", "remove"),
+                request,
+                MembershipResponse,
+                timeout=_MEMBERSHIP_CHANGE_TIMEOUT,
             )
         )
 
