@@ -910,3 +910,59 @@ async fn init_happens_once_whatever_it_names() {
     let status = cluster.status(1).await.expect("status");
     assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
 }
+
+/// An init names only nodes that hold no cluster: one initialized before (here alone)
+/// makes a second init that names it 409 with its id, before anything is written. Taken
+/// in, it would have met a second leader of a term it led itself, and openraft stopped on
+/// an assertion at every start of it. The node and the refused initializer stay as they
+/// were, and an init without it then succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_init_naming_a_node_of_another_cluster_is_refused() {
+    let cluster = Cluster::builder(3).uninitialized().start().await;
+    let alone = vec![cluster.spec(2)];
+    let answer = cluster
+        .client_for(2)
+        .init(InitRequest {
+            nodes: alone,
+            auth: None,
+        })
+        .await
+        .expect("node 2 initialized alone");
+    assert_eq!(answer.voters, vec![2]);
+
+    let all: Vec<NodeSpec> = cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.spec(id))
+        .collect();
+    let refused = cluster
+        .client_for(1)
+        .init(InitRequest {
+            nodes: all,
+            auth: None,
+        })
+        .await;
+    match &refused {
+        Err(ClientError::InvalidTransition { message, .. }) => assert!(
+            message.contains("node 2 already belongs to a cluster")
+                && message.contains("nothing changed"),
+            "{message}"
+        ),
+        other => panic!("expected 409 invalid_transition: {other:?}"),
+    }
+    let node1 = cluster.status(1).await.expect("node 1's status");
+    assert!(node1.voters.is_empty(), "node 1 was initialized: {node1:?}");
+    let node2 = cluster.status(2).await.expect("node 2's status");
+    assert_eq!((node2.voters, node2.leader_id), (vec![2], Some(2)));
+
+    let without_2 = vec![cluster.spec(1), cluster.spec(3)];
+    let answer = cluster
+        .client_for(1)
+        .init(InitRequest {
+            nodes: without_2,
+            auth: None,
+        })
+        .await
+        .expect("an init without node 2");
+    assert_eq!(answer.voters, vec![1, 3]);
+}

@@ -166,6 +166,55 @@ async fn check_init_addresses(app: &App, members: &[(NodeId, NodeInfo)]) -> Resu
     Ok(())
 }
 
+/// The other first members of an init hold no cluster yet, and take this node's peer
+/// requests. Refused with 409 `invalid_transition` and `id`, before anything is written,
+/// when one answers otherwise:
+/// - its membership lists it: it was initialized (alone, through another node of this
+///   init already, or into another cluster). Made a member here, it would meet a second
+///   leader in a term it led itself, with entries it committed that this cluster never
+///   had, and openraft stops on an assertion at every start of that node;
+/// - it refuses this node's proof (another secret, another CA, a certificate this node's
+///   CA does not verify, another node at that address): it could never take the log.
+///
+/// A member that does not answer may not be started yet: the init goes on, and admits it
+/// once it answers ([`admit::first_members`]).
+async fn check_first_members_hold_no_cluster(
+    app: &App,
+    members: &[(NodeId, NodeInfo)],
+) -> Result<()> {
+    let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
+    let others = members.iter().filter(|(id, _)| *id != app.node_id);
+    let asked = others.map(|(id, info)| async move {
+        let answer = app
+            .peers
+            .lists_member(*id, &info.peer_addr, *id, timeout)
+            .await;
+        (*id, info, answer)
+    });
+    for (id, info, answer) in futures::future::join_all(asked).await {
+        let why = match answer {
+            Ok(true) => format!("node {id} already belongs to a cluster (its membership lists it)"),
+            Ok(false) => continue,
+            Err(failed) => match failed.definite() {
+                Some(refusal) => format!(
+                    "node {id} at {} cannot take this node's peer requests ({refusal})",
+                    info.peer_addr
+                ),
+                None => continue,
+            },
+        };
+        return Err(ApiError::new(
+            ErrorCode::InvalidTransition,
+            format!(
+                "{why}: a cluster is initialized from nodes that hold no Raft state and take \
+                 each other's peer proof; nothing changed"
+            ),
+        )
+        .with("id", id));
+    }
+    Ok(())
+}
+
 /// This node's entry in an init names the addresses it listens on: the same socket
 /// address, or, for a port bound to every interface (`0.0.0.0`, `::`), the same port.
 fn check_own_addresses(app: &App, info: &NodeInfo, at: &str) -> Result<()> {
@@ -219,6 +268,7 @@ pub async fn init(
     }
     includes_this_node(&app, &members)?;
     check_init_addresses(&app, &members).await?;
+    check_first_members_hold_no_cluster(&app, &members).await?;
     admit::first_members(&app, &members).await?;
     match app
         .raft

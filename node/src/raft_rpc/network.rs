@@ -222,17 +222,18 @@ impl PeerClient {
         .map_err(|e| e.to_string())?
     }
 
-    /// Whether node `target`'s membership lists node `id` ([`MEMBER_PATH`]).
+    /// Whether node `target`'s membership lists node `id` ([`MEMBER_PATH`]). A failed
+    /// call says whether it is [definite](CallError::definite).
     pub async fn lists_member(
         &self,
         target: NodeId,
         peer_addr: &str,
         id: NodeId,
         timeout: Duration,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, CallError> {
         self.call::<NodeId, bool, String>(target, peer_addr, MEMBER_PATH, &id, timeout)
-            .await
-            .map_err(|e| e.to_string())?
+            .await?
+            .map_err(|e| CallError::Network(std::io::Error::other(e)))
     }
 
     /// Whether node `target` has applied log index `index`, asked within `timeout`
@@ -294,6 +295,18 @@ pub enum CallError {
 }
 
 impl CallError {
+    /// Why no retry of this call could succeed, if that is so: the peer refused this
+    /// node's proof (a wrong secret, a certificate it does not take, a request meant for
+    /// another node id, a caller that is no member of its cluster), or TLS with it failed.
+    /// `None` for a peer that did not answer, which a retry may reach.
+    pub fn definite(&self) -> Option<String> {
+        match (self, tls_failure(self)) {
+            (CallError::Refused(refusal), _) => Some(refusal.to_string()),
+            (_, Some(tls)) => Some(format!("TLS fails: {tls}")),
+            _ => None,
+        }
+    }
+
     fn into_rpc<E: std::error::Error>(self) -> RPCError<NodeId, NodeInfo, E> {
         match self {
             CallError::Unreachable(e) | CallError::Refused(e) => {
