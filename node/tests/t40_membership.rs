@@ -555,3 +555,37 @@ async fn a_voter_wiped_in_place_is_refused_until_removed_and_joined_again() {
         .expect("read on the rejoined node");
     assert_eq!(on_wiped.record.value, Some(json!("v2")), "{on_wiped:?}");
 }
+
+/// A join under a wrong id (here node 4's addresses under id 5) is refused at once, before
+/// anything changes: the node at that address refuses peer requests meant for another id,
+/// so the learner would never catch up, and it would hold node 4's addresses. The join
+/// under the right id then succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_under_another_nodes_id_is_refused_at_once() {
+    let mut cluster = Cluster::start(3).await;
+    let client = patient_client(&cluster);
+    let spec = cluster.add_node(4).await;
+    let wrong_id = NodeSpec {
+        id: 5,
+        ..spec.clone()
+    };
+    let started = Instant::now();
+    let refused = client.join(wrong_id).await;
+    assert!(started.elapsed() < REFUSAL_MAX, "{:?}", started.elapsed());
+    match &refused {
+        Err(ClientError::InvalidTransition { message, .. }) => assert!(
+            message.contains("this is node 4, not node 5") && message.contains("nothing changed"),
+            "{message}"
+        ),
+        other => panic!("expected 409 invalid_transition: {other:?}"),
+    }
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    let status = cluster.status(leader).await.expect("status");
+    assert_eq!((status.voters, status.learners), (vec![1, 2, 3], vec![]));
+
+    let joined = client
+        .join(spec)
+        .await
+        .expect("the join under node 4's own id");
+    assert_eq!(joined.voters, vec![1, 2, 3, 4]);
+}

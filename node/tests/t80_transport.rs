@@ -1107,7 +1107,8 @@ async fn a_node_started_without_the_peer_secret_is_not_joined() {
     let body: Value = refused.json().await.expect("an error body");
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("refuses this cluster's peer secret")
+        message.contains("refuses this node's peer requests")
+            && message.contains("wrong peer secret")
             && message.contains("nothing changed"),
         "{body}"
     );

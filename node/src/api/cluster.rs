@@ -908,8 +908,10 @@ async fn wait_metric(
     }
 }
 
-/// A joining node presents the peer proof the members require, and accepts theirs.
-/// Refused with 409 `invalid_transition` and `id` when it cannot:
+/// A joining node is the node the join names, presents the peer proof the members
+/// require, and accepts theirs. Refused with 409 `invalid_transition` and `id` when not:
+/// - Whatever the proof, a node refuses a peer request meant for another id: a join under
+///   a wrong id (or another node's address) would add a learner that never catches up.
 /// - On a cluster whose peers prove themselves with a secret, a node started without it
 ///   admits anyone on its peer port ([`PeerProof::None`]) and sends no secret either. It
 ///   would still receive the log, but the members refuse its own requests, so as a voter
@@ -932,33 +934,35 @@ async fn wait_metric(
 ///   is reachable, so that failure is logged as a warning).
 async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Result<()> {
     let proof = app.config.peer_proof();
-    if proof == PeerProof::None {
-        return Ok(());
-    }
     let timeout = Duration::from_millis(app.config.raft.rpc_timeout_ms);
-    let (ours, restart_with) = match proof {
+    let (other_proof, fix) = match proof {
         PeerProof::Tls => (
-            "CA",
-            "a peer certificate of the cluster CA for its id (and that CA as --peer-tls-ca)",
+            "another CA",
+            "restart it with a peer certificate of the cluster CA for its id (and that CA as \
+             --peer-tls-ca)",
         ),
-        _ => ("secret", "--peer-secret-file"),
+        PeerProof::Secret => ("another secret", "restart it with --peer-secret-file"),
+        PeerProof::None => (
+            "a peer proof this cluster does not use",
+            "start it as the members are, at the addresses the join names",
+        ),
     };
     let outcome = if learner {
-        format!("it stays a learner (restart it with {restart_with} and join again, or remove it)")
+        format!("it stays a learner ({fix} and join again, or remove it)")
     } else {
-        format!("nothing changed (restart it with {restart_with} and join again)")
+        format!("nothing changed ({fix} and join again)")
     };
     let id = spec.id;
     let refusal =
         |message: String| Err(ApiError::new(ErrorCode::InvalidTransition, message).with("id", id));
     match app.peers.proof_mode(id, &spec.peer_addr, timeout).await {
-        Ok(ProofAnswer::Mode(PeerProof::None)) => refusal(format!(
+        Ok(ProofAnswer::Mode(PeerProof::None)) if proof == PeerProof::Secret => refusal(format!(
             "node {id} was started without the peer secret: the members would refuse its \
-             requests, so it could never lead; {outcome}"
+                 requests, so it could never lead; {outcome}"
         )),
         Ok(ProofAnswer::RefusedUs(why)) => refusal(format!(
-            "node {id} refuses this cluster's peer {ours} ({why}): it was started with \
-             another {ours}, or another node answers at {}; {outcome}",
+            "node {id} at {} refuses this node's peer requests ({why}): another node answers \
+             at that address, or it was started with {other_proof}; {outcome}",
             spec.peer_addr
         )),
         Ok(ProofAnswer::TlsFailed(why)) => refusal(format!(
