@@ -170,6 +170,19 @@ async fn a_node_that_does_not_catch_up_stays_a_learner_and_the_join_is_refused()
         .await
         .expect("join of a voter again");
     assert_eq!(again.voters, vec![1], "{again:?}");
+    // Its own addresses spelled another way are its own addresses.
+    let respelled = NodeSpec {
+        client_addr: cluster
+            .spec(1)
+            .client_addr
+            .replace("127.0.0.1", "localhost"),
+        ..cluster.spec(1)
+    };
+    let again = client
+        .join(respelled)
+        .await
+        .expect("join of a voter again, its address spelled by name");
+    assert_eq!(again.voters, vec![1], "{again:?}");
     // A new id under the voter's own addresses would have the leader replicate to itself
     // as a follower: refused before any membership change.
     match client

@@ -72,6 +72,26 @@ impl<'a> MemberAddresses<'a> {
         .map(|(field, _, _)| field)
     }
 
+    /// Whether `self` and `other` name the same client and the same peer address, however
+    /// spelled (`localhost:7501` is `127.0.0.1:7501`).
+    pub fn same_as(&self, other: &MemberAddresses<'_>) -> bool {
+        let same =
+            |text: &str, resolved: &[SocketAddr], their_text: &str, theirs: &[SocketAddr]| {
+                text == their_text || overlap(resolved, theirs)
+            };
+        same(
+            &self.info.client_addr,
+            &self.client,
+            &other.info.client_addr,
+            &other.client,
+        ) && same(
+            &self.info.peer_addr,
+            &self.peer,
+            &other.info.peer_addr,
+            &other.peer,
+        )
+    }
+
     /// The address `field` names, as written.
     pub fn written(&self, field: &str) -> &str {
         match field {

@@ -462,7 +462,7 @@ enum Member {
 
 /// What node `id` already is, if a member. A join of a member under other addresses
 /// would answer as if it had happened while the membership keeps the old ones: 409,
-/// naming them. Under the same addresses a join is idempotent. A join under an address
+/// naming them. Under the same addresses, however spelled, a join is idempotent. A join under an address
 /// of another member, however spelled, is 409 too: one process would answer for two ids.
 async fn membership_of(
     app: &App,
@@ -489,11 +489,10 @@ async fn membership_of(
         .with("id", id)
         .with("field", field));
     }
-    let info = joining.info;
     let Some(known) = config.membership().get_node(&id) else {
         return Ok(None);
     };
-    if known != info {
+    if !joining.same_as(&MemberAddresses::of_member(known).await) {
         return Err(ApiError::new(
             ErrorCode::InvalidTransition,
             format!(
