@@ -11,6 +11,12 @@ pub const LINGER_US_LIMIT: u64 = 100_000;
 /// relaying it waits that plus one second, `node/src/api/forward.rs`), so the wait a
 /// setting can ask for stays bounded.
 pub const COMMIT_TIMEOUT_MS_MAX: u64 = 20_000;
+/// Most entries in flight. Each may be `bytes_max` (64 MiB) large, and the pipelining it
+/// buys stops paying at a handful (see `inflight_entries_max`).
+pub const INFLIGHT_ENTRIES_LIMIT: u64 = 64;
+/// Most operations queued for proposal: 16 times the default. Each holds its request
+/// (up to a value's size) and its client's connection until it is applied.
+pub const QUEUE_OPS_LIMIT: u64 = 1 << 20;
 /// Largest Raft entry: one entry always travels whole in one append-entries RPC, whose
 /// body a peer takes up to 256 MiB.
 pub const BYTES_MAX_LIMIT: u64 = 64 * 1024 * 1024;
@@ -66,7 +72,9 @@ impl Default for BatchingConfig {
 impl BatchingConfig {
     /// Checks:
     /// - `ops_max`, `bytes_max`, `inflight_entries_max`, `queue_ops_max` > 0;
-    /// - `linger_us <= 100_000`, `bytes_max <= 64 MiB`;
+    /// - `linger_us <= 100_000`, `bytes_max <= 64 MiB`, `inflight_entries_max <= 64`,
+    ///   `queue_ops_max <= 1_048_576` (the batcher's semaphore and channel take no more
+    ///   than a few billion permits, and a queue that long would hold gigabytes);
     /// - `commit_timeout_ms <= 20_000` (and above the election timeout, checked by
     ///   [`crate::NodeConfig::validate`]);
     /// - `queue_ops_max >= ops_max` (a full entry must fit in the queue).
@@ -79,6 +87,16 @@ impl BatchingConfig {
         check_positive("batching.queue_ops_max", self.queue_ops_max)?;
         check_at_most("batching.linger_us", self.linger_us, LINGER_US_LIMIT)?;
         check_at_most("batching.bytes_max", self.bytes_max, BYTES_MAX_LIMIT)?;
+        check_at_most(
+            "batching.inflight_entries_max",
+            self.inflight_entries_max,
+            INFLIGHT_ENTRIES_LIMIT,
+        )?;
+        check_at_most(
+            "batching.queue_ops_max",
+            self.queue_ops_max,
+            QUEUE_OPS_LIMIT,
+        )?;
         check_at_most(
             "batching.commit_timeout_ms",
             self.commit_timeout_ms,
@@ -105,5 +123,22 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         BatchingConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn queue_and_pipeline_depths_are_bounded() {
+        let deep = BatchingConfig {
+            inflight_entries_max: INFLIGHT_ENTRIES_LIMIT + 1,
+            ..BatchingConfig::default()
+        };
+        let err = deep.validate().unwrap_err();
+        assert_eq!(err.field(), Some("batching.inflight_entries_max"));
+        let long = BatchingConfig {
+            queue_ops_max: u64::MAX,
+            ..BatchingConfig::default()
+        };
+        let err = long.validate().unwrap_err();
+        assert_eq!(err.field(), Some("batching.queue_ops_max"));
+        assert!(err.to_string().contains("<= 1048576"), "{err}");
     }
 }
