@@ -39,4 +39,6 @@ pub use node::{
 };
 pub use raft::RaftConfig;
 pub use reads::ReadsConfig;
-pub use transport::{is_loopback, read_peer_secret, PeerProof, PEER_SECRET_BYTES_MIN};
+pub use transport::{
+    check_tls_files_open, is_loopback, read_peer_secret, PeerProof, PEER_SECRET_BYTES_MIN,
+};

@@ -168,6 +168,31 @@ pub fn is_loopback(addr: &str) -> bool {
         .is_ok_and(|all| all.iter().all(|a| a.ip().is_loopback()))
 }
 
+/// Opens every certificate, key and CA file the config names, so that one that cannot be
+/// read is an error naming its key (`tls_key /etc/cairn/node.key: cannot read: …`); the
+/// PEM loader's own errors name only the path, and a cert and its key are often side by
+/// side. Nothing is read beyond the open.
+pub fn check_tls_files_open(config: &NodeConfig) -> Result<(), ConfigError> {
+    let files = [
+        ("tls_cert", &config.tls_cert),
+        ("tls_key", &config.tls_key),
+        ("tls_ca", &config.tls_ca),
+        ("tls_client_ca", &config.tls_client_ca),
+        ("peer_tls_cert", &config.peer_tls_cert),
+        ("peer_tls_key", &config.peer_tls_key),
+        ("peer_tls_ca", &config.peer_tls_ca),
+    ];
+    for (field, path) in files {
+        let Some(path) = path else { continue };
+        std::fs::File::open(path).map_err(|cause| ConfigError::Read {
+            what: field,
+            path: path.clone(),
+            cause,
+        })?;
+    }
+    Ok(())
+}
+
 /// The peer secret in `path`: the file's bytes without trailing line breaks (an editor's
 /// final newline is not part of the secret), at least [`PEER_SECRET_BYTES_MIN`] long.
 /// Errors name the file, never its content.
@@ -302,6 +327,31 @@ mod tests {
         );
         // The cause is in the message once, and no error source repeats it in a chain.
         assert!(std::error::Error::source(&missing).is_none());
+    }
+
+    #[test]
+    fn a_tls_file_that_cannot_be_opened_is_named_by_its_key() {
+        let cert = tempfile::NamedTempFile::new().unwrap();
+        let toml = format!(
+            "tls_cert = {:?}\ntls_key = \"/nonexistent/node.key\"\ntls_ca = {:?}",
+            cert.path(),
+            cert.path()
+        );
+        let config = load(&toml).unwrap();
+        let err = check_tls_files_open(&config).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.starts_with("tls_key /nonexistent/node.key: cannot read: "),
+            "{message}"
+        );
+        let readable = load(&format!(
+            "tls_cert = {:?}\ntls_key = {:?}\ntls_ca = {:?}",
+            cert.path(),
+            cert.path(),
+            cert.path()
+        ))
+        .unwrap();
+        check_tls_files_open(&readable).unwrap();
     }
 
     #[test]

@@ -230,6 +230,7 @@ struct Transport {
 
 impl Transport {
     fn load(config: &NodeConfig) -> anyhow::Result<Transport> {
+        cairn_config::check_tls_files_open(config)?;
         let peer_tls = PeerTls::from_config(config)?;
         let secret = match &config.peer_secret_file {
             Some(path) => Some(PeerSecret::new(cairn_config::read_peer_secret(path)?)),

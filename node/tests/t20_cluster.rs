@@ -766,6 +766,12 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             toml: None,
             expected: "cannot read",
         },
+        BadConfig {
+            name: "a TLS file that cannot be read, named by its key",
+            args: with_file("1"),
+            toml: Some("tls_cert = \"absent.pem\"\ntls_key = \"absent.key\"\ntls_ca = \"absent.pem\"\n"),
+            expected: "config: tls_cert absent.pem: cannot read",
+        },
     ]
 }
 
