@@ -602,3 +602,48 @@ async fn a_join_under_another_nodes_id_is_refused_at_once() {
         .expect("the join under node 4's own id");
     assert_eq!(joined.voters, vec![1, 2, 3, 4]);
 }
+
+/// A join on a leader without a live majority cannot commit the entry that adds the
+/// learner: it answers 504 `outcome_unknown` with the id once `batching.commit_timeout_ms`
+/// (5 s) has passed, and so does the join sent again while that entry stays uncommitted,
+/// instead of waiting out the catch-up timeout (60 s) and blaming the new node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_without_a_live_majority_is_outcome_unknown_after_the_commit_timeout() {
+    let mut cluster = Cluster::start(3).await;
+    let leader = cluster.wait_leader(LEADER_TIMEOUT).await;
+    for follower in cluster.others(leader) {
+        cluster.kill9(follower);
+    }
+    let (client_addr, peer_addr) = support::free_addr_pair();
+    let spec = NodeSpec {
+        id: 4,
+        client_addr,
+        peer_addr,
+    };
+    let http = reqwest::Client::new();
+    for attempt in ["first", "again"] {
+        let started = Instant::now();
+        let answer = http
+            .post(format!("{}/cluster/join", cluster.endpoint(leader)))
+            .json(&spec)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{attempt} join: no answer within 30 s: {e}"));
+        assert_eq!(answer.status().as_u16(), 504, "{attempt} join");
+        let body: serde_json::Value = answer.json().await.expect("an error body");
+        assert_eq!(body["error"]["code"], "outcome_unknown", "{body}");
+        assert_eq!(body["error"]["id"], 4, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the addition of node 4 as a learner")),
+            "{body}"
+        );
+        assert!(
+            started.elapsed() < REFUSAL_MAX,
+            "{attempt}: {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -399,15 +399,24 @@ pub async fn join(
             admit::check_voter_admitted(&app, spec).await?;
             return Ok(Json(membership(&app)).into_response());
         }
-        Some(Member::Learner { since }) => since,
+        Some(Member::Learner { since }) => {
+            wait_applied(&app, since, spec.id).await?;
+            since
+        }
         None => {
             check_presents_proof(&app, spec, false).await?;
-            app.raft
-                .add_learner(spec.id, info, false)
-                .await
-                .map_err(membership_error)?
-                .log_id
-                .index
+            let added = app.raft.add_learner(spec.id, info, false);
+            within_commit_timeout(
+                &app,
+                added,
+                spec.id,
+                &learner_addition(spec.id),
+                TO_LEARN_JOIN,
+            )
+            .await?
+            .map_err(membership_error)?
+            .log_id
+            .index
         }
     };
     wait_caught_up(&app, spec, joined_at).await?;
@@ -419,16 +428,21 @@ pub async fn join(
         ChangeMembers::AddVoterIds(voters),
         spec.id,
         &format!("the promotion of node {} to voter", spec.id),
-        "join again to learn it (a join of a member is idempotent)",
+        TO_LEARN_JOIN,
     )
     .await?;
     Ok(Json(membership(&app)).into_response())
 }
 
+/// How a join's caller learns the fate of a change whose commit it did not see.
+const TO_LEARN_JOIN: &str = "join again to learn it (a join of a member is idempotent)";
+
+fn learner_addition(id: NodeId) -> String {
+    format!("the addition of node {id} as a learner")
+}
+
 /// Proposes `change` (of node `id`) and waits until it is committed, at most
-/// `batching.commit_timeout_ms`: past that, 504 `outcome_unknown` with `id`, since the
-/// change may still commit. `what` names the change in that answer, and `to_learn` says
-/// how to learn its fate.
+/// `batching.commit_timeout_ms` ([`within_commit_timeout`]).
 async fn commit_membership(
     app: &App,
     change: ChangeMembers<NodeId, NodeInfo>,
@@ -436,18 +450,55 @@ async fn commit_membership(
     what: &str,
     to_learn: &str,
 ) -> Result<()> {
-    let commit_timeout = Duration::from_millis(app.config.batching.commit_timeout_ms);
     let proposed = app.raft.change_membership(change, false);
-    match tokio::time::timeout(commit_timeout, proposed).await {
-        Ok(done) => done.map(drop).map_err(membership_error),
-        Err(_) => Err(ApiError::new(
-            ErrorCode::OutcomeUnknown,
-            format!(
-                "outcome unknown: {what} was not committed within {} ms; {to_learn}",
-                commit_timeout.as_millis()
-            ),
-        )
-        .with("id", id)),
+    within_commit_timeout(app, proposed, id, what, to_learn)
+        .await?
+        .map(drop)
+        .map_err(membership_error)
+}
+
+/// `proposed`'s outcome if it comes within `batching.commit_timeout_ms`; past that, 504
+/// `outcome_unknown` with `id`, since the change may still commit (a leader without a
+/// majority of live voters never sees it commit, and would hold the caller forever).
+/// `what` names the change in that answer, and `to_learn` says how to learn its fate.
+async fn within_commit_timeout<T>(
+    app: &App,
+    proposed: impl std::future::Future<Output = T>,
+    id: NodeId,
+    what: &str,
+    to_learn: &str,
+) -> Result<T> {
+    let commit_timeout = Duration::from_millis(app.config.batching.commit_timeout_ms);
+    tokio::time::timeout(commit_timeout, proposed)
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                ErrorCode::OutcomeUnknown,
+                format!(
+                    "outcome unknown: {what} was not committed within {} ms; {to_learn}",
+                    commit_timeout.as_millis()
+                ),
+            )
+            .with("id", id)
+        })
+}
+
+/// Waits (at most `batching.commit_timeout_ms`) until this node applied the membership
+/// entry at `index` that added learner `id`: a join retried after its learner's entry
+/// failed to commit (no live majority) would otherwise wait out the catch-up timeout and
+/// blame the learner.
+async fn wait_applied(app: &App, index: u64, id: NodeId) -> Result<()> {
+    let mut rx = app.raft.metrics();
+    let applied = async {
+        rx.wait_for(|m| m.last_applied.is_some_and(|log_id| log_id.index >= index))
+            .await
+            .is_ok()
+    };
+    let running =
+        within_commit_timeout(app, applied, id, &learner_addition(id), TO_LEARN_JOIN).await?;
+    match running {
+        true => Ok(()),
+        false => Err(ApiError::internal("raft stopped during the join")),
     }
 }
 
