@@ -78,7 +78,7 @@ pub fn execute<S: SlotSource>(
         .as_deref()
         .map(|id| DedupKey::of(cmd, id, permit.request_ids_per_principal()));
     if let Some(key) = &dedup_key {
-        if let Some(record) = remembered(src, key, ctx.now_ms, retention_ms)? {
+        if let Some(record) = remembered(src, key, cmd, ctx.now_ms, retention_ms)? {
             return Ok((replay(cmd, key.id, record), Vec::new()));
         }
     }
@@ -142,11 +142,18 @@ impl<'c> DedupKey<'c> {
     }
 }
 
-/// The live dedup record answering `key`, if any: its own, else (`bare_too`) one kept
-/// under the bare id.
+/// The live dedup record answering `cmd` under `key`, if any: its own, else (`bare_too`)
+/// one kept under the bare id for this very request.
+///
+/// - A record under the bare id was made before ids were per principal (auth turned on
+///   later). It answers only the retries of its own request (same payload): another
+///   request under that id, from whichever principal, is a request of its own, since with
+///   auth on an id is its principal's and no one else's use of it refuses or shows
+///   anything (SPEC §2).
 fn remembered<S: SlotSource>(
     src: &S,
     key: &DedupKey<'_>,
+    cmd: &Command,
     now_ms: u64,
     retention_ms: u64,
 ) -> Result<Option<DedupRecord>, S::Error> {
@@ -157,7 +164,8 @@ fn remembered<S: SlotSource>(
     if !key.bare_too {
         return Ok(None);
     }
-    Ok(src.dedup(key.id)?.filter(live))
+    let own_request = |record: &DedupRecord| record.payload_hash == cmd.payload_hash;
+    Ok(src.dedup(key.id)?.filter(live).filter(own_request))
 }
 
 /// The dedup record of the first decision on `cmd`.
@@ -1118,6 +1126,13 @@ mod tests {
         );
         assert!(effects.is_empty());
         assert_eq!(map.slots["k1"].version, 1, "nothing was applied twice");
+
+        // Another request under that id is a request of its own, whoever sends it.
+        for (author, key) in [("alice", "k2"), ("bob", "k3")] {
+            let other = cmd(vec![write_by(author, key, "2")], Some("r1"));
+            let (resp, _) = map.run_with(&other, 6, &PerPrincipal);
+            assert_eq!(applied(&resp)[0].version, 1, "{author}: {resp:?}");
+        }
     }
 
     /// Refuses every forget of `k2`.
