@@ -2,7 +2,8 @@
 exchanges (no cluster, no sockets): a spread call retries at the endpoint after the one
 that failed, an endpoint that failed is passed over for a while by spread calls and leader
 discovery, and a spread call under a call timeout gives one attempt at most half of it.
-``test_failover.py`` checks the same against a paused node of a real cluster."""
+``test_failover.py`` checks the same against a paused node of a real cluster. A session read
+goes to the leader after a ``stale_read`` only when the node is behind the session."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cairn_client import ConnectionFailed, RetryPolicy, _core
+from cairn_client import ConnectionFailed, KeyMark, RetryPolicy, Session, StaleRead, _core
 from cairn_client._config import Settings, Timeouts
 from cairn_client._core import Call, Core, Exchange, Mode, Nodes, Program, Reply, Route
 
@@ -24,7 +25,9 @@ OK = Reply(200, b"{}")
 Answer = Callable[[Exchange], Reply | ConnectionFailed]
 
 
-def _core_of(*endpoints: str, call_timeout: float | None = None) -> Core:
+def _core_of(
+    *endpoints: str, call_timeout: float | None = None, session: Session | None = None
+) -> Core:
     settings = Settings(
         endpoints=endpoints,
         token=None,
@@ -33,7 +36,7 @@ def _core_of(*endpoints: str, call_timeout: float | None = None) -> Core:
         timeouts=Timeouts(request=10.0, call=call_timeout),
         retry=RetryPolicy(retries_max=3, backoff_ms_min=0, backoff_ms_max=0),
     )
-    return Core(settings, None)
+    return Core(settings, session)
 
 
 def _run(program: Program[Any], answer: Answer) -> tuple[Any, list[Exchange]]:
@@ -245,3 +248,41 @@ def test_a_watch_whose_stream_went_silent_reopens_without_asking_that_node_again
     assert bases[0] == (A, "watch")
     assert A not in [base for base, _ in bases[1:]], bases
     assert bases[-1][1] == "watch"
+
+
+def _stale(message: str) -> Reply:
+    body = {"error": {"code": "stale_read", "message": message}}
+    return Reply(503, json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(
+    ("refusal", "min_revision", "to_the_leader"),
+    [
+        # The node has not applied the session revision (9): the leader answers that.
+        ("applied index 3 has not reached 9 within 2000 ms", None, True),
+        # The caller's own staleness bound, or its min_revision beyond the session's.
+        ("no quorum-confirmed read token within 0 ms (newest: 4 ms old)", None, False),
+        ("applied index 12 has not reached 20 within 2000 ms", 20, False),
+    ],
+)
+def test_a_session_read_goes_to_the_leader_only_when_the_node_is_behind_the_session(
+    refusal: str, min_revision: int | None, to_the_leader: bool
+) -> None:
+    session = Session()
+    session.observe_key("k", KeyMark(generation=1, forget_epoch=0, version=1, revision=9))
+    core = _core_of(A, B, C, session=session)
+
+    linearizable_reads: list[Exchange] = []
+
+    def answer(exchange: Exchange) -> Reply | ConnectionFailed:
+        if b"linearizable" in (exchange.body or b""):
+            linearizable_reads.append(exchange)
+            return NO_LEADER
+        return NO_LEADER if exchange.path == ("cluster", "status") else _stale(refusal)
+
+    read = core.read("k", max_staleness_ms=0, min_revision=min_revision)
+    with pytest.raises(StaleRead) as raised:
+        _run(read, answer)
+    # Whatever happened at the leader, the read ends with the node's own refusal.
+    assert raised.value.message == refusal
+    assert bool(linearizable_reads) is to_the_leader

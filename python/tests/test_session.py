@@ -238,3 +238,28 @@ def test_session_reads_on_a_lagging_follower_never_show_a_forgotten_value(
     assert seen.served.node_id == lagging
     assert seen.served.applied_index >= forgotten.revision
     assert reader.pinned(follower_url).tombstone(tombstone_id, consistency="any").key == "facts/db"
+
+
+def test_a_staleness_bound_a_node_cannot_meet_is_stale_read_even_with_a_session(
+    connect: Callable[..., Cairn], cluster: LocalCluster, prefix: str
+) -> None:
+    """A bound of 0 can never be met. The session does not turn that into a linearizable
+    read at the leader: the bound is the caller's, so its StaleRead is the answer, and a
+    pinned client never leaves its node."""
+    key = f"{prefix}k"
+    seen = Session()
+    writer = connect(cluster.endpoints, actor="tester", session=seen)
+    writer.write(key, 1)
+    tombstone = writer.forget(key, "gone").tombstone
+    assert tombstone is not None
+    follower = next(i for i in cluster.node_ids if i != cluster.leader_id())
+    follower_url = cluster.node(follower).url
+    once = RetryPolicy(retries_max=0)
+
+    for session in (Session(), seen):
+        reader = connect(cluster.endpoints, session=session, retry=once)
+        for client in (reader, reader.pinned(follower_url)):
+            with pytest.raises(StaleRead, match="read token within 0 ms"):
+                client.read(key, max_staleness_ms=0)
+            with pytest.raises(StaleRead, match="read token within 0 ms"):
+                client.tombstone(tombstone.id, max_staleness_ms=0)
