@@ -21,6 +21,7 @@ from cairn_client import (
     RetryPolicy,
     State,
     WriteRequest,
+    _config,
 )
 from cairn_client.testing import LocalCluster, find_node_binary
 
@@ -282,3 +283,41 @@ def test_a_short_timeout_bounds_leader_discovery_too() -> None:
             took = time.monotonic() - started
     # Discovery (0.2 s) and the attempt itself (0.2 s), not 2 s + 0.2 s.
     assert took < 1.5, took
+
+
+def _closed_ports(count: int) -> list[str]:
+    """Endpoints on 127.0.0.1 where nothing listens (ports the system just handed out and
+    took back)."""
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    endpoints = [f"http://127.0.0.1:{sock.getsockname()[1]}" for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return endpoints
+
+
+def test_a_call_no_node_answered_names_every_endpoint_it_tried(
+    connect: Callable[..., Cairn], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not only the last endpoint: every one tried, and whether they are the built-in
+    defaults (no ``endpoints``, ``CAIRN_ENDPOINTS`` unset), the usual cause of a client
+    that finds no cluster."""
+    monkeypatch.delenv("CAIRN_ENDPOINTS", raising=False)
+    endpoints = _closed_ports(3)
+    quick = RetryPolicy(retries_max=2, backoff_ms_min=0, backoff_ms_max=0)
+
+    monkeypatch.setattr(_config, "DEFAULT_ENDPOINTS", tuple(endpoints))
+    with pytest.raises(ConnectionFailed) as by_default:
+        connect(retry=quick).read("k")
+    assert by_default.value.tried == tuple(endpoints)
+    assert str(by_default.value).startswith(
+        f"transport: no node answered at {', '.join(endpoints)} (of the built-in default "
+        "endpoints, as CAIRN_ENDPOINTS is unset); last: "
+    )
+
+    with pytest.raises(ConnectionFailed) as named:
+        connect(endpoints, retry=quick).write("k", 1, actor="a")
+    assert named.value.tried == tuple(endpoints)
+    assert f"no node answered at {', '.join(endpoints)}; last: " in str(named.value)
+    assert "CAIRN_ENDPOINTS" not in str(named.value)

@@ -235,6 +235,9 @@ class Settings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     consistency: str | None = None
     max_staleness_ms: int | None = None
+    endpoints_defaulted: bool = False
+    """The endpoints are ``DEFAULT_ENDPOINTS``, as none were given and ``CAIRN_ENDPOINTS``
+    is unset: an error that no node answered says so."""
 
 
 def resolve_settings(
@@ -271,6 +274,7 @@ def resolve_settings(
         retry=retry,
         consistency=consistency,
         max_staleness_ms=max_staleness_ms,
+        endpoints_defaulted=endpoints is None and "CAIRN_ENDPOINTS" not in environ,
     )
 
 

@@ -595,10 +595,15 @@ class Core:
         last_answer: CairnError | None = None
         # The node the last attempt failed at: a spread call tries the next one after it.
         failed_at: str | None = None
+        # Every endpoint an attempt went to, in the order first tried.
+        tried: list[str] = []
         while True:
             base = yield from self.base_after(call.route, failed_at, deadline)
             try:
-                reply = yield from self.attempt(base, self._within(call, base, deadline))
+                within = self._within(call, base, deadline)
+                if base not in tried:
+                    tried.append(base)
+                reply = yield from self.attempt(base, within)
                 return finish(reply)
             except CairnError as err:
                 # A definite answer is authoritative even after an attempt with an unknown
@@ -622,7 +627,9 @@ class Core:
                     )
                     if says_nothing and last_answer is not None:
                         heard = last_answer
-                    final = _give_up(call, heard, may_have_applied)
+                    final = self._none_answered(
+                        call, _give_up(call, heard, may_have_applied), tried
+                    )
                     if final is err:
                         raise
                     raise final from err
@@ -631,6 +638,28 @@ class Core:
                 failed_at = base
             retries += 1
             yield Sleep(pause)
+
+    def _none_answered(self, call: Call, final: CairnError, tried: list[str]) -> CairnError:
+        """``final``, or for a call over several endpoints that reached none of them, a
+        ``ConnectionFailed`` that says so and names every endpoint it tried (and that
+        they are the built-in defaults, when they are): the last endpoint's failure alone
+        reads as if only that node was asked."""
+        over_several = (
+            isinstance(call.route, Route)
+            and not self.nodes.pinned
+            and len(self.nodes.endpoints) > 1
+        )
+        if not (over_several and tried and isinstance(final, ConnectionFailed)):
+            return final
+        note = "of the built-in default endpoints, as CAIRN_ENDPOINTS is unset"
+        return ConnectionFailed(
+            final.endpoint,
+            final.reason,
+            sent=final.sent,
+            read_only=final.read_only,
+            tried=tried,
+            tried_note=note if self.settings.endpoints_defaulted else "",
+        )
 
     def _within(self, call: Call, base: str, deadline: float | None) -> Call:
         """``call`` with its attempt cut short at ``deadline``, or halfway there for a call

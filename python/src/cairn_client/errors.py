@@ -15,6 +15,7 @@ applied, and retrying with the same ``request_id`` is the only safe way to find 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -354,13 +355,36 @@ class ConnectionFailed(Unavailable):
     """The node could not be reached, or the connection broke (``sent``: the request may
     have reached the node before the failure). ``may_have_applied`` is ``sent`` for a
     request that changes something, and always ``False`` for one that changes nothing
-    (``read_only``: a read, a status, a watch)."""
+    (``read_only``: a read, a status, a watch).
+
+    ``tried``: the endpoints a call over several tried, none answering, ``endpoint`` last;
+    the message then says so, with ``tried_note`` (where the endpoints came from) after
+    them, so that it does not read as if only the last node was asked."""
 
     code = "transport"
 
-    def __init__(self, endpoint: str, message: str, *, sent: bool, read_only: bool = False) -> None:
-        super().__init__(f"{endpoint}: {message}", details={"endpoint": endpoint})
+    def __init__(
+        self,
+        endpoint: str,
+        message: str,
+        *,
+        sent: bool,
+        read_only: bool = False,
+        tried: Sequence[str] = (),
+        tried_note: str = "",
+    ) -> None:
+        text = f"{endpoint}: {message}"
+        if tried:
+            note = f" ({tried_note})" if tried_note else ""
+            text = f"no node answered at {', '.join(tried)}{note}; last: {text}"
+        details: dict[str, Any] = {"endpoint": endpoint}
+        if tried:
+            details["tried"] = list(tried)
+        super().__init__(text, details=details)
         self.endpoint = endpoint
+        self.reason = message
+        """What happened at ``endpoint``."""
+        self.tried = tuple(tried)
         self.sent = sent
         self.read_only = read_only
 
