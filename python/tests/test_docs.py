@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 import pytest
+from mypy import api as mypy
 
 from cairn_client import AsyncCairn, Cairn
 from cairn_client.testing import LocalCluster
@@ -22,6 +23,7 @@ from cairn_client.testing import LocalCluster
 REPO = Path(__file__).resolve().parents[2]
 GUIDE = REPO / "docs" / "python.md"
 README = REPO / "README.md"
+LANGGRAPH_GUIDE = REPO / "docs" / "langgraph.md"
 _BLOCK = re.compile(r"(<!-- no-run: [^>]*-->\n)?```python\n(.*?)```", re.DOTALL)
 _CLIENT_ENV = (
     "CAIRN_ENDPOINTS",
@@ -129,3 +131,20 @@ def test_a_guide_example_runs_on_a_no_auth_cluster(
 @pytest.mark.parametrize("number", range(len(_runnable_examples(README))))
 def test_a_readme_example_runs_on_an_auth_on_cluster(number: int) -> None:
     _run(README, number)
+
+
+def test_every_example_passes_mypy_strict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The package is typed for ``mypy --strict`` users: an example they copy must pass it
+    too, those not run included (``<!-- no-run -->`` marks what they need, not what they
+    are). Checked against this clone's package, whatever the venv has installed."""
+    monkeypatch.setenv("MYPYPATH", str(REPO / "python" / "src"))
+    files = []
+    for doc in (GUIDE, README, LANGGRAPH_GUIDE):
+        for number, (_, code) in enumerate(_BLOCK.findall(doc.read_text())):
+            example = tmp_path / f"{doc.stem}_example_{number}.py"
+            example.write_text(code)
+            files.append(str(example))
+    config = str(REPO / "python" / "pyproject.toml")
+    cache = str(tmp_path / ".mypy_cache")
+    out, err, status = mypy.run(["--config-file", config, "--cache-dir", cache, *files])
+    assert status == 0, out + err
