@@ -8,6 +8,7 @@ goes to the leader after a ``stale_read`` only when the node is behind the sessi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -251,8 +252,12 @@ def test_a_watch_whose_stream_went_silent_reopens_without_asking_that_node_again
 
 
 def _stale(message: str) -> Reply:
-    body = {"error": {"code": "stale_read", "message": message}}
-    return Reply(503, json.dumps(body).encode())
+    error: dict[str, object] = {"code": "stale_read", "message": message}
+    not_applied = re.fullmatch(r"applied index (\d+) has not reached (\d+) within \d+ ms", message)
+    if not_applied is not None:
+        error["applied_index"] = int(not_applied.group(1))
+        error["awaited_index"] = int(not_applied.group(2))
+    return Reply(503, json.dumps({"error": error}).encode())
 
 
 @pytest.mark.parametrize(

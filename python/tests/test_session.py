@@ -245,7 +245,7 @@ def test_a_staleness_bound_a_node_cannot_meet_is_stale_read_even_with_a_session(
 ) -> None:
     """A bound of 0 can never be met. The session does not turn that into a linearizable
     read at the leader: the bound is the caller's, so its StaleRead is the answer, and a
-    pinned client never leaves its node."""
+    pinned client is no different."""
     key = f"{prefix}k"
     seen = Session()
     writer = connect(cluster.endpoints, actor="tester", session=seen)

@@ -55,14 +55,14 @@ impl Client {
     /// A tombstone by id; tombstones are kept forever. The read options (defaulting to the
     /// client's) go as query parameters; `bounded`/`any` reads spread over the nodes.
     /// With a session, its revision goes as `min_revision` (a replica behind the session
-    /// does not answer 404 for a tombstone the session has seen made), and a node that
-    /// cannot serve that fresh is followed by one linearizable read at the leader; when the
+    /// does not answer 404 for a tombstone the session has seen made), and a node that has
+    /// not applied it is followed by one linearizable read at the leader; when the
     /// leader cannot answer it, the node's `stale_read` stands (as in `session_read`).
     pub async fn tombstone(&self, id: &str, options: ReadOptions) -> Result<Tombstone> {
         let mut options = self.effective(options);
         options.min_revision = options.min_revision.max(self.session_revision());
         match self.tombstone_with(id, options, Mode::Read).await {
-            Err(stale @ ClientError::StaleRead { .. }) if self.session.is_some() => {
+            Err(stale) if self.behind_the_session(&stale) => {
                 let at_leader = ReadOptions {
                     consistency: Some(Consistency::Linearizable),
                     max_staleness_ms: None,
@@ -150,7 +150,8 @@ impl Client {
 
     /// A consistency-carrying read with the session rules of SPEC §3: send the session
     /// revision as `min_revision`, check the answer against the session, and on a stale
-    /// answer (or a node that cannot serve that fresh) re-read linearizably at the leader.
+    /// answer (or a node that has not applied the session revision) re-read linearizably at
+    /// the leader.
     ///
     /// - The read itself is retried across the nodes as any read is; each re-read at the
     ///   leader is one attempt.
@@ -202,6 +203,11 @@ impl Client {
 
     /// `Ok(err)` when a failed read should be retried at the leader under the session
     /// rules; `Err(err)` when it is the answer.
+    ///
+    /// - A `stale_read` goes to the leader only when the session caused it: the node's
+    ///   `applied_index` is below the session revision. A staleness bound the node could
+    ///   not meet (no `applied_index`), or a `min_revision` of the call's own beyond the
+    ///   session's, is the caller's, and its `stale_read` the answer.
     fn stale_or_fail(
         &self,
         err: ClientError,
@@ -210,13 +216,22 @@ impl Client {
         let Some(session) = &self.session else {
             return Err(err);
         };
+        let session = lock(session);
         match (&err, absent_key) {
-            (ClientError::NotFound { .. }, Some(key)) => lock(session)
-                .check_absent(key)
-                .map_or_else(Ok, |()| Err(err)),
-            (ClientError::StaleRead { .. }, _) => Ok(err),
+            (ClientError::NotFound { .. }, Some(key)) => {
+                session.check_absent(key).map_or_else(Ok, |()| Err(err))
+            }
+            (ClientError::StaleRead { .. }, _) if behind(&err, session.revision()) => Ok(err),
             _ => Err(err),
         }
+    }
+
+    /// Whether `err` is a `stale_read` the session caused ([`behind`]).
+    fn behind_the_session(&self, err: &ClientError) -> bool {
+        let Some(session) = &self.session else {
+            return false;
+        };
+        matches!(err, ClientError::StaleRead { .. }) && behind(err, lock(session).revision())
     }
 
     async fn query<Q: ReadQuery>(
@@ -254,12 +269,22 @@ impl Client {
     }
 }
 
+/// Whether a node's `stale_read` says it had not applied `session_revision`: its
+/// `applied_index` (sent when the node waited for a revision in vain) is below it.
+fn behind(stale_read: &ClientError, session_revision: u64) -> bool {
+    stale_read
+        .details()
+        .and_then(|details| details.get("applied_index")?.as_u64())
+        .is_some_and(|applied| applied < session_revision)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::client::test_support::*;
     use crate::fake_node::{FakeNode, Reply};
     use crate::session::{KeyMark, Session};
+    use serde_json::json;
 
     #[tokio::test]
     async fn stale_session_reads_are_retried_linearizably() {
@@ -288,6 +313,55 @@ mod tests {
         assert_eq!(body(&seen[0])["min_revision"], 9);
         assert_eq!(body(&seen[1])["consistency"], "linearizable");
         assert_eq!(body(&seen[1])["min_revision"], 9);
+    }
+
+    /// A node's 503 `stale_read`, with `applied_index` when it waited for a revision.
+    fn stale_read(applied_index: Option<u64>) -> Reply {
+        let mut error = json!({"code": "stale_read", "message": "stale"});
+        if let Some(applied) = applied_index {
+            error["applied_index"] = json!(applied);
+            error["awaited_index"] = json!(9);
+        }
+        Reply::Json(503, json!({ "error": error }).to_string())
+    }
+
+    /// Only a `stale_read` the session caused (the node had not applied its revision, 9)
+    /// is re-read at the leader; a bound the node could not meet is the answer.
+    #[tokio::test]
+    async fn a_session_re_reads_at_the_leader_only_the_stale_reads_it_caused() {
+        for (applied, re_read) in [(Some(3), true), (None, false), (Some(12), false)] {
+            let node = FakeNode::start(move |_, i| match i {
+                0 => stale_read(applied),
+                _ => ok(read_answer(3, 10)),
+            })
+            .await;
+            let mut session = Session::new();
+            let known = KeyMark {
+                generation: 1,
+                forget_epoch: 0,
+                version: 3,
+                revision: 9,
+            };
+            session.observe_key("k", known);
+            let client = fast(vec![node.addr.clone()])
+                .retries_max(0)
+                .build()
+                .unwrap()
+                .pinned(&node.addr)
+                .unwrap()
+                .with_session(session);
+            let options = ReadOptions {
+                max_staleness_ms: Some(0),
+                ..ReadOptions::default()
+            };
+            let read = client.read("k", options).await;
+            assert_eq!(read.is_ok(), re_read, "{applied:?}: {read:?}");
+            let seen = node.seen();
+            assert_eq!(seen.len(), 1 + usize::from(re_read), "{applied:?}");
+            if re_read {
+                assert_eq!(body(&seen[1])["consistency"], "linearizable");
+            }
+        }
     }
 
     #[tokio::test]

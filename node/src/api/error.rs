@@ -173,6 +173,11 @@ impl From<ReadError> for ApiError {
                 ApiError::no_leader("this node is not the leader", leader_id)
             }
             ReadError::StaleRead(message) => ApiError::new(ErrorCode::StaleRead, message),
+            ReadError::NotApplied {
+                applied, awaited, ..
+            } => ApiError::new(ErrorCode::StaleRead, e.to_string())
+                .with("applied_index", applied)
+                .with("awaited_index", awaited),
         }
     }
 }

@@ -47,6 +47,15 @@ pub enum ReadError {
     },
     #[error("{0}")]
     StaleRead(String),
+    /// This node has not applied `awaited` (a `min_revision`, or the commit index a read
+    /// token named) within `waited_ms`. Its answer carries both indexes, so a client can
+    /// tell a node behind its session from a freshness it asked for itself.
+    #[error("applied index {applied} has not reached {awaited} within {waited_ms} ms")]
+    NotApplied {
+        applied: u64,
+        awaited: u64,
+        waited_ms: u128,
+    },
 }
 
 /// A quorum-confirmed commit index and the local instant it was asked for.
@@ -260,11 +269,11 @@ impl ReadGate {
         let waited = tokio::time::timeout(timeout, rx.wait_for(|applied| *applied >= index)).await;
         match waited {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(ReadError::StaleRead(format!(
-                "applied index {} has not reached {index} within {} ms",
-                self.applied_index(),
-                timeout.as_millis()
-            ))),
+            _ => Err(ReadError::NotApplied {
+                applied: self.applied_index(),
+                awaited: index,
+                waited_ms: timeout.as_millis(),
+            }),
         }
     }
 

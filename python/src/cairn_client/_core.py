@@ -31,7 +31,8 @@ The rules are the Rust client's (``client/src/client/``):
   ``stale_read`` of a node that has not applied the session revision, is re-read
   linearizably at the leader (at most ``SESSION_RETRIES_MAX`` times), else
   ``SessionRegression``. Any other ``stale_read`` (the caller's own staleness bound or
-  ``min_revision``, no quorum) is the answer, and a pinned client never leaves its node.
+  ``min_revision``, no quorum) is the answer. A pinned client's re-read goes to its node,
+  which relays it to the leader.
 - Membership and principal changes are not deduplicated, so they are retried only after
   failures that cannot have reached the node.
 """
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 import threading
 import time
 from collections import deque
@@ -123,10 +123,6 @@ Answer = TypeVar("Answer", bound=Observable)
 
 SESSION_RETRIES_MAX = 2
 """Linearizable re-reads after a stale answer, before giving up with SessionRegression."""
-# The message of a node's 503 stale_read when it has not applied a revision in time
-# (docs/api.md); the body carries no details, so the message is all that tells a node
-# behind the session from a staleness bound it could not meet.
-_NOT_APPLIED = re.compile(r"applied index (\d+) has not reached \d+")
 # Compaction snapshots and rewrites RocksDB files; it may take minutes on a big store.
 _COMPACT_TIMEOUT = 300.0
 # A join waits for the new node to catch up (the node's raft.join_catch_up_timeout_ms,
@@ -1150,8 +1146,8 @@ class Core:
         """A tombstone by id (``GET /v1/tombstones/{id}``); tombstones are kept forever.
         With a session, its revision goes as ``min_revision`` (a replica behind the session
         does not answer 404 for a tombstone the session has seen made), and a node that has
-        not applied it is followed by one linearizable read at the leader (not by a pinned
-        client); when the leader cannot answer it, the node's ``StaleRead`` stands (as in
+        not applied it is followed by one linearizable read at the leader (through a pinned
+        client's node); when the leader cannot answer it, the node's ``StaleRead`` stands (as in
         ``session_read``)."""
         _segment("tombstone_id", tombstone_id)
         options = build(
@@ -1170,7 +1166,7 @@ class Core:
                 )
             )
         except StaleRead as stale:
-            if self.nodes.pinned or not self._behind_the_session(stale):
+            if not self._behind_the_session(stale):
                 raise
             sent_to_the_leader = stale
         try:
@@ -1295,8 +1291,8 @@ class Core:
     ) -> Program[Answer]:
         """A read with the session rules of SPEC §3: send the session revision as
         ``min_revision``, check the answer against the session, and on a stale answer (or a
-        node that has not applied the session revision) re-read linearizably at the leader.
-        A pinned client raises instead: it reads at its node only.
+        node that has not applied the session revision) re-read linearizably at the leader
+        (a pinned client's node relays it there).
 
         The read itself is retried across the nodes as any read is; each re-read at the
         leader is one attempt. A re-read the leader cannot answer (none known, no
@@ -1331,7 +1327,7 @@ class Core:
                 else:
                     self._observe(answer)
                     return answer
-            if retries >= SESSION_RETRIES_MAX or self.nodes.pinned:
+            if retries >= SESSION_RETRIES_MAX:
                 raise stale
             retries += 1
             if sent_to_the_leader is None:
@@ -1386,8 +1382,8 @@ class Core:
         for beyond the session, is the caller's own, and its ``StaleRead`` the answer."""
         if self.session is None:
             return False
-        not_applied = _NOT_APPLIED.search(stale.message)
-        return not_applied is not None and int(not_applied.group(1)) < self.session.revision
+        applied = stale.applied_index
+        return applied is not None and applied < self.session.revision
 
     def _session_revision(self) -> int | None:
         """The session revision, if there is one worth sending (0 asks for nothing)."""

@@ -270,6 +270,17 @@ class StaleRead(Unavailable):
     code = "stale_read"
     status_default = 503
 
+    @property
+    def applied_index(self) -> int | None:
+        """When the node had not applied a revision in time: the index it had applied."""
+        return _detail_int(self.details, "applied_index")
+
+    @property
+    def awaited_index(self) -> int | None:
+        """When the node had not applied a revision in time: the one it waited for (a
+        ``min_revision``, or the commit index of a read token)."""
+        return _detail_int(self.details, "awaited_index")
+
 
 class Overloaded(Unavailable):
     """503: the node's write queue is full; nothing was proposed."""
