@@ -61,7 +61,8 @@ pub struct Common {
     /// Reject if the key was forgotten, revoked or re-created after this revision.
     #[arg(long)]
     pub based_on_revision: Option<u64>,
-    /// Idempotency id; reuse it to retry after an unknown outcome [default: random].
+    /// Idempotency id; reuse it to retry after an unknown outcome [default: a new 128-bit
+    /// hex id, the time in ms then 80 random bits].
     #[arg(long)]
     pub request_id: Option<String>,
 }
