@@ -513,8 +513,9 @@ enum Member {
 
 /// What node `id` already is, if a member. A join of a member under other addresses
 /// would answer as if it had happened while the membership keeps the old ones: 409,
-/// naming them. Under the same addresses, however spelled, a join is idempotent. A join under an address
-/// of another member, however spelled, is 409 too: one process would answer for two ids.
+/// naming them. Under the same addresses, however spelled, a join is idempotent. A join
+/// under an address of another member, however spelled, is 409 too: one process would
+/// answer for two ids.
 async fn membership_of(
     app: &App,
     id: NodeId,
@@ -1008,7 +1009,7 @@ async fn check_presents_proof(app: &App, spec: &NodeSpec, learner: bool) -> Resu
     match app.peers.proof_mode(id, &spec.peer_addr, timeout).await {
         Ok(ProofAnswer::Mode(PeerProof::None)) if proof == PeerProof::Secret => refusal(format!(
             "node {id} was started without the peer secret: the members would refuse its \
-                 requests, so it could never lead; {outcome}"
+             requests, so it could never lead; {outcome}"
         )),
         Ok(ProofAnswer::RefusedUs(why)) => refusal(format!(
             "node {id} at {} refuses this node's peer requests ({why}): another node answers \
