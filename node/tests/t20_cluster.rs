@@ -972,3 +972,48 @@ async fn an_init_naming_a_node_of_another_cluster_is_refused() {
         .expect("an init without node 2");
     assert_eq!(answer.voters, vec![1, 3]);
 }
+
+/// Two inits sent at once through two nodes that name each other (node 1 naming all
+/// three, node 2 naming itself alone) never both make a cluster: each init claims its
+/// first members, a node keeps the first claim, and the init that meets another's claim
+/// is 409 with nothing initialized. Without the claim both answered 200, and node 2 could
+/// meet node 1's leader in a term it led itself and stop on openraft's assertion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_inits_at_once_never_make_two_clusters() {
+    for round in 0..3 {
+        let cluster = Cluster::builder(3).uninitialized().start().await;
+        let all: Vec<NodeSpec> = cluster
+            .ids()
+            .into_iter()
+            .map(|id| cluster.spec(id))
+            .collect();
+        let through_1 = cluster.client_for(1);
+        let through_2 = cluster.client_for(2);
+        let (first, second) = tokio::join!(
+            through_1.init(InitRequest {
+                nodes: all,
+                auth: None,
+            }),
+            through_2.init(InitRequest {
+                nodes: vec![cluster.spec(2)],
+                auth: None,
+            }),
+        );
+        let answers = [&first, &second];
+        let made = answers.iter().filter(|answer| answer.is_ok()).count();
+        assert_eq!(made, 1, "round {round}: {first:?} / {second:?}");
+        for answer in answers {
+            if let Err(refused) = answer {
+                assert!(
+                    matches!(refused, ClientError::InvalidTransition { .. }),
+                    "round {round}: {refused:?}"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        for id in cluster.ids() {
+            let log = cluster.log_text(id);
+            assert!(!log.contains("panicked"), "round {round}, node {id}: {log}");
+        }
+    }
+}

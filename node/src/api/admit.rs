@@ -2,8 +2,9 @@
 //! whose data dir holds no Raft state answers Raft only once admitted, so that a voter
 //! whose data was lost cannot come back under its old id unnoticed.
 //!
-//! - **Init** admits this node and then every other listed node, from term 0 (a new
-//!   cluster has no history to lose). A node that does not answer is asked again, from
+//! - **Init** claims this node and then every other listed node, from term 0 (a new
+//!   cluster has no history to lose); a node another init claimed first refuses the init
+//!   ([`first_members`]). A node that does not answer is asked again, from
 //!   [`RETRY_INTERVAL`] backing off to [`RETRY_INTERVAL_MAX`], until it does, while this
 //!   process runs: the members may be started after the init.
 //! - **Join** admits the joining node from the leader's current term, while it waits for
@@ -30,9 +31,16 @@ fn rpc_timeout(app: &App) -> Duration {
     Duration::from_millis(app.config.raft.rpc_timeout_ms)
 }
 
-/// Admits this node, then the other first members of a cluster this node initializes.
-/// Those that do not answer are admitted in the background as soon as they do. Fails
-/// only if this node's own admission cannot be written (then nothing was initialized).
+/// Claims this node, then the other first members of a cluster this node initializes,
+/// each for this init ([`AdmitRequest::Claim`]). Those that do not answer are admitted in
+/// the background as soon as they do.
+///
+/// - A node admitted by another first (this one included) was taken by another init sent
+///   at the same time, or belongs to another cluster: 409 `invalid_transition` with its
+///   id, and nothing is initialized. Two inits racing through two nodes that name each
+///   other therefore cannot both go on to make two clusters (and a node of one would meet
+///   the other's leader in a term it led, where openraft stops on an assertion).
+/// - Fails too if this node's own admission cannot be written.
 pub async fn first_members(
     app: &SharedApp,
     members: &[(NodeId, NodeInfo)],
@@ -41,17 +49,23 @@ pub async fn first_members(
         term: 0,
         leader: app.node_id,
     };
-    app.admission.admit(floor).map_err(ApiError::internal)?;
+    let own = app.admission.claim(floor).map_err(ApiError::internal)?;
+    if own != floor {
+        return Err(claimed_by_another(app.node_id, own));
+    }
     let others = members.iter().filter(|(id, _)| *id != app.node_id);
     let asked = others.map(|(id, info)| async move {
-        let answered = admit(app, *id, &info.peer_addr, floor).await;
-        (!answered).then(|| (*id, info.peer_addr.clone()))
+        let answer = claim(app, *id, &info.peer_addr, floor).await;
+        (*id, info.peer_addr.clone(), answer)
     });
-    let unanswered: Vec<(NodeId, String)> = futures::future::join_all(asked)
-        .await
-        .into_iter()
-        .flatten()
-        .collect();
+    let mut unanswered = Vec::new();
+    for (id, peer_addr, answer) in futures::future::join_all(asked).await {
+        match answer {
+            Some(held) if held == floor => {}
+            Some(held) => return Err(claimed_by_another(id, held)),
+            None => unanswered.push((id, peer_addr)),
+        }
+    }
     for (id, peer_addr) in unanswered {
         tracing::info!(
             id,
@@ -81,6 +95,42 @@ async fn keep_admitting(app: SharedApp, id: NodeId, peer_addr: String, floor: Fl
     }
 }
 
+/// The refusal of an init one of whose first members (`id`) holds another admission.
+fn claimed_by_another(id: NodeId, held: Floor) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidTransition,
+        format!(
+            "node {id} was already admitted by node {leader} (term {}): another init, sent \
+             at the same time, or another cluster took it first; nothing was initialized. \
+             Send init once, through one node (an init through node {leader} can still take \
+             it); a node that holds no Raft state yet can also be started afresh on an empty \
+             data dir",
+            held.term,
+            leader = held.leader,
+        ),
+    )
+    .with("id", id)
+}
+
+/// The floor node `id` holds after this init's claim, `None` if it did not answer.
+async fn claim(app: &App, id: NodeId, peer_addr: &str, floor: Floor) -> Option<Floor> {
+    let asked = app
+        .peers
+        .admit(id, peer_addr, AdmitRequest::Claim(floor), rpc_timeout(app))
+        .await;
+    match asked {
+        Ok(AdmissionState::AdmittedBy(held)) => Some(held),
+        Ok(other) => {
+            tracing::debug!(id, ?other, "a claim answered without a floor");
+            None
+        }
+        Err(error) => {
+            tracing::debug!(id, %error, "claim not answered");
+            None
+        }
+    }
+}
+
 /// Admits joining node `id` from the leader's current term (this node leads: only the
 /// leader runs a join). Whether it answered.
 pub async fn joining(app: &App, id: NodeId, peer_addr: &str) -> bool {
@@ -100,7 +150,7 @@ async fn admit(app: &App, id: NodeId, peer_addr: &str, floor: Floor) -> bool {
         .admit(id, peer_addr, AdmitRequest::Admit(floor), rpc_timeout(app))
         .await;
     match asked {
-        Ok(AdmissionState::Admitted) => {
+        Ok(AdmissionState::Admitted | AdmissionState::AdmittedBy(_)) => {
             tracing::debug!(id, term = floor.term, "node admitted");
             true
         }

@@ -56,6 +56,12 @@ pub enum AdmitRequest {
     Ask,
     /// Admit it from `Floor` on, unless it already is.
     Admit(Floor),
+    /// As `Admit`, answered with the floor the node holds afterwards
+    /// ([`AdmissionState::AdmittedBy`]): an init learns from it whether a first member was
+    /// taken by another init (sent at the same time) or another cluster first. Added after
+    /// the other variants, so a node that does not know it fails to decode it and the
+    /// initializer takes that as no answer.
+    Claim(Floor),
 }
 
 /// Whether a node may answer Raft, as `POST /raft/admit` reports it.
@@ -64,6 +70,8 @@ pub enum AdmissionState {
     /// Its data dir holds no Raft state and no admission: it refuses Raft.
     NotAdmitted,
     Admitted,
+    /// The floor an admitted node holds: the answer to [`AdmitRequest::Claim`] only.
+    AdmittedBy(Floor),
 }
 
 /// This node's admission, shared by the peer routes (which check it on every vote,
@@ -121,6 +129,13 @@ impl Admission {
             );
         }
         Ok(AdmissionState::Admitted)
+    }
+
+    /// Admits this node from `floor` on unless it already is, and answers the floor it
+    /// holds afterwards: `floor` itself, or the one it was admitted by before.
+    pub fn claim(&self, floor: Floor) -> io::Result<Floor> {
+        self.admit(floor)?;
+        Ok(*self.floor.get().expect("an admission was written or held"))
     }
 
     /// Refuses a vote request unless this node is admitted and the candidate's term is
@@ -249,6 +264,25 @@ mod tests {
         assert_eq!(
             fs::read_to_string(dir.path().join(ADMISSION_FILE)).unwrap(),
             "7 1\n"
+        );
+    }
+
+    #[test]
+    fn a_claim_answers_the_floor_the_node_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let admission = Admission::open(dir.path(), false).unwrap();
+        let first = Floor { term: 0, leader: 1 };
+        assert_eq!(admission.claim(first).unwrap(), first);
+        assert_eq!(
+            admission.claim(first).unwrap(),
+            first,
+            "a retry of the same claim"
+        );
+        let other = Floor { term: 0, leader: 2 };
+        assert_eq!(
+            admission.claim(other).unwrap(),
+            first,
+            "the first claim holds"
         );
     }
 

@@ -225,6 +225,14 @@ async fn admit(State(peer): State<Peer>, body: Result<Bytes, BytesRejection>) ->
     };
     let answer: Result<AdmissionState, String> = match req {
         AdmitRequest::Ask => Ok(peer.admission.state()),
+        AdmitRequest::Claim(floor) => peer
+            .admission
+            .claim(floor)
+            .map(AdmissionState::AdmittedBy)
+            .map_err(|e| {
+                tracing::error!(error = %e, "could not write the admission file");
+                format!("could not write the admission file: {e}")
+            }),
         AdmitRequest::Admit(floor) => peer.admission.admit(floor).map_err(|e| {
             tracing::error!(error = %e, "could not write the admission file");
             format!("could not write the admission file: {e}")
