@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_api::{BatchOp, BatchRequest, InitRequest, NodeSpec, WriteRequest};
+use cairn_api::{BatchOp, BatchRequest, InitRequest, MembershipResponse, NodeSpec, WriteRequest};
 use cairn_client::ClientError;
 use serde_json::json;
 use support::{
@@ -926,28 +926,13 @@ async fn init_happens_once_whatever_it_names() {
 async fn an_init_naming_a_node_of_another_cluster_is_refused() {
     let cluster = Cluster::builder(3).uninitialized().start().await;
     let alone = vec![cluster.spec(2)];
-    let answer = cluster
-        .client_for(2)
-        .init(InitRequest {
-            nodes: alone,
-            auth: None,
-        })
+    let answer = init_through(&cluster, 2, alone)
         .await
         .expect("node 2 initialized alone");
     assert_eq!(answer.voters, vec![2]);
 
-    let all: Vec<NodeSpec> = cluster
-        .ids()
-        .into_iter()
-        .map(|id| cluster.spec(id))
-        .collect();
-    let refused = cluster
-        .client_for(1)
-        .init(InitRequest {
-            nodes: all,
-            auth: None,
-        })
-        .await;
+    let all = every_spec(&cluster);
+    let refused = init_through(&cluster, 1, all).await;
     match &refused {
         Err(ClientError::InvalidTransition { message, .. }) => assert!(
             message.contains("node 2 already belongs to a cluster")
@@ -962,12 +947,7 @@ async fn an_init_naming_a_node_of_another_cluster_is_refused() {
     assert_eq!((node2.voters, node2.leader_id), (vec![2], Some(2)));
 
     let without_2 = vec![cluster.spec(1), cluster.spec(3)];
-    let answer = cluster
-        .client_for(1)
-        .init(InitRequest {
-            nodes: without_2,
-            auth: None,
-        })
+    let answer = init_through(&cluster, 1, without_2)
         .await
         .expect("an init without node 2");
     assert_eq!(answer.voters, vec![1, 3]);
@@ -982,22 +962,9 @@ async fn an_init_naming_a_node_of_another_cluster_is_refused() {
 async fn two_inits_at_once_never_make_two_clusters() {
     for round in 0..3 {
         let cluster = Cluster::builder(3).uninitialized().start().await;
-        let all: Vec<NodeSpec> = cluster
-            .ids()
-            .into_iter()
-            .map(|id| cluster.spec(id))
-            .collect();
-        let through_1 = cluster.client_for(1);
-        let through_2 = cluster.client_for(2);
         let (first, second) = tokio::join!(
-            through_1.init(InitRequest {
-                nodes: all,
-                auth: None,
-            }),
-            through_2.init(InitRequest {
-                nodes: vec![cluster.spec(2)],
-                auth: None,
-            }),
+            init_through(&cluster, 1, every_spec(&cluster)),
+            init_through(&cluster, 2, vec![cluster.spec(2)]),
         );
         let answers = [&first, &second];
         let made = answers.iter().filter(|answer| answer.is_ok()).count();
@@ -1016,4 +983,22 @@ async fn two_inits_at_once_never_make_two_clusters() {
             assert!(!log.contains("panicked"), "round {round}, node {id}: {log}");
         }
     }
+}
+
+/// `POST /cluster/init` of `nodes`, sent to node `id` only.
+async fn init_through(
+    cluster: &Cluster,
+    id: u64,
+    nodes: Vec<NodeSpec>,
+) -> Result<MembershipResponse, ClientError> {
+    let request = InitRequest { nodes, auth: None };
+    cluster.client_for(id).init(request).await
+}
+
+fn every_spec(cluster: &Cluster) -> Vec<NodeSpec> {
+    cluster
+        .ids()
+        .into_iter()
+        .map(|id| cluster.spec(id))
+        .collect()
 }

@@ -286,13 +286,8 @@ mod tests {
     use crate::session::{KeyMark, Session};
     use serde_json::json;
 
-    #[tokio::test]
-    async fn stale_session_reads_are_retried_linearizably() {
-        let node = FakeNode::start(|_, i| match i {
-            0 => ok(read_answer(2, 10)),
-            _ => ok(read_answer(3, 10)),
-        })
-        .await;
+    /// A session that saw key `k` at version 3, revision 9.
+    fn session_at_revision_9() -> Session {
         let mut session = Session::new();
         let known = KeyMark {
             generation: 1,
@@ -301,7 +296,17 @@ mod tests {
             revision: 9,
         };
         session.observe_key("k", known);
-        let client = pinned(&node).with_session(session);
+        session
+    }
+
+    #[tokio::test]
+    async fn stale_session_reads_are_retried_linearizably() {
+        let node = FakeNode::start(|_, i| match i {
+            0 => ok(read_answer(2, 10)),
+            _ => ok(read_answer(3, 10)),
+        })
+        .await;
+        let client = pinned(&node).with_session(session_at_revision_9());
         let options = ReadOptions {
             consistency: Some(Consistency::Any),
             ..ReadOptions::default()
@@ -335,21 +340,13 @@ mod tests {
                 _ => ok(read_answer(3, 10)),
             })
             .await;
-            let mut session = Session::new();
-            let known = KeyMark {
-                generation: 1,
-                forget_epoch: 0,
-                version: 3,
-                revision: 9,
-            };
-            session.observe_key("k", known);
             let client = fast(vec![node.addr.clone()])
                 .retries_max(0)
                 .build()
                 .unwrap()
                 .pinned(&node.addr)
                 .unwrap()
-                .with_session(session);
+                .with_session(session_at_revision_9());
             let options = ReadOptions {
                 max_staleness_ms: Some(0),
                 ..ReadOptions::default()
