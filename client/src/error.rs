@@ -487,15 +487,37 @@ impl ClientError {
     }
 
     pub(crate) fn transport(endpoint: &str, err: &reqwest::Error) -> Self {
-        let mismatch = protocol_mismatch(err);
+        Self::transport_with(endpoint, err, protocol_mismatch(err))
+    }
+
+    /// [`ClientError::transport`] of a request whose connection the node closed with
+    /// `alert` (seen by the client's own probe, [`closed_unexplained`]'s case): a refused client
+    /// certificate is named although reqwest's error does not show it.
+    pub(crate) fn transport_after_alert(
+        endpoint: &str,
+        err: &reqwest::Error,
+        alert: rustls::AlertDescription,
+    ) -> Self {
+        let mismatch = client_certificate_alert(alert).or_else(|| protocol_mismatch(err));
+        Self::transport_with(endpoint, err, mismatch)
+    }
+
+    fn transport_with(
+        endpoint: &str,
+        err: &reqwest::Error,
+        mismatch: Option<ProtocolMismatch>,
+    ) -> Self {
         let message = match mismatch {
             Some(mismatch) => format!("{}; {}", error_chain(err), mismatch.hint()),
             None => error_chain(err),
         };
+        let unapplied = err.is_connect()
+            || never_sent(err)
+            || mismatch.is_some_and(ProtocolMismatch::proves_unapplied);
         ClientError::Transport {
             endpoint: endpoint.to_string(),
             message,
-            sent: !err.is_connect() && !mismatch.is_some_and(ProtocolMismatch::proves_unapplied),
+            sent: !unapplied,
         }
     }
 
@@ -542,7 +564,7 @@ fn detail<T: DeserializeOwned>(details: &Map<String, Value>, name: &str) -> Opti
 /// An endpoint that speaks another protocol than the client expects: a mistake of the
 /// configuration (scheme, CA), which no retry mends, named so the user can fix it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ProtocolMismatch {
+pub(crate) enum ProtocolMismatch {
     /// The answer was not HTTP: a plain `http://` request to a node serving HTTPS.
     NotHttp,
     /// The answer to the TLS handshake was not TLS: `https://` to a node serving plain HTTP.
@@ -629,7 +651,9 @@ fn protocol_mismatch(err: &reqwest::Error) -> Option<ProtocolMismatch> {
 /// anything: the alerts a TLS server sends when it asks for one and gets none, or cannot
 /// verify the one it got (as a client's own CA or name mistake is a local error, an alert
 /// received about a certificate is about the client's).
-fn client_certificate_alert(alert: rustls::AlertDescription) -> Option<ProtocolMismatch> {
+pub(crate) fn client_certificate_alert(
+    alert: rustls::AlertDescription,
+) -> Option<ProtocolMismatch> {
     use rustls::AlertDescription as Alert;
     match alert {
         Alert::CertificateRequired => Some(ProtocolMismatch::ClientCertificateMissing),
@@ -645,9 +669,33 @@ fn client_certificate_alert(alert: rustls::AlertDescription) -> Option<ProtocolM
     }
 }
 
+/// `true` when hyper gave the request back unsent: the connection closed (or failed)
+/// before the request was written to it. hyper reports exactly that case as canceled.
+fn never_sent(err: &reqwest::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = cause {
+        if current
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_canceled)
+        {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
+}
+
+/// `true` when the request never went out and `err` does not say why: the case the
+/// client's own TLS probe is for.
+pub(crate) fn closed_unexplained(err: &reqwest::Error) -> bool {
+    never_sent(err) && protocol_mismatch(err).is_none()
+}
+
 /// The rustls error `err` wraps, through any number of `io::Error`s (tokio-rustls wraps
 /// it in one, hyper-util's connector that in another).
-fn rustls_error_in<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+pub(crate) fn rustls_error_in<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a rustls::Error> {
     let mut inner: &'a (dyn std::error::Error + 'static) = err.downcast_ref::<std::io::Error>()?;
     while let Some(io) = inner.downcast_ref::<std::io::Error>() {
         inner = io.get_ref()?;

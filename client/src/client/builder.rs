@@ -253,11 +253,14 @@ impl ClientBuilder {
             // Nodes are direct peers; an HTTP_PROXY meant for the internet must not sit
             // between an agent and its cluster.
             .no_proxy();
-        let http = self
-            .tls
-            .apply(http)
+        let tls = self.tls.config()?;
+        let http = match &tls {
+            Some(tls) => tls.apply(http),
+            None => http,
+        };
+        let http = http
             .build()
-            .map_err(|e| http_client_error(&e))?;
+            .map_err(|e| ClientError::invalid_input(format!("http client: {}", error_chain(&e))))?;
         let timeouts = Timeouts {
             discovery: self.timeouts.discovery.min(self.timeouts.request),
             ..self.timeouts
@@ -270,22 +273,7 @@ impl ClientBuilder {
             defaults: self.defaults,
             session: self.session.map(|s| Arc::new(Mutex::new(s))),
             token: self.token,
+            tls,
         })
     }
-}
-
-/// Why the HTTP client could not be built: a client key that is not the certificate's
-/// (rustls checks the pair only then) named as such, anything else with its causes.
-fn http_client_error(err: &reqwest::Error) -> ClientError {
-    let mut cause = std::error::Error::source(err);
-    while let Some(current) = cause {
-        if let Some(rustls::Error::InconsistentKeys(_)) = current.downcast_ref::<rustls::Error>() {
-            return ClientError::invalid_input(
-                "client certificate: the private key is not the certificate's (--cert and \
-                 --key, or CAIRN_CERT and CAIRN_KEY, must be one pair)",
-            );
-        }
-        cause = current.source();
-    }
-    ClientError::invalid_input(format!("http client: {}", error_chain(err)))
 }

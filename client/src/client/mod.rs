@@ -76,6 +76,9 @@ pub struct Client {
     session: Option<Arc<Mutex<Session>>>,
     /// Sent as `Authorization: Bearer` on every request (`Debug` redacts it).
     token: Option<BearerToken>,
+    /// The rustls configuration reqwest's connections use, kept for the probe that
+    /// names a refused client certificate ([`tls::TlsConfig::refusal_alert`]).
+    tls: Option<tls::TlsConfig>,
 }
 
 impl Client {

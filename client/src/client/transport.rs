@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::retry::Mode;
 use super::routing::Route;
 use super::{Client, Result};
-use crate::error::ClientError;
+use crate::error::{closed_unexplained, ClientError};
 use crate::watch::ChunkStream;
 
 /// One request as the retry loop sends it, attempt after attempt.
@@ -47,10 +47,10 @@ impl Client {
                 .header(CONTENT_TYPE, "application/json")
                 .body(body.clone());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| ClientError::transport(base, &e))?;
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(err) => return Err(self.send_error(base, &err).await),
+        };
         let status = response.status();
         if status.is_success() {
             return Ok(response);
@@ -60,6 +60,22 @@ impl Client {
             .await
             .map_err(|e| ClientError::transport(base, &e))?;
         Err(ClientError::from_response(status.as_u16(), &body))
+    }
+}
+
+impl Client {
+    /// The error of a request that got no answer. When the connection closed before the
+    /// request went out on HTTPS, hyper's error does not say why; the node may have
+    /// refused the client's certificate (TLS 1.3 ends the client's handshake before the
+    /// node's verdict), so a handshake of the client's own asks, within the connect
+    /// timeout.
+    async fn send_error(&self, base: &str, err: &reqwest::Error) -> ClientError {
+        if let Some(tls) = self.tls.as_ref().filter(|_| closed_unexplained(err)) {
+            if let Some(alert) = tls.refusal_alert(base, self.timeouts.connect).await {
+                return ClientError::transport_after_alert(base, err, alert);
+            }
+        }
+        ClientError::transport(base, err)
     }
 }
 
