@@ -197,6 +197,18 @@ mod tests {
         }
         pem::key(key1).unwrap();
         assert_eq!(pem::roots(&g.ca_cert).unwrap().len(), 1);
+        // Files swapped (a certificate given as a key, a key as a certificate) are named
+        // by what they lack.
+        let swapped_key = pem::key(cert1).unwrap_err().to_string();
+        assert!(
+            swapped_key.ends_with("holds no private key (PKCS#8, PKCS#1 or SEC1)"),
+            "{swapped_key}"
+        );
+        let swapped_cert = pem::certs(key1).unwrap_err().to_string();
+        assert!(
+            swapped_cert.ends_with("holds no certificate"),
+            "{swapped_cert}"
+        );
     }
 
     #[test]

@@ -24,9 +24,17 @@ pub fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
-/// The private key in `path` (PKCS#8, PKCS#1 or SEC1).
+/// The private key in `path` (PKCS#8, PKCS#1 or SEC1). A file without one (a
+/// certificate given for its key) is named as such, as [`certs`] names a file without a
+/// certificate.
 pub fn key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
-    PrivateKeyDer::from_pem_file(path).map_err(|e| pem_error(path, e))
+    PrivateKeyDer::from_pem_file(path).map_err(|e| match e {
+        rustls_pki_types::pem::Error::NoItemsFound => TlsError::Empty {
+            path: path.to_path_buf(),
+            what: "private key (PKCS#8, PKCS#1 or SEC1)",
+        },
+        other => pem_error(path, other),
+    })
 }
 
 /// The CA certificates in `path` as a trust store.
