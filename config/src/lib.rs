@@ -35,7 +35,7 @@ pub use limits_check::{
 };
 pub use node::{
     host_of, is_host_port, resolve, Host, NodeConfig, Overrides, CLIENT_PORT_BASE, DEFAULT_HOST,
-    PEER_PORT_BASE,
+    NODE_ID_MAX, PEER_PORT_BASE,
 };
 pub use raft::RaftConfig;
 pub use reads::ReadsConfig;

@@ -11,6 +11,9 @@ use crate::{BatchingConfig, Limits, RaftConfig, ReadsConfig};
 
 /// The host of the default addresses below (SPEC §6).
 pub const DEFAULT_HOST: &str = "127.0.0.1";
+/// The largest node id: 2^53 - 1, the largest integer every JSON reader (JavaScript,
+/// jq) holds exactly, so an id in `/cluster/status` reads back as the id it is.
+pub const NODE_ID_MAX: u64 = (1 << 53) - 1;
 /// Node `i` serves clients on `127.0.0.1:(CLIENT_PORT_BASE + i)` by default (SPEC §6).
 pub const CLIENT_PORT_BASE: u16 = 7400;
 /// Node `i` talks to its peers on `127.0.0.1:(PEER_PORT_BASE + i)` by default (SPEC §6).
@@ -177,7 +180,7 @@ impl NodeConfig {
     }
 
     /// Checks every section, then the top-level fields and the bounds that tie sections:
-    /// - `id >= 1`; `data_dir` not empty; `log_level` not empty, without whitespace;
+    /// - `1 <= id <= NODE_ID_MAX`; `data_dir` not empty; `log_level` not empty, without whitespace;
     /// - `client_addr` and `peer_addr` are `HOST:PORT` whose host resolves, and differ
     ///   (a port from 1 to 65535: a member's address is where peers and clients reach
     ///   it, and port 0 would bind another port at every start);
@@ -187,8 +190,14 @@ impl NodeConfig {
     /// - `batching.bytes_max >= limits.value_bytes_max` (the largest write fits in one);
     /// - the transport keys (see `validate_transport` in `transport.rs`).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.id == 0 {
-            return Err(ConfigError::invalid("id", "must be >= 1 (got 0)"));
+        if !(1..=NODE_ID_MAX).contains(&self.id) {
+            return Err(ConfigError::invalid(
+                "id",
+                format!(
+                    "must be from 1 to {NODE_ID_MAX} (2^53 - 1; got {})",
+                    self.id
+                ),
+            ));
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(ConfigError::invalid("data_dir", "must not be empty"));
@@ -279,6 +288,8 @@ fn parse(text: &str, origin: &str) -> Result<NodeFile, ConfigError> {
 
 fn assemble(file: NodeFile, ov: &Overrides) -> Result<NodeConfig, ConfigError> {
     let id = ov.id.or(file.id).ok_or(ConfigError::MissingId)?;
+    // Before the defaults, which derive ports and paths from it.
+    check_id(id)?;
     let data_dir = ov
         .data_dir
         .clone()
@@ -330,6 +341,16 @@ pub fn default_data_dir(id: u64) -> PathBuf {
 }
 
 /// `127.0.0.1:(base + id)`, or an error naming `field` when that port does not exist.
+fn check_id(id: u64) -> Result<(), ConfigError> {
+    if (1..=NODE_ID_MAX).contains(&id) {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(
+        "id",
+        format!("must be from 1 to {NODE_ID_MAX} (2^53 - 1; got {id})"),
+    ))
+}
+
 fn default_addr(field: &'static str, base: u16, id: u64) -> Result<String, ConfigError> {
     let port = u64::from(base) + id;
     if port > u64::from(u16::MAX) {

@@ -33,7 +33,23 @@ fn election_timeout_max_over_1500_is_rejected_with_the_exact_message() {
 fn top_level_fields() {
     let ov = Overrides::default();
     let err = NodeConfig::from_toml_str("id = 0\n", &ov).unwrap_err();
-    assert_eq!(err.to_string(), "id: must be >= 1 (got 0)");
+    assert_eq!(
+        err.to_string(),
+        "id: must be from 1 to 9007199254740991 (2^53 - 1; got 0)"
+    );
+    // One past the largest id every JSON reader holds exactly, and the largest u64 (whose
+    // default port would overflow), as `--id` can give it (TOML integers stop at 2^63).
+    let err = NodeConfig::from_toml_str("id = 9007199254740992\n", &ov).unwrap_err();
+    assert_eq!(err.field(), Some("id"), "{err}");
+    let flag = Overrides {
+        id: Some(u64::MAX),
+        ..Overrides::default()
+    };
+    let err = NodeConfig::from_toml_str("", &flag).unwrap_err();
+    assert_eq!(err.field(), Some("id"), "{err}");
+    let largest = "id = 9007199254740991\nclient_addr = \"127.0.0.1:7401\"\n\
+                   peer_addr = \"127.0.0.1:7501\"\n";
+    NodeConfig::from_toml_str(largest, &ov).expect("the largest id");
     let err = NodeConfig::from_toml_str("id = 1\ndata_dir = \"\"\n", &ov).unwrap_err();
     assert_eq!(err.field(), Some("data_dir"));
     rejects("client_addr = \"localhost\"", "client_addr", "HOST:PORT");

@@ -21,7 +21,7 @@ struct Args {
     /// TOML config file (see config/node1.toml).
     #[arg(long, env = "CAIRN_CONFIG")]
     config: Option<PathBuf>,
-    /// Node id (>= 1), unique in the cluster.
+    /// Node id (1 to 2^53 - 1), unique in the cluster.
     #[arg(long, env = "CAIRN_ID")]
     id: Option<u64>,
     /// Data directory (locked exclusively while the node runs).

@@ -706,7 +706,20 @@ fn bad_configs(data_dir: &str) -> Vec<BadConfig> {
             name: "id 0",
             args: flags("0", &a, &b),
             toml: None,
-            expected: "id: must be >= 1",
+            expected: "id: must be from 1 to 9007199254740991",
+        },
+        BadConfig {
+            name: "an id past 2^53 - 1 (and past what a default port can add)",
+            args: [
+                "--id",
+                "18446744073709551615",
+                "--data-dir",
+                data_dir,
+            ]
+            .map(String::from)
+            .to_vec(),
+            toml: None,
+            expected: "id: must be from 1 to 9007199254740991 (2^53 - 1; got 18446744073709551615)",
         },
         BadConfig {
             name: "same address twice",

@@ -229,14 +229,25 @@ async fn every_rejection_names_its_field_limit_size_and_op_index() {
             json!({"field": "nodes[0].client_addr"}),
         ),
     ];
-    let join_cases = vec![(
-        "join with a bad peer address",
-        "/cluster/join",
-        json!({"id": 2, "client_addr": "127.0.0.1:1", "peer_addr": "x:y"}),
-        400,
-        "invalid_request",
-        json!({"field": "peer_addr"}),
-    )];
+    let join_cases = vec![
+        (
+            "join with a bad peer address",
+            "/cluster/join",
+            json!({"id": 2, "client_addr": "127.0.0.1:1", "peer_addr": "x:y"}),
+            400,
+            "invalid_request",
+            json!({"field": "peer_addr"}),
+        ),
+        (
+            "join with an id past 2^53 - 1, which JSON readers would round",
+            "/cluster/join",
+            json!({"id": 9_007_199_254_740_993_u64, "client_addr": "127.0.0.1:1",
+                "peer_addr": "127.0.0.1:2"}),
+            400,
+            "invalid_request",
+            json!({"field": "id"}),
+        ),
+    ];
     check(&cluster, [init_cases.clone(), join_cases].concat()).await;
     cluster.init().await;
     cluster.wait_leader(LEADER_TIMEOUT).await;

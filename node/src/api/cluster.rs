@@ -65,10 +65,13 @@ fn node_info(spec: &NodeSpec, at: &str) -> Result<NodeInfo> {
             .with("field", format!("{at}{name}")));
         }
     }
-    if spec.id == 0 {
-        return Err(
-            ApiError::invalid("node id must be at least 1").with("field", format!("{at}id"))
-        );
+    if !(1..=cairn_config::NODE_ID_MAX).contains(&spec.id) {
+        return Err(ApiError::invalid(format!(
+            "node id {} is out of range: ids are 1 to {} (2^53 - 1)",
+            spec.id,
+            cairn_config::NODE_ID_MAX
+        ))
+        .with("field", format!("{at}id")));
     }
     Ok(NodeInfo {
         client_addr: spec.client_addr.clone(),
