@@ -58,6 +58,10 @@ const PUBLIC: [&str; 3] = ["/healthz", "/metrics", "/openapi.json"];
 /// admin's once auth is on).
 const BOOTSTRAP: [&str; 2] = ["/v1/auth/enable", "/cluster/init"];
 
+/// The request headers an operation reads besides `Authorization` (the security scheme):
+/// the SSE resume header of the watch (SPEC §5).
+const HEADER_PARAMS: [(&str, &str); 1] = [("/v1/watch", "Last-Event-ID")];
+
 const METHODS: [Method; 5] = [
     Method::GET,
     Method::POST,
@@ -161,6 +165,19 @@ fn check_operation(document: &Value, method: &str, path: &str, operation: &Value
             .any(|p| p["in"] == "path" && p["name"] == name && p["required"] == true);
         assert!(declared, "{what}: path parameter {name} not declared");
     }
+    let headers: Vec<&str> = operation["parameters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["in"] == "header")
+        .map(|p| p["name"].as_str().expect("a header's name"))
+        .collect();
+    let expected: Vec<&str> = HEADER_PARAMS
+        .iter()
+        .filter(|(at, _)| *at == path)
+        .map(|(_, name)| *name)
+        .collect();
+    assert_eq!(headers, expected, "{what}: header parameters");
     let public = operation["security"] == serde_json::json!([]);
     assert_eq!(public, PUBLIC.contains(&path), "{what}: security");
     let optional = operation["security"] == serde_json::json!([{}, {"bearer": []}]);

@@ -130,7 +130,13 @@ pub enum ClusterCommand {
     Status,
     /// `GET /healthz` of each node: id and role [default: every endpoint]; fails unless
     /// every node is healthy.
-    Health { endpoints: Vec<String> },
+    Health {
+        // An argument id of its own: one named `endpoints` would shadow the global
+        // `--endpoints` in this subcommand.
+        /// The nodes to ask [default: every endpoint].
+        #[arg(id = "targets", value_name = "ENDPOINTS")]
+        endpoints: Vec<String>,
+    },
     /// Initialize the cluster [default: the 3 local nodes].
     Init {
         /// ID=CLIENT_ADDR,PEER_ADDR; repeatable.
@@ -150,7 +156,12 @@ pub enum ClusterCommand {
         id: u64,
     },
     /// Snapshot, purge the log and compact storage on each node [default: every endpoint].
-    Compact { endpoints: Vec<String> },
+    Compact {
+        // As `health`'s: an id of its own, so the global `--endpoints` works here too.
+        /// The nodes to compact [default: every endpoint].
+        #[arg(id = "targets", value_name = "ENDPOINTS")]
+        endpoints: Vec<String>,
+    },
     /// Prometheus metrics of one node [default: the first endpoint].
     Metrics { endpoint: Option<String> },
 }
@@ -286,6 +297,21 @@ mod tests {
         let cli = parse(&["read", "k", "--endpoints", "a:1,b:2", "--json"]).unwrap();
         assert_eq!(cli.global.endpoints, vec!["a:1", "b:2"]);
         assert!(cli.global.json);
+    }
+
+    #[test]
+    fn the_global_endpoints_flag_works_after_cluster_health_and_compact() {
+        for command in ["health", "compact"] {
+            let cli = parse(&["cluster", command, "--endpoints", "a:1,b:2"]).unwrap();
+            assert_eq!(cli.global.endpoints, vec!["a:1", "b:2"], "{command}");
+            let Command::Cluster(
+                ClusterCommand::Health { endpoints } | ClusterCommand::Compact { endpoints },
+            ) = parse(&["cluster", command, "c:3"]).unwrap().command
+            else {
+                panic!("{command}: another command");
+            };
+            assert_eq!(endpoints, vec!["c:3"], "{command}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use schemars::generate::SchemaSettings;
 use schemars::SchemaGenerator;
 use serde_json::{json, Map, Value};
 
-use super::routes::{routes, Answer, Operation, PathParam, Route, TokenUse};
+use super::routes::{routes, Answer, Operation, Param, ParamPlace, Route, TokenUse};
 
 /// The document's own schema, as `/openapi.json` is listed in it.
 pub type Document = Map<String, Value>;
@@ -117,7 +117,7 @@ fn operation(generator: &mut SchemaGenerator, route: &Route, error_body: &Value)
 }
 
 fn parameters(generator: &mut SchemaGenerator, op: &Operation) -> Vec<Value> {
-    let mut parameters: Vec<Value> = op.path_params.iter().map(path_parameter).collect();
+    let mut parameters: Vec<Value> = op.params.iter().map(parameter).collect();
     if let Some(query) = op.query {
         let schema = query(generator).to_value();
         let required = schema["required"].as_array().cloned().unwrap_or_default();
@@ -138,11 +138,15 @@ fn parameters(generator: &mut SchemaGenerator, op: &Operation) -> Vec<Value> {
     parameters
 }
 
-fn path_parameter(param: &PathParam) -> Value {
+fn parameter(param: &Param) -> Value {
+    let (place, required) = match param.place {
+        ParamPlace::Path => ("path", true),
+        ParamPlace::Header => ("header", false),
+    };
     json!({
         "name": param.name,
-        "in": "path",
-        "required": true,
+        "in": place,
+        "required": required,
         "description": param.description,
         "schema": {"type": "string", "pattern": param.pattern},
     })

@@ -46,25 +46,45 @@ pub enum Answer {
     Text,
 }
 
-/// A path parameter: its name in the path, what it is, and the pattern the node accepts
-/// (anything else is 400 `invalid_request`).
+/// A parameter outside the body and the query: a path segment (always given) or a
+/// header (optional). Its name, what it is, and the pattern the node accepts (anything
+/// else is 400 `invalid_request`).
 #[derive(Clone, Copy)]
-pub struct PathParam {
+pub struct Param {
     pub name: &'static str,
+    pub place: ParamPlace,
     pub description: &'static str,
     pub pattern: &'static str,
 }
 
-const TOMBSTONE_ID: PathParam = PathParam {
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ParamPlace {
+    Path,
+    Header,
+}
+
+const TOMBSTONE_ID: Param = Param {
     name: "id",
+    place: ParamPlace::Path,
     description: "Tombstone id: 1-128 hex digits, either case (ids are 32 lowercase).",
     pattern: "^[0-9a-fA-F]{1,128}$",
 };
 
-const PRINCIPAL_NAME: PathParam = PathParam {
+const PRINCIPAL_NAME: Param = Param {
     name: "name",
+    place: ParamPlace::Path,
     description: "Principal name: 1-128 ASCII letters, digits and _ - . @ :",
     pattern: "^[A-Za-z0-9_.@:-]{1,128}$",
+};
+
+/// The standard SSE resume header, read only without `from_revision` (SPEC §5).
+const LAST_EVENT_ID: Param = Param {
+    name: "Last-Event-ID",
+    place: ParamPlace::Header,
+    description: "Resume right after the event with this id (REVISION or REVISION:SEQ), as \
+                  SSE clients send it on reconnect. from_revision wins when both are given; \
+                  a header of another form, or given twice, is 400 all the same.",
+    pattern: "^[0-9]+(:[0-9]+)?$",
 };
 
 /// Whether an operation needs `Authorization: Bearer` (SPEC §8).
@@ -86,7 +106,7 @@ pub struct Operation {
     pub tag: &'static str,
     /// When the operation needs `Authorization: Bearer`.
     pub token: TokenUse,
-    pub path_params: Vec<PathParam>,
+    pub params: Vec<Param>,
     pub query: Option<SchemaFn>,
     pub body: Option<SchemaFn>,
     pub answer: Answer,
@@ -101,7 +121,7 @@ impl Operation {
             summary,
             tag,
             token: TokenUse::WhileAuthIsOn,
-            path_params: Vec::new(),
+            params: Vec::new(),
             query: None,
             body: None,
             answer,
@@ -140,8 +160,8 @@ impl Operation {
         self.errors(&[&[InvalidRequest]])
     }
 
-    fn path_param(mut self, param: PathParam) -> Self {
-        self.path_params.push(param);
+    fn param(mut self, param: Param) -> Self {
+        self.params.push(param);
         self.errors(&[&[InvalidRequest]])
     }
 
@@ -441,7 +461,7 @@ fn read_routes() -> Vec<Route> {
             "/v1/tombstones/{id}",
             reads::tombstone,
             Operation::json::<Tombstone>("tombstone", "reads", "A tombstone by id")
-                .path_param(TOMBSTONE_ID)
+                .param(TOMBSTONE_ID)
                 .query::<ReadOptions>()
                 .errors(&[&[NotFound], BARRIER]),
         ),
@@ -476,6 +496,7 @@ fn read_routes() -> Vec<Route> {
                 Answer::EventStream(schema_of::<WatchEvent>),
             )
             .query::<watch::WatchQuery>()
+            .param(LAST_EVENT_ID)
             // The leader's grants are read behind a barrier, as every read's; overloaded: a
             // node serves at most `limits.watchers_max` streams.
             .errors(&[BARRIER, &[Overloaded]]),
@@ -487,7 +508,7 @@ fn auth_routes() -> Vec<Route> {
     use auth::endpoints;
     let admin: &[&[ErrorCode]] = &[DENIED, ACCESS_REFUSED, PROPOSED];
     let of_principal = |op: Operation| {
-        op.path_param(PRINCIPAL_NAME)
+        op.param(PRINCIPAL_NAME)
             .errors(&[BODY, &[NotFound]])
             .errors(admin)
     };
