@@ -1,7 +1,9 @@
 """Where calls go when a node does not answer, checked on the sans-IO core with scripted
 exchanges (no cluster, no sockets): a spread call retries at the endpoint after the one
 that failed, an endpoint that failed is passed over for a while by spread calls and leader
-discovery, and a spread call under a call timeout gives one attempt at most half of it.
+discovery, and under a call timeout an attempt another node could serve (a spread read, a
+read or deduplicated mutation to the leader) and one node's answer to leader discovery
+get at most half of the time left.
 ``test_failover.py`` checks the same against a paused node of a real cluster. A session read
 goes to the leader after a ``stale_read`` only when the node is behind the session."""
 
@@ -128,27 +130,45 @@ def test_leader_discovery_passes_over_an_endpoint_whose_exchange_failed() -> Non
 
 
 @pytest.mark.parametrize(
-    ("endpoints", "route", "shares"),
+    ("endpoints", "route", "mode", "shares"),
     [
-        ((A, B, C), Route.SPREAD, True),
-        ((A, B, C), Route.LEADER, False),
-        ((A,), Route.SPREAD, False),
+        ((A, B, C), Route.SPREAD, Mode.READ, True),
+        ((A, B, C), Route.LEADER, Mode.READ, True),
+        ((A, B, C), Route.LEADER, Mode.MUTATION, True),
+        ((A, B, C), Route.LEADER, Mode.ADMIN, False),
+        ((A,), Route.SPREAD, Mode.READ, False),
+        ((A,), Route.LEADER, Mode.MUTATION, False),
     ],
 )
-def test_a_spread_attempt_among_several_nodes_gets_half_the_call_time_left(
-    endpoints: tuple[str, ...], route: Route, shares: bool
+def test_an_attempt_another_node_could_serve_gets_half_the_call_time_left(
+    endpoints: tuple[str, ...], route: Route, mode: Mode, shares: bool
 ) -> None:
-    """Under a 3 s call timeout (each attempt may take 10 s), an attempt of a spread call
-    among several endpoints waits at most about 1.5 s, leaving the rest to the next node;
-    a call to the leader, or to the one endpoint there is, may use all 3 s."""
+    """Under a 3 s call timeout (each attempt may take 10 s), among several endpoints an
+    attempt of a spread read, or of a read or deduplicated mutation sent to the leader
+    (which an election replaces if it is paused), waits at most about 1.5 s, leaving the
+    rest to the retry; a membership change (no request_id makes it safe to send twice),
+    or a call to the one endpoint there is, may use all 3 s."""
     core = _core_of(*endpoints, call_timeout=3.0)
     core.nodes.set_leader(A)
-    call = Call("POST", route, ("v1", "read"), Mode.READ, 10.0, read_only=True)
+    call = Call("POST", route, ("v1", "write"), mode, 10.0, request_id="r1")
     _, exchanges = _run(core.call(call, lambda reply: reply.status), lambda _: OK)
     timeout = exchanges[0].timeout
     assert timeout is not None
     expected = 1.5 if shares else 3.0
     assert expected - 0.5 < timeout <= expected
+
+
+def test_leader_discovery_gives_one_node_at_most_half_the_call_time_left() -> None:
+    """With no leader known, under a 3 s call timeout, the first node asked who leads gets
+    at most about 1.5 s (not the 2 s discovery timeout), so a paused node leaves time for
+    the nodes after it."""
+    core = _core_of(A, B, C, call_timeout=3.0)
+    call = Call("POST", Route.LEADER, ("v1", "write"), Mode.MUTATION, 10.0, request_id="r1")
+    _, exchanges = _run(core.call(call, lambda reply: reply.status), lambda _: OK)
+    asked = exchanges[0]
+    assert asked.path == ("cluster", "status")
+    assert asked.timeout is not None
+    assert 1.0 < asked.timeout <= 1.5
 
 
 def _status(node: str, leader: str | None) -> Reply:

@@ -156,7 +156,7 @@ impl Client {
     /// whose answer calls then go to): a cached leader may have stepped down or stopped
     /// since, and a long-lived client asking this wants the present one.
     pub async fn leader(&self) -> Result<String> {
-        self.discover_leader()
+        self.discover_leader(None)
             .await
             .ok_or_else(|| ClientError::NoLeader {
                 message: "no endpoint reported a reachable leader".into(),

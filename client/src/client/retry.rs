@@ -175,7 +175,8 @@ impl Client {
         if deadline.is_some_and(|at| Instant::now() >= at) {
             return Err(out_of_time_finding_the_leader());
         }
-        let Some(base) = before(deadline, self.base_after(call.route, failed_at)).await else {
+        let Some(base) = before(deadline, self.base_after(call.route, failed_at, deadline)).await
+        else {
             return Err(out_of_time_finding_the_leader());
         };
         let attempt = async {
@@ -196,14 +197,27 @@ impl Client {
         }
     }
 
-    /// When one attempt of `call` must end: by the call's `deadline`, except that a
-    /// spread call (a read any node may serve) among several nodes leaves half the time
-    /// that remains to the next node, so one that holds requests without answering (a
-    /// paused process) cannot spend a short call budget alone.
+    /// When one attempt of `call` must end: by the call's `deadline`, except that a call
+    /// another try could serve elsewhere leaves half the time that remains to it, so a
+    /// node that holds requests without answering (a paused process) cannot spend a
+    /// short call budget alone:
+    ///
+    /// - a spread call (a read any node may serve) among several nodes: the next node;
+    /// - a read or a deduplicated mutation sent to the leader: a paused leader is
+    ///   replaced by an election within about an election timeout, and the retry (under
+    ///   the same `request_id`) reaches the new one. A membership change, which no
+    ///   `request_id` makes safe to send twice, keeps the whole time.
     fn attempt_deadline(&self, call: &Call<'_>, deadline: Option<Instant>) -> Option<Instant> {
-        let spread = matches!(call.route, Route::Spread) && self.endpoints().len() > 1;
+        let retried_elsewhere = match call.route {
+            Route::Spread => true,
+            Route::Leader | Route::CurrentLeader => {
+                matches!(call.mode, Mode::Read | Mode::Mutation(_))
+            }
+            Route::At(_) => false,
+        };
+        let shares_time = retried_elsewhere && self.endpoints().len() > 1;
         match deadline {
-            Some(at) if spread => {
+            Some(at) if shares_time => {
                 let now = Instant::now();
                 Some(now + at.saturating_duration_since(now) / 2)
             }

@@ -203,10 +203,21 @@ impl Client {
 
     /// One pass over the endpoints asking each for the leader; caches and returns the
     /// first leader endpoint reported.
-    pub(super) async fn discover_leader(&self) -> Option<String> {
+    ///
+    /// - Each node gets at most the discovery timeout, and before `deadline` (a call's),
+    ///   at most half the time left: a node that holds the question without answering (a
+    ///   paused process) leaves the other half to the nodes after it.
+    pub(super) async fn discover_leader(&self, deadline: Option<Instant>) -> Option<String> {
         for _ in 0..self.nodes.endpoints.len() {
             let endpoint = self.nodes.next_endpoint();
-            let status = match self.status_at(&endpoint, self.timeouts.discovery).await {
+            let timeout = match deadline {
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    self.timeouts.discovery.min(left / 2)
+                }
+                None => self.timeouts.discovery,
+            };
+            let status = match self.status_at(&endpoint, timeout).await {
                 Ok(status) => status,
                 Err(ClientError::Transport { .. }) => {
                     self.nodes.failed(&endpoint);
@@ -237,33 +248,38 @@ impl Client {
     /// could hand a call's every retry a dead node while concurrent calls take the live
     /// ones (an `any` read beside a leader discovery on the same client ended in
     /// "connection refused" after 5 s of retries, with one node of three up).
-    pub(super) async fn base_after(&self, route: Route<'_>, failed_at: Option<&str>) -> String {
+    pub(super) async fn base_after(
+        &self,
+        route: Route<'_>,
+        failed_at: Option<&str>,
+        deadline: Option<Instant>,
+    ) -> String {
         match (route, failed_at) {
             (Route::Spread, Some(failed)) if !self.nodes.pinned => {
                 self.nodes.endpoint_after(failed)
             }
-            _ => self.base_for(route).await,
+            _ => self.base_for(route, deadline).await,
         }
     }
 
-    /// The endpoint a call on `route` goes to now.
-    pub(super) async fn base_for(&self, route: Route<'_>) -> String {
+    /// The endpoint a call on `route` goes to now (a leader discovery ends by `deadline`).
+    pub(super) async fn base_for(&self, route: Route<'_>, deadline: Option<Instant>) -> String {
         match route {
             Route::At(endpoint) => endpoint.to_string(),
             _ if self.nodes.pinned => self.nodes.endpoints[0].clone(),
             Route::Spread => self.nodes.next_endpoint(),
             Route::Leader => match self.nodes.cached_leader() {
                 Some(leader) => leader,
-                None => self.discovered_or_any().await,
+                None => self.discovered_or_any(deadline).await,
             },
-            Route::CurrentLeader => self.discovered_or_any().await,
+            Route::CurrentLeader => self.discovered_or_any(deadline).await,
         }
     }
 
     /// The leader the nodes name now; with none named, any node, which forwards or says
     /// `no_leader` (retried).
-    async fn discovered_or_any(&self) -> String {
-        match self.discover_leader().await {
+    async fn discovered_or_any(&self, deadline: Option<Instant>) -> String {
+        match self.discover_leader(deadline).await {
             Some(leader) => leader,
             None => self.nodes.next_endpoint(),
         }
@@ -493,14 +509,18 @@ mod tests {
                 client.nodes.next_endpoint(); // another call's turn
             }
             let chosen = client
-                .base_after(Route::Spread, Some(&endpoints[failed]))
+                .base_after(Route::Spread, Some(&endpoints[failed]), None)
                 .await;
             assert_eq!(chosen, endpoints[next]);
         }
-        let unlisted = client.base_after(Route::Spread, Some("http://h:9")).await;
+        let unlisted = client
+            .base_after(Route::Spread, Some("http://h:9"), None)
+            .await;
         assert_eq!(unlisted, endpoints[0]);
         let pinned = client.pinned(&endpoints[2]).unwrap();
-        let stays = pinned.base_after(Route::Spread, Some(&endpoints[2])).await;
+        let stays = pinned
+            .base_after(Route::Spread, Some(&endpoints[2]), None)
+            .await;
         assert_eq!(stays, endpoints[2]);
     }
 
@@ -578,6 +598,68 @@ mod tests {
         assert_eq!(writes_at_paused, 0, "the write waited on the paused leader");
         let at_follower: Vec<String> = follower.seen().into_iter().map(|s| s.path).collect();
         assert_eq!(at_follower.last().map(String::as_str), Some("/v1/write"));
+    }
+
+    /// Under a call timeout, a cached leader that holds a write without answering (a
+    /// paused leader, which an election replaces) gets half the time: the retry, under
+    /// the same `request_id`, goes to a follower that relays it, and the write is
+    /// answered instead of ending `outcome_unknown` on the paused node.
+    #[tokio::test]
+    async fn a_paused_leader_gets_half_of_a_bounded_writes_time() {
+        let paused = FakeNode::start(|_, _| Reply::Hang).await;
+        let paused_addr = paused.addr.clone();
+        let follower = FakeNode::start(move |seen, _| match seen.method.as_str() {
+            "GET" => ok(status_of_a_follower_of(&paused_addr)),
+            _ => ok(mutation_result(1, 5)),
+        })
+        .await;
+        let client = fast(vec![paused.addr.clone(), follower.addr.clone()])
+            .call_timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        client.nodes.set_leader(&paused.addr);
+        let written = client.write(write_request()).await;
+        assert!(written.is_ok(), "{written:?}");
+        let request_id = |node: &FakeNode| -> Vec<String> {
+            node.seen()
+                .into_iter()
+                .filter(|s| s.method == "POST")
+                .map(|s| serde_json::from_str::<serde_json::Value>(&s.body).unwrap())
+                .map(|body| body["request_id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (first, relayed) = (request_id(&paused), request_id(&follower));
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(relayed, first, "the retry carried another request_id");
+    }
+
+    /// Under a call timeout, leader discovery gives a node that holds the question at
+    /// most half the time left (not the 2 s discovery timeout), so a node that answers
+    /// after it is still asked in time.
+    #[tokio::test]
+    async fn a_silent_node_gets_half_of_a_bounded_calls_discovery() {
+        let silent = FakeNode::start(|_, _| Reply::Hang).await;
+        let leader = FakeNode::start(|seen, _| match seen.method.as_str() {
+            "GET" => ok(
+                json!({"node_id": 2, "role": "leader", "leader_id": 2, "term": 4,
+                "last_log_index": 9, "commit_index": 9, "applied_index": 9,
+                "ms_since_leader_contact": 0, "voters": [1, 2], "learners": [], "nodes": [],
+                "snapshot_index": 0, "log_purged_through": 0}),
+            ),
+            _ => ok(mutation_result(1, 5)),
+        })
+        .await;
+        let client = fast(vec![silent.addr.clone(), leader.addr.clone()])
+            .call_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        let written = client.write(write_request()).await;
+        assert!(written.is_ok(), "{written:?}");
+        assert_eq!(
+            silent.seen().len(),
+            1,
+            "the silent node was not asked first"
+        );
     }
 
     #[tokio::test]

@@ -23,9 +23,12 @@ The rules are the Rust client's (``client/src/client/``):
   over the endpoints, and retry at the endpoint after the one that failed.
 - **Nodes that do not answer.** An endpoint whose exchange failed at the transport level
   is passed over by spread reads and leader discovery for ``FAILED_ENDPOINT_COOLDOWN``
-  (unless every endpoint is), until it answers; under a call timeout a spread read among
-  several endpoints gives one attempt at most half the time left. A paused node accepts
-  connections and answers nothing, so without both it could take every call's budget.
+  (unless every endpoint is), until it answers. Under a call timeout, among several
+  endpoints, one attempt of a spread read, of a read or deduplicated mutation sent to the
+  leader (an election replaces a paused leader; the retry carries the same request_id),
+  and one node's answer to leader discovery each get at most half the time left. A
+  paused node accepts connections and answers nothing, so without both it could take
+  every call's budget.
 - **Sessions.** With a ``Session``, every read sends the session revision as
   ``min_revision`` and is checked against it; an answer older than the session, or the
   ``stale_read`` of a node that has not applied the session revision, is re-read
@@ -671,11 +674,19 @@ class Core:
         return replace(call, timeout=left if call.timeout is None else min(call.timeout, left))
 
     def _shares_time(self, call: Call) -> bool:
-        """Whether one attempt of ``call`` gets at most half the time left: a spread call
-        (a read any node may serve) among several nodes leaves that half to the next node,
-        so one that holds requests without answering (a paused process) cannot spend a
-        short call budget alone."""
-        return call.route is Route.SPREAD and len(self.nodes.endpoints) > 1
+        """Whether one attempt of ``call`` gets at most half the time left, so that a node
+        that holds requests without answering (a paused process) cannot spend a short call
+        budget alone: a spread call (a read any node may serve) among several nodes leaves
+        that half to the next node; a read or a deduplicated mutation sent to the leader
+        leaves it to the retry, which reaches the leader an election puts in a paused
+        one's place (under the same request_id). A membership change, which no request_id
+        makes safe to send twice, keeps the whole time."""
+        if len(self.nodes.endpoints) < 2:
+            return False
+        if call.route is Route.SPREAD:
+            return True
+        to_leader = call.route in (Route.LEADER, Route.CURRENT_LEADER)
+        return to_leader and call.mode in (Mode.READ, Mode.MUTATION)
 
     def _out_of_time(self, err: CairnError) -> CairnError:
         """A transport failure at the call timeout, said as such (an attempt the deadline
@@ -741,14 +752,17 @@ class Core:
 
     def discover_leader(self, deadline: float | None = None) -> Program[str | None]:
         """One pass over the endpoints asking each for the leader, until ``deadline``;
-        caches and returns the first leader endpoint reported."""
+        caches and returns the first leader endpoint reported. Before ``deadline`` a node
+        gets at most half the time left, so one that holds the question without answering
+        (a paused process) leaves the other half to the nodes after it."""
         for _ in self.nodes.endpoints:
             endpoint = self.nodes.next_endpoint()
             timeout = self.settings.timeouts.discovery
             if deadline is not None:
-                timeout = min(timeout, deadline - time.monotonic())
-                if timeout <= 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
                     return None
+                timeout = min(timeout, left / 2)
             try:
                 status = yield from self.status_at(endpoint, timeout)
             except CairnError:
