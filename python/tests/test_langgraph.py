@@ -35,6 +35,7 @@ from cairn_client import (
     Cairn,
     ConnectionFailed,
     InvalidInput,
+    InvalidRequest,
     KeyForgotten,
     KeyRevoked,
     RetryPolicy,
@@ -229,6 +230,41 @@ def test_ttl_and_bad_namespaces_are_refused_before_anything_is_written(lg: Harne
     with pytest.raises(InvalidNamespaceError):
         store.batch([PutOp(NOTES, "first", {"v": 1}), GetOp(("a.b",), "k")])
     assert store.search(NOTES) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"page_size": 1001}, "page_size"),
+        ({"recall_limit": 10**6}, "recall_limit"),
+        ({"reason": ""}, "reason"),
+        ({"reason": " \n\t"}, "reason"),
+        ({"reason": "erased\x00"}, "reason"),
+        ({"prefix": "a\n/"}, "prefix"),
+    ],
+)
+def test_options_the_node_would_refuse_at_every_call_are_refused_by_the_constructor(
+    lg: Harness, options: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {named}"):
+        lg.cairn_store(**options)
+
+
+def test_the_largest_page_and_recall_sizes_and_a_multi_line_reason_are_taken_by_the_node(
+    lg: Harness, api: Cairn
+) -> None:
+    with pytest.raises(InvalidRequest):
+        api.list_page(lg.prefix, limit=1001)  # the cap the constructor's bound mirrors
+    reason = "erased on request:\n\tticket 42"
+    store = lg.store(page_size=1000, recall_limit=1000, reason=reason)
+    store.put(NOTES, "k", {"anchors": ["topic:db"]})
+    assert [item.key for item in store.search(NOTES)] == ["k"]
+    assert [item.key for item in store.search(NOTES, query="topic:db")] == ["k"]
+    assert store.list_namespaces() == [NOTES]
+    store.delete(NOTES, "k")
+    tombstone = api.read(f"{lg.prefix}notes/k").tombstone
+    assert tombstone is not None
+    assert tombstone.reason == reason
 
 
 # --- revoked notes ---------------------------------------------------------------------

@@ -17,14 +17,25 @@ from urllib.parse import quote, unquote
 
 from ..errors import InvalidInput
 
-__all__ = ["KeyCodec"]
+__all__ = ["KeyCodec", "first_control_character"]
 
 _SEPARATOR = "/"
 _ALWAYS_ESCAPED = frozenset("%/")
 
 
+def _is_control(char: str) -> bool:
+    """Whether cairn counts ``char`` as a control character (Rust's ``char::is_control``:
+    Unicode category Cc)."""
+    return unicodedata.category(char) == "Cc"
+
+
+def first_control_character(text: str, allowed: str = "") -> str | None:
+    """The first control character of ``text`` that is not in ``allowed``, if any."""
+    return next((char for char in text if _is_control(char) and char not in allowed), None)
+
+
 def _needs_escape(char: str) -> bool:
-    return char in _ALWAYS_ESCAPED or unicodedata.category(char) == "Cc"
+    return char in _ALWAYS_ESCAPED or _is_control(char)
 
 
 def escape(part: str) -> str:
@@ -51,6 +62,14 @@ class KeyCodec:
         if prefix and not prefix.endswith(_SEPARATOR):
             # Without the separator, "lg" would also claim the keys of "lgx/...".
             raise InvalidInput(f"prefix {prefix!r} must be empty or end with '/'")
+        control = first_control_character(prefix)
+        if control is not None:
+            # The prefix is not escaped (it is the store's own), and the node refuses a key
+            # with a control character: every call of the store would fail.
+            raise InvalidInput(
+                f"prefix {prefix!r} contains the control character {control!r}, which cairn "
+                "keys refuse"
+            )
         self.prefix = prefix
 
     def key(self, namespace: Sequence[str], key: str) -> str:

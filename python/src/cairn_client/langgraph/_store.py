@@ -34,7 +34,7 @@ from ..aio import AsyncCairn
 from ..client import Cairn
 from ..errors import CairnError, InvalidInput, NotFound
 from ..models import ListResponse, RecallNote, RecallResponse, Record, State
-from ._keys import KeyCodec
+from ._keys import KeyCodec, first_control_character
 from ._match import matches_condition, matches_filter, query_cues, text_matches
 
 __all__ = ["DELETE_REASON", "WARNING_FIELD", "CairnStore"]
@@ -50,6 +50,9 @@ DELETE_REASON = "deleted through LangGraph (cairn_client.langgraph.CairnStore)"
 """The reason of the tombstone a delete leaves, unless the store is given another."""
 
 _LIVE_STATES = (State.ACTIVE, State.REVOKED)
+_PAGE_ITEMS_MAX = 1000
+"""The node's default ``limits.page_items_max`` (SPEC §4, §5): the most keys a ``list``
+page, and notes a ``recall``, may ask for."""
 _Method = Literal["read", "write", "forget", "list_page", "recall"]
 
 
@@ -161,7 +164,8 @@ class CairnStore(BaseStore):
         async_client: the ``AsyncCairn`` that ``abatch`` (``aget``, ``aput``, ...) uses.
             At least one is needed; the store does not close them.
         prefix: the cairn key prefix of every item (empty, or ending in ``/``).
-        reason: the reason of the tombstone each delete leaves.
+        reason: the reason of the tombstone each delete leaves (not blank; no control
+            character but tab and newline, as the node requires of a forget's reason).
         recreate_deleted: a put may re-create a deleted item (it clears the tombstone, as
             LangGraph expects). ``False`` keeps every forget final: a put on a deleted
             item raises ``KeyForgotten``.
@@ -170,8 +174,10 @@ class CairnStore(BaseStore):
         anchor_fields: paths (LangGraph's ``index`` syntax) of the value's texts that
             become the note's anchors, for puts whose ``index`` is ``None``; a put's
             ``index`` list replaces them, ``index=False`` gives no anchors.
-        page_size: keys per cairn ``list`` request of a search or namespace listing.
-        recall_limit: notes asked of cairn's ``recall`` when a query is anchor cues.
+        page_size: keys per cairn ``list`` request of a search or namespace listing, 1 to
+            1000 (the node's default ``limits.page_items_max``).
+        recall_limit: notes asked of cairn's ``recall`` when a query is anchor cues, 1 to
+            1000 (the same limit).
     """
 
     def __init__(
@@ -191,12 +197,12 @@ class CairnStore(BaseStore):
             raise TypeError("CairnStore needs client=Cairn(...) or async_client=AsyncCairn(...)")
         _check_instance("client", client, Cairn, optional=True)
         _check_instance("async_client", async_client, AsyncCairn, optional=True)
-        _check_instance("reason", reason, str)
+        _check_reason(reason)
         _check_instance("recreate_deleted", recreate_deleted, bool)
         _check_instance("override_revocation", override_revocation, bool)
         _check_paths("anchor_fields", anchor_fields)
-        _check_positive("page_size", page_size)
-        _check_positive("recall_limit", recall_limit)
+        _check_page_items("page_size", page_size)
+        _check_page_items("recall_limit", recall_limit)
         self._client = client
         self._async_client = async_client
         self._keys = KeyCodec(prefix)
@@ -415,9 +421,27 @@ def _check_paths(name: str, paths: object) -> None:
         )
 
 
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(f"{name}: {value!r}; expected an int, 1 or more")
+def _check_reason(reason: str) -> None:
+    """A reason the node takes for a forget: otherwise every delete would be refused, after
+    the other operations of its batch ran."""
+    _check_instance("reason", reason, str)  # typed str, but callers may not type-check
+    if not reason.strip():
+        raise InvalidInput(f"reason: {reason!r}; a delete's tombstone needs a reason, not blank")
+    control = first_control_character(reason, allowed="\t\n")
+    if control is not None:
+        raise InvalidInput(
+            f"reason: contains the control character {control!r} (only tab and newline are allowed)"
+        )
+
+
+def _check_page_items(name: str, value: object) -> None:
+    """A count of keys or notes one request asks for: a node with the default limits
+    refuses more than ``_PAGE_ITEMS_MAX``, so a larger one would fail every search."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _PAGE_ITEMS_MAX:
+        raise InvalidInput(
+            f"{name}: {value!r}; expected an int from 1 to {_PAGE_ITEMS_MAX} (the node's "
+            "default limits.page_items_max)"
+        )
 
 
 def _fixed_head(conditions: Iterable[MatchCondition]) -> tuple[str, ...]:
