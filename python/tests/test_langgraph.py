@@ -233,6 +233,42 @@ def test_ttl_and_bad_namespaces_are_refused_before_anything_is_written(lg: Harne
 
 
 @pytest.mark.parametrize(
+    "ops",
+    [
+        [GetOp((), "toplevel")],
+        [PutOp(NOTES, "first", {"v": 1}), PutOp((), "toplevel", None)],
+        [PutOp(NOTES, "first", {"v": 1}), PutOp((), "toplevel", {"owner": "agent"})],
+        [PutOp(NOTES, "first", {"v": 1}), PutOp(("langgraph", "x"), "k", {"v": 1})],
+    ],
+)
+def test_a_batch_reaches_no_note_right_under_the_prefix_and_puts_no_langgraph_root(
+    lg: Harness, api: Cairn, ops: list[Op]
+) -> None:
+    store = lg.store()
+    toplevel = f"{lg.prefix}toplevel"
+    api.write(toplevel, {"owner": "ops"})  # not an item: no namespace
+    with pytest.raises(InvalidNamespaceError):
+        store.batch(ops)
+    record = api.read(toplevel)
+    assert (record.state, record.value) == (State.ACTIVE, {"owner": "ops"})
+    assert store.search(()) == [], "checked before any operation ran"
+
+
+def test_get_and_delete_need_a_namespace_as_put_does(lg: Harness, api: Cairn) -> None:
+    store = lg.store()
+    toplevel = f"{lg.prefix}toplevel"
+    api.write(toplevel, {"owner": "ops"})
+    with pytest.raises(InvalidNamespaceError):
+        store.get((), "toplevel")
+    with pytest.raises(InvalidNamespaceError):
+        store.delete((), "toplevel")
+    assert api.read(toplevel).state is State.ACTIVE
+    # LangGraph's get and delete allow the root label its put refuses; so does the store.
+    assert store.get(("langgraph",), "k") is None
+    store.delete(("langgraph",), "k")
+
+
+@pytest.mark.parametrize(
     ("options", "named"),
     [
         ({"page_size": 1001}, "page_size"),

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeVar
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -53,6 +54,8 @@ _LIVE_STATES = (State.ACTIVE, State.REVOKED)
 _PAGE_ITEMS_MAX = 1000
 """The node's default ``limits.page_items_max`` (SPEC §4, §5): the most keys a ``list``
 page, and notes a ``recall``, may ask for."""
+_RESERVED_ROOT_LABEL = "langgraph"
+"""The root label ``BaseStore.put`` refuses in a namespace (LangGraph keeps it)."""
 _Method = Literal["read", "write", "forget", "list_page", "recall"]
 
 
@@ -384,11 +387,29 @@ def _check(op: Op) -> None:
     if not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
         raise TypeError(f"not a store operation: {type(op).__name__}")
     validate_op_namespace(op)
-    if isinstance(op, PutOp):
+    if isinstance(op, GetOp):
+        _check_item_namespace("get", op.namespace)
+    elif isinstance(op, PutOp):
         _check_put(op)
 
 
+def _check_item_namespace(operation: str, namespace: Sequence[str]) -> None:
+    """The namespace of an item, which has at least one label: with none, a get, delete or
+    put would reach the note right under the prefix, which is not an item (a put cannot
+    make one), and read, forget or overwrite it. LangGraph's ``put`` checks this,
+    its ``get`` and ``delete`` do not, nor does ``validate_op_namespace``."""
+    if not namespace:
+        raise InvalidNamespaceError(
+            f"{operation}: the namespace of an item needs at least one label, got ()"
+        )
+
+
 def _check_put(op: PutOp) -> None:
+    if op.value is None:
+        _check_item_namespace("delete", op.namespace)
+    else:
+        _check_item_namespace("put", op.namespace)
+        _check_root_label(op.namespace)
     if op.ttl is not None:
         raise NotImplementedError(
             "TTL is not supported by CairnStore: cairn never expires a memory by time; "
@@ -400,6 +421,16 @@ def _check_put(op: PutOp) -> None:
         )
     if op.index is not None and op.index is not False:
         _check_paths("put: index", op.index)
+
+
+def _check_root_label(namespace: Sequence[str]) -> None:
+    """Refuses what ``BaseStore.put`` refuses, also when the ``PutOp`` comes in a batch.
+    Only puts: a get or delete of such a namespace is allowed, as LangGraph allows it."""
+    if namespace[0] == _RESERVED_ROOT_LABEL:
+        raise InvalidNamespaceError(
+            f"put: the root label of a namespace cannot be {_RESERVED_ROOT_LABEL!r}, got "
+            f"{tuple(namespace)}"
+        )
 
 
 def _check_instance(name: str, value: object, expected: type, *, optional: bool = False) -> None:
