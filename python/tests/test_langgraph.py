@@ -254,6 +254,23 @@ def test_a_batch_reaches_no_note_right_under_the_prefix_and_puts_no_langgraph_ro
     assert store.search(()) == [], "checked before any operation ran"
 
 
+@pytest.mark.parametrize(
+    ("op", "operation"),
+    [
+        (PutOp(NOTES, 7, {"v": 1}), "put"),  # type: ignore[arg-type]
+        (PutOp(NOTES, b"k", None), "delete"),  # type: ignore[arg-type]
+        (GetOp(NOTES, None), "get"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_key_that_is_not_a_str_is_refused_before_the_batch_changes_anything(
+    lg: Harness, op: Op, operation: str
+) -> None:
+    store = lg.store()
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {operation}: key: expected a str"):
+        store.batch([PutOp(NOTES, "first", {"v": 1}), op])
+    assert store.search(NOTES) == []
+
+
 def test_get_and_delete_need_a_namespace_as_put_does(lg: Harness, api: Cairn) -> None:
     store = lg.store()
     toplevel = f"{lg.prefix}toplevel"

@@ -389,6 +389,7 @@ def _check(op: Op) -> None:
     validate_op_namespace(op)
     if isinstance(op, GetOp):
         _check_item_namespace("get", op.namespace)
+        _check_key("get", op.key)
     elif isinstance(op, PutOp):
         _check_put(op)
 
@@ -404,11 +405,19 @@ def _check_item_namespace(operation: str, namespace: Sequence[str]) -> None:
         )
 
 
+def _check_key(operation: str, key: object) -> None:
+    """An item's key is a ``str``. The store's methods convert it with ``str()``; an
+    operation given to ``batch`` is not converted, and a key of another type would fail
+    when its turn came, after the operations before it ran."""
+    if not isinstance(key, str):
+        raise InvalidInput(f"{operation}: key: expected a str, not {type(key).__name__}")
+
+
 def _check_put(op: PutOp) -> None:
-    if op.value is None:
-        _check_item_namespace("delete", op.namespace)
-    else:
-        _check_item_namespace("put", op.namespace)
+    operation = "delete" if op.value is None else "put"
+    _check_item_namespace(operation, op.namespace)
+    _check_key(operation, op.key)
+    if op.value is not None:
         _check_root_label(op.namespace)
     if op.ttl is not None:
         raise NotImplementedError(
