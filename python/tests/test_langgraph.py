@@ -430,6 +430,17 @@ def test_a_query_of_anchors_recalls_by_cue_and_other_text_matches_words(lg: Harn
     assert [item.score for item in store.search(NOTES, query="react")] == [None]
 
 
+def test_a_cue_given_twice_counts_once_in_the_score(lg: Harness) -> None:
+    store = lg.store()
+    store.put(NOTES, "db", {"anchors": ["topic:db"]})
+
+    def scored(query: str) -> list[tuple[str, float | None]]:
+        return [(item.key, item.score) for item in store.search(NOTES, query=query)]
+
+    assert scored("topic:db topic:db") == [("db", 1.0)]
+    assert scored("topic:db path:src/ topic:db") == [("db", 0.5)]
+
+
 # --- namespaces ------------------------------------------------------------------------
 
 
@@ -679,6 +690,7 @@ def test_filters_compare_like_langgraphs_in_memory_store() -> None:
 
 def test_a_query_is_cues_only_when_every_word_is_an_anchor() -> None:
     assert query_cues("topic:db  path:src/db/") == ["topic:db", "path:src/db/"]
+    assert query_cues("path:a topic:db path:a") == ["path:a", "topic:db"]
     assert query_cues("topic:db and more") is None
     assert query_cues("color:red") is None
     assert query_cues("topic:") is None

@@ -64,10 +64,13 @@ def _is_number(value: Any) -> bool:
 
 
 def query_cues(query: str) -> list[str] | None:
-    """The query as recall cues when every word is an anchor (``topic:db path:src/``);
-    ``None`` when it is free text."""
+    """The query's distinct words, in order, as recall cues when every word is an anchor
+    (``topic:db path:src/``); ``None`` when it is free text. Distinct because cairn counts
+    a cue given twice once (SPEC §4): a score is matched cues over distinct cues."""
     words = query.split()
-    return words if words and all(_is_anchor(word) for word in words) else None
+    if not words or not all(_is_anchor(word) for word in words):
+        return None
+    return list(dict.fromkeys(words))
 
 
 def _is_anchor(word: str) -> bool:

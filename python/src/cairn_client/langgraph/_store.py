@@ -306,7 +306,8 @@ class CairnStore(BaseStore):
 
     def _search_by_cues(self, op: SearchOp, cues: list[str]) -> _Program[list[SearchItem]]:
         """The items cairn recalls for the cues, in its rank order (matched cues, revoked
-        first, recency), that pass the filter; ``score`` is the share of cues matched."""
+        first, recency), that pass the filter; ``score`` is the share of ``cues`` (distinct)
+        matched."""
         recalled: RecallResponse = yield _Call(
             "recall",
             (cues,),
