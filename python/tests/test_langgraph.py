@@ -430,6 +430,38 @@ def test_a_query_of_anchors_recalls_by_cue_and_other_text_matches_words(lg: Harn
     assert [item.score for item in store.search(NOTES, query="react")] == [None]
 
 
+@pytest.mark.parametrize(
+    ("op", "named"),
+    [
+        (SearchOp(NOTES, limit=-1), "search: limit"),
+        (SearchOp(NOTES, query="topic:db", offset=-1), "search: offset"),
+        (ListNamespacesOp(limit=-1), "list_namespaces: limit"),
+        (ListNamespacesOp(offset=-1), "list_namespaces: offset"),
+    ],
+)
+def test_a_negative_limit_or_offset_is_refused_before_the_batch_changes_anything(
+    lg: Harness, op: Op, named: str
+) -> None:
+    store = lg.store()
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {named}: -1; expected an int"):
+        store.batch([PutOp(NOTES, "first", {"v": 1}), op])
+    assert store.search(NOTES) == []
+
+
+def test_search_and_list_namespaces_refuse_a_negative_limit_or_offset(lg: Harness) -> None:
+    store = lg.store()
+    store.put(NOTES, "a", {"v": 1})
+    store.put(NOTES, "b", {"v": 2})
+    with pytest.raises(InvalidInput, match="search: limit"):
+        store.search(NOTES, limit=-1)  # not every item but the last, as a slice would
+    with pytest.raises(InvalidInput, match="search: offset"):
+        store.search(NOTES, offset=-1)
+    with pytest.raises(InvalidInput, match="list_namespaces: limit"):
+        store.list_namespaces(limit=-1)
+    with pytest.raises(InvalidInput, match="list_namespaces: offset"):
+        store.list_namespaces(offset=-1)
+
+
 def test_a_cue_given_twice_counts_once_in_the_score(lg: Harness) -> None:
     store = lg.store()
     store.put(NOTES, "db", {"anchors": ["topic:db"]})

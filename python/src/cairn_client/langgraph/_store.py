@@ -393,6 +393,18 @@ def _check(op: Op) -> None:
         _check_key("get", op.key)
     elif isinstance(op, PutOp):
         _check_put(op)
+    elif isinstance(op, SearchOp):
+        _check_window("search", op.limit, op.offset)
+    else:
+        _check_window("list_namespaces", op.limit, op.offset)
+
+
+def _check_window(operation: str, limit: object, offset: object) -> None:
+    """A window of results: counts, not slice bounds. (LangGraph's in-memory store slices,
+    so its ``limit=-1`` is every item but the last.)"""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidInput(f"{operation}: {name}: {value!r}; expected an int, 0 or more")
 
 
 def _check_item_namespace(operation: str, namespace: Sequence[str]) -> None:
