@@ -11,8 +11,16 @@
 //!   with any refused tool call), any other request a JSON-RPC error, a notification
 //!   nothing.
 
+use rmcp::model::{
+    CallToolRequestMethod, CallToolRequestParams, ClientRequest, ConstString,
+    InitializeRequestParams, InitializeResultMethod, JsonRpcMessage, JsonRpcRequest,
+    ReadResourceRequestMethod, ReadResourceRequestParams, SubscribeRequestMethod,
+    SubscribeRequestParams, SubscriptionsListenRequestMethod, SubscriptionsListenRequestParams,
+    UnsubscribeRequestMethod, UnsubscribeRequestParams,
+};
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::RoleServer;
+use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 /// Deepest message decoded. serde_json refuses nesting past 127 levels (its recursion
@@ -33,6 +41,8 @@ const MEMBER_BYTES_MAX: usize = 256;
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's code for bytes that are not JSON.
 const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's code for a known method's params that do not fit it.
+const INVALID_PARAMS: i64 = -32602;
 
 /// One message as its bytes arrive: all of them scanned, the first [`MESSAGE_BYTES_MAX`]
 /// kept (so all of a message that may be decoded).
@@ -71,7 +81,10 @@ impl Incoming {
         let unreadable = match judge(&self.scan).and_then(|()| names_each_member_once(message)) {
             Err(why) => why,
             Ok(()) => match serde_json::from_slice(message) {
-                Ok(decoded) => return Ok(decoded),
+                Ok(decoded) => match params_fault(&decoded) {
+                    None => return Ok(decoded),
+                    Some(fault) => fault,
+                },
                 Err(err) => Unreadable::NotJsonRpc {
                     reason: err.to_string(),
                 },
@@ -211,10 +224,23 @@ impl Scan {
 /// Why a message was not decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Unreadable {
-    TooLong { bytes: usize },
-    TooDeep { depth: usize },
-    NotJsonRpc { reason: String },
-    RepeatedMember { reason: String },
+    TooLong {
+        bytes: usize,
+    },
+    TooDeep {
+        depth: usize,
+    },
+    NotJsonRpc {
+        reason: String,
+    },
+    RepeatedMember {
+        reason: String,
+    },
+    /// A method the server serves, with params that do not fit it.
+    BadParams {
+        method: String,
+        reason: String,
+    },
 }
 
 impl Unreadable {
@@ -237,15 +263,55 @@ impl Unreadable {
                 "invalid_request: message: {reason}; an object names each member once, in \
                  a tool's arguments as in a written value"
             ),
+            Unreadable::BadParams { method, reason } => {
+                format!("invalid_request: params of {method}: {reason}")
+            }
         }
     }
 
     fn code(&self) -> i64 {
         match self {
             Unreadable::NotJsonRpc { .. } => PARSE_ERROR,
+            Unreadable::BadParams { .. } => INVALID_PARAMS,
             _ => INVALID_REQUEST,
         }
     }
+}
+
+/// The fault of a request naming a method the server serves with params that do not fit
+/// it (`arguments` that are not an object, a `name` that is not a string, no `uri`). rmcp
+/// decodes such a request as a custom one and answers it "method not found", which tells
+/// the client the server lacks the method; here it is answered as the bad params it is.
+fn params_fault(message: &RxJsonRpcMessage<RoleServer>) -> Option<Unreadable> {
+    let JsonRpcMessage::Request(JsonRpcRequest {
+        request: ClientRequest::CustomRequest(custom),
+        ..
+    }) = message
+    else {
+        return None;
+    };
+    let params = custom.params.clone().unwrap_or(Value::Null);
+    let reason = match custom.method.as_str() {
+        CallToolRequestMethod::VALUE => decode_fault::<CallToolRequestParams>(params),
+        ReadResourceRequestMethod::VALUE => decode_fault::<ReadResourceRequestParams>(params),
+        SubscribeRequestMethod::VALUE => decode_fault::<SubscribeRequestParams>(params),
+        UnsubscribeRequestMethod::VALUE => decode_fault::<UnsubscribeRequestParams>(params),
+        SubscriptionsListenRequestMethod::VALUE => {
+            decode_fault::<SubscriptionsListenRequestParams>(params)
+        }
+        InitializeResultMethod::VALUE => decode_fault::<InitializeRequestParams>(params),
+        _ => None,
+    }?;
+    Some(Unreadable::BadParams {
+        method: custom.method.clone(),
+        reason,
+    })
+}
+
+fn decode_fault<T: DeserializeOwned>(params: Value) -> Option<String> {
+    serde_json::from_value::<T>(params)
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// Whether a message that scanned as `scan` may be decoded; why not otherwise.
@@ -412,5 +478,44 @@ mod tests {
         let answer = refusal(&garbage, &why).unwrap();
         assert_eq!(answer["id"], Value::Null);
         assert_eq!(answer["error"]["code"], PARSE_ERROR);
+    }
+
+    fn decoded(text: &str) -> Result<RxJsonRpcMessage<RoleServer>, Option<Value>> {
+        let mut incoming = Incoming::default();
+        incoming.push(text.as_bytes());
+        incoming.decode(incoming.kept())
+    }
+
+    /// rmcp would answer these "method not found" (-32601), as if the server lacked the
+    /// method.
+    #[test]
+    fn a_served_method_with_params_that_do_not_fit_it_is_answered_as_bad_params() {
+        for arguments in [r#""x""#, "[]", "7"] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"read","arguments":{arguments}}}}}"#
+            );
+            let answer = decoded(&text).expect_err(&text).expect("answered");
+            assert_eq!(answer["result"]["isError"], true, "{text}");
+            let shown = answer["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(
+                shown.starts_with("invalid_request: params of tools/call: "),
+                "{shown}"
+            );
+        }
+        for text in [
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":5}}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"resources/subscribe","params":{}}"#,
+        ] {
+            let answer = decoded(text).expect_err(text).expect("answered");
+            let refused =
+                answer["error"]["code"] == INVALID_PARAMS || answer["result"]["isError"] == true;
+            assert!(refused, "{text}: {answer}");
+        }
+        // A method the server does not serve, and one whose params fit, reach rmcp.
+        let unknown = r#"{"jsonrpc":"2.0","id":5,"method":"no/such","params":{"a":1}}"#;
+        assert!(decoded(unknown).is_ok());
+        let fits = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read","arguments":{"key":"k"}}}"#;
+        assert!(decoded(fits).is_ok());
     }
 }

@@ -91,6 +91,12 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
             f'{{"jsonrpc":"2.0","id":"{id_}","method":"tools/call",'
             f'"params":{{"name":"write","arguments":{arguments}}}}}'
         )
+    # Params that do not fit a method the server serves: bad params, not "method not found".
+    raw.append(
+        '{"jsonrpc":"2.0","id":"bad-arguments","method":"tools/call",'
+        '"params":{"name":"read","arguments":"x"}}'
+    )
+    raw.append('{"jsonrpc":"2.0","id":"bad-uri","method":"resources/read","params":{"uri":5}}')
     raw.append(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
     server = subprocess.Popen(
         [str(mcp_binary())],
@@ -105,7 +111,15 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
         server.stdin.write("\n".join(raw) + "\n")
         server.stdin.flush()
         by_id: dict[str, Any] = {}
-        expected = {"null", '"broken"', '"repeated-in-value"', '"repeated-argument"', "2"}
+        expected = {
+            "null",
+            '"broken"',
+            '"repeated-in-value"',
+            '"repeated-argument"',
+            '"bad-arguments"',
+            '"bad-uri"',
+            "2",
+        }
         while not expected <= by_id.keys():  # the test's timeout bounds this wait
             answer = json.loads(server.stdout.readline())
             by_id[json.dumps(answer.get("id"))] = answer
@@ -121,6 +135,10 @@ def test_stdio_answers_lines_that_are_not_json_rpc(cluster: LocalCluster, agent_
         assert result["isError"] is True, result
         text = result["content"][0]["text"]
         assert text.startswith(f"invalid_request: message: duplicate field `{member}`"), text
+    bad_arguments = by_id['"bad-arguments"']["result"]
+    assert bad_arguments["isError"] is True, bad_arguments
+    assert bad_arguments["content"][0]["text"].startswith("invalid_request: params of tools/call")
+    assert by_id['"bad-uri"']["error"]["code"] == -32602, by_id['"bad-uri"']
     with Cairn(cluster.endpoints, token=agent_token) as cairn, pytest.raises(NotFound):
         cairn.read(key)
     assert len(by_id["2"]["result"]["tools"]) == 11, "the session goes on after them all"
