@@ -204,7 +204,7 @@ fn check_proof(gate: &PeerGate, request: &Request) -> Result<(), Refusal> {
 /// name the node they are meant for"): this node is not that member, whatever address
 /// the membership gives it. Every node names the target of what it sends.
 fn check_target(raft: &Raft, headers: &HeaderMap) -> Result<(), Refusal> {
-    let value = headers.get(PEER_TARGET_HEADER).ok_or_else(|| {
+    let value = single(headers, PEER_TARGET_HEADER)?.ok_or_else(|| {
         forbidden(format!(
             "missing {PEER_TARGET_HEADER}: a peer request names the node it is meant for"
         ))
@@ -225,10 +225,20 @@ fn forbidden(reason: String) -> Refusal {
     ApiError::new(ErrorCode::PermissionDenied, reason)
 }
 
+/// The value of header `name`, if given once. Given twice it is refused: which of the two
+/// the proof stands for is not the node's to guess (the client port refuses two
+/// `Authorization` headers alike).
+fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a HeaderValue>, Refusal> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    match values.next() {
+        Some(_) => Err(forbidden(format!("{name} given more than once"))),
+        None => Ok(first),
+    }
+}
+
 fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {
-    let value = headers
-        .get(PEER_ID_HEADER)
-        .ok_or_else(|| missing(PEER_ID_HEADER))?;
+    let value = single(headers, PEER_ID_HEADER)?.ok_or_else(|| missing(PEER_ID_HEADER))?;
     value
         .to_str()
         .ok()
@@ -237,9 +247,7 @@ fn claimed_id(headers: &HeaderMap) -> Result<NodeId, Refusal> {
 }
 
 fn check_secret(secret: &PeerSecret, headers: &HeaderMap) -> Result<(), Refusal> {
-    let given = headers
-        .get(PEER_SECRET_HEADER)
-        .ok_or_else(|| missing(PEER_SECRET_HEADER))?;
+    let given = single(headers, PEER_SECRET_HEADER)?.ok_or_else(|| missing(PEER_SECRET_HEADER))?;
     let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
     if bool::from(given.ct_eq(secret.digest())) {
         Ok(())
@@ -332,5 +340,32 @@ mod tests {
         );
         headers.insert(PEER_SECRET_HEADER, secret.header_value());
         assert!(check_secret(&secret, &headers).is_ok());
+        // The right secret beside another one is no proof.
+        headers.append(
+            PEER_SECRET_HEADER,
+            PeerSecret::new(vec![8; 32]).header_value(),
+        );
+        let twice = check_secret(&secret, &headers).unwrap_err();
+        assert_eq!(twice.code, ErrorCode::PermissionDenied);
+    }
+
+    #[test]
+    fn a_claimed_id_given_twice_is_refused_whichever_comes_first() {
+        for ids in [["9", "1"], ["1", "9"]] {
+            let mut headers = HeaderMap::new();
+            for id in ids {
+                headers.append(PEER_ID_HEADER, HeaderValue::from_static(id));
+            }
+            let refused = claimed_id(&headers).unwrap_err();
+            assert_eq!(refused.code, ErrorCode::PermissionDenied, "{ids:?}");
+            assert!(
+                refused.message.contains("more than once"),
+                "{}",
+                refused.message
+            );
+        }
+        let mut headers = HeaderMap::new();
+        headers.insert(PEER_ID_HEADER, HeaderValue::from_static("3"));
+        assert_eq!(claimed_id(&headers).unwrap(), 3);
     }
 }
