@@ -130,6 +130,18 @@ pub struct ListResponse {
     pub served: Served,
 }
 
+// The schema of a recall's `include`: a `forgotten` or `absent` state still decodes (as a
+// `State`), so that the node refuses it by name (SPEC §4), but a schema lists only what is
+// served.
+/// A state a recall may include; `forgotten` and `absent` are refused (400).
+#[cfg(feature = "json-schema")]
+#[derive(schemars::JsonSchema)]
+#[schemars(rename_all = "snake_case")]
+pub enum RecallableState {
+    Active,
+    Revoked,
+}
+
 /// `POST /v1/recall`
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -144,6 +156,10 @@ pub struct RecallRequest {
     pub prefix: Option<String>,
     /// States to include; default `["active", "revoked"]`. `forgotten` is never returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "json-schema",
+        schemars(with = "Option<Vec<RecallableState>>")
+    )]
     pub include: Option<Vec<State>>,
     /// Page size, 1 to the node's `limits.page_items_max` (default 100). A `u64`, so that
     /// any whole number out of that range is refused by the node naming the range, with

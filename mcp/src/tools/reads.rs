@@ -51,6 +51,7 @@ pub struct RecallArgs {
     /// States to include: `active` and `revoked` by default (forgotten notes are never
     /// recalled).
     #[serde(default)]
+    #[schemars(with = "Option<Vec<cairn_api::RecallableState>>")]
     pub include: Option<Vec<State>>,
     /// At most this many notes, 1 to 1000 (default 100).
     #[schemars(range(min = 1, max = 1000))]
