@@ -14,9 +14,10 @@
 use rmcp::model::{
     CallToolRequestMethod, CallToolRequestParams, ClientRequest, ConstString,
     InitializeRequestParams, InitializeResultMethod, JsonRpcMessage, JsonRpcRequest,
-    ReadResourceRequestMethod, ReadResourceRequestParams, SubscribeRequestMethod,
-    SubscribeRequestParams, SubscriptionsListenRequestMethod, SubscriptionsListenRequestParams,
-    UnsubscribeRequestMethod, UnsubscribeRequestParams,
+    ListResourceTemplatesRequestMethod, ListResourcesRequestMethod, ListToolsRequestMethod,
+    PingRequestMethod, ReadResourceRequestMethod, ReadResourceRequestParams,
+    SubscribeRequestMethod, SubscribeRequestParams, SubscriptionsListenRequestMethod,
+    SubscriptionsListenRequestParams, UnsubscribeRequestMethod, UnsubscribeRequestParams,
 };
 use rmcp::service::RxJsonRpcMessage;
 use rmcp::RoleServer;
@@ -85,9 +86,11 @@ impl Incoming {
                     None => return Ok(decoded),
                     Some(fault) => fault,
                 },
-                Err(err) => Unreadable::NotJsonRpc {
-                    reason: err.to_string(),
-                },
+                Err(err) => params_kept_from_decoding(&self.scan, message).unwrap_or(
+                    Unreadable::NotJsonRpc {
+                        reason: err.to_string(),
+                    },
+                ),
             },
         };
         let answer = refusal(&self.scan, &unreadable);
@@ -278,6 +281,48 @@ impl Unreadable {
     }
 }
 
+/// The requests the server serves: one of these with params that do not fit is answered
+/// as bad params, not as a method the server lacks or as bytes that are not JSON-RPC.
+const SERVED_METHODS: [&str; 10] = [
+    InitializeResultMethod::VALUE,
+    PingRequestMethod::VALUE,
+    ListToolsRequestMethod::VALUE,
+    CallToolRequestMethod::VALUE,
+    ListResourcesRequestMethod::VALUE,
+    ListResourceTemplatesRequestMethod::VALUE,
+    ReadResourceRequestMethod::VALUE,
+    SubscribeRequestMethod::VALUE,
+    UnsubscribeRequestMethod::VALUE,
+    SubscriptionsListenRequestMethod::VALUE,
+];
+
+/// The fault of a JSON request for a served method that did not decode because of its
+/// `params`: MCP's params are an object (or absent), and JSON-RPC's positional params (an
+/// array), or a string or number, make the whole message undecodable to rmcp.
+fn params_kept_from_decoding(scan: &Scan, message: &[u8]) -> Option<Unreadable> {
+    let method = scan.method()?;
+    scan.id()?;
+    if !SERVED_METHODS.contains(&method.as_str()) {
+        return None;
+    }
+    let request: Value = serde_json::from_slice(message).ok()?;
+    let params = request.get("params")?;
+    let kind = match params {
+        Value::Object(_) | Value::Null => {
+            let reason = fit_fault(&method, params.clone())?;
+            return Some(Unreadable::BadParams { method, reason });
+        }
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+    };
+    Some(Unreadable::BadParams {
+        method,
+        reason: format!("params must be an object, not {kind}"),
+    })
+}
+
 /// The fault of a request naming a method the server serves with params that do not fit
 /// it (`arguments` that are not an object, a `name` that is not a string, no `uri`). rmcp
 /// decodes such a request as a custom one and answers it "method not found", which tells
@@ -291,7 +336,17 @@ fn params_fault(message: &RxJsonRpcMessage<RoleServer>) -> Option<Unreadable> {
         return None;
     };
     let params = custom.params.clone().unwrap_or(Value::Null);
-    let reason = match custom.method.as_str() {
+    let reason = fit_fault(&custom.method, params)?;
+    Some(Unreadable::BadParams {
+        method: custom.method.clone(),
+        reason,
+    })
+}
+
+/// Why `params` do not fit `method`, for the served methods whose params rmcp decodes
+/// into a type (`None`: they fit, or the method takes none of its own).
+fn fit_fault(method: &str, params: Value) -> Option<String> {
+    match method {
         CallToolRequestMethod::VALUE => decode_fault::<CallToolRequestParams>(params),
         ReadResourceRequestMethod::VALUE => decode_fault::<ReadResourceRequestParams>(params),
         SubscribeRequestMethod::VALUE => decode_fault::<SubscribeRequestParams>(params),
@@ -301,11 +356,7 @@ fn params_fault(message: &RxJsonRpcMessage<RoleServer>) -> Option<Unreadable> {
         }
         InitializeResultMethod::VALUE => decode_fault::<InitializeRequestParams>(params),
         _ => None,
-    }?;
-    Some(Unreadable::BadParams {
-        method: custom.method.clone(),
-        reason,
-    })
+    }
 }
 
 fn decode_fault<T: DeserializeOwned>(params: Value) -> Option<String> {
@@ -512,6 +563,41 @@ mod tests {
                 answer["error"]["code"] == INVALID_PARAMS || answer["result"]["isError"] == true;
             assert!(refused, "{text}: {answer}");
         }
+        // Params of another JSON type than an object keep rmcp from decoding the message
+        // at all: still bad params of a served method, not bytes that are not JSON-RPC.
+        for (text, kind) in [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"resources/read","params":[]}"#,
+                "an array",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":"x"}"#,
+                "a string",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":5}"#,
+                "a number",
+            ),
+        ] {
+            let answer = decoded(text).expect_err(text).expect("answered");
+            assert_eq!(answer["error"]["code"], INVALID_PARAMS, "{text}: {answer}");
+            let message = answer["error"]["message"].as_str().unwrap();
+            assert!(message.ends_with(&format!("not {kind}")), "{message}");
+        }
+        let meta = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read","arguments":{"key":"k"},"_meta":5}}"#;
+        let answer = decoded(meta).expect_err(meta).expect("answered");
+        let shown = answer["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            shown.starts_with("invalid_request: params of tools/call: "),
+            "{shown}"
+        );
+        let call = r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":[]}"#;
+        let answer = decoded(call).expect_err(call).expect("answered");
+        let shown = answer["result"]["content"][0]["text"].as_str().unwrap();
+        assert_eq!(
+            shown,
+            "invalid_request: params of tools/call: params must be an object, not an array"
+        );
         // A method the server does not serve, and one whose params fit, reach rmcp.
         let unknown = r#"{"jsonrpc":"2.0","id":5,"method":"no/such","params":{"a":1}}"#;
         assert!(decoded(unknown).is_ok());
