@@ -200,8 +200,9 @@ fn missing_cpu_features() -> Option<String> {
 
 /// `cairn-node certs`: exit code 2 for bad arguments, 1 when writing fails.
 fn certs(out: &std::path::Path, nodes: &[u64], hosts: &[String]) -> ExitCode {
-    if nodes.contains(&0) {
-        eprintln!("cairn-node certs: --nodes: node ids start at 1");
+    let max = cairn_config::NODE_ID_MAX;
+    if let Some(id) = nodes.iter().find(|id| !(1..=max).contains(*id)) {
+        eprintln!("cairn-node certs: --nodes: node ids are 1 to {max} (2^53 - 1), not {id}");
         return ExitCode::from(2);
     }
     let mut extra: BTreeMap<u64, Vec<String>> = BTreeMap::new();

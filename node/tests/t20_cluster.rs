@@ -844,6 +844,26 @@ async fn config_errors_exit_with_code_2_and_name_the_field() {
     }
 }
 
+/// `cairn-node certs` issues certificates only for ids a node can have (1 to 2^53 - 1),
+/// and writes nothing for a list with another one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certs_refuses_node_ids_no_node_can_have() {
+    for nodes in ["0", "1,9007199254740992", "18446744073709551615"] {
+        let scratch = tempfile::tempdir().unwrap();
+        let args = ["certs", "--out", "certs", "--nodes", nodes];
+        let (status, stderr) = run_node_to_exit(scratch.path(), &args, REFUSAL_TIMEOUT).await;
+        assert_eq!(status.code(), Some(2), "{nodes}: {stderr}");
+        assert!(
+            stderr.contains("--nodes: node ids are 1 to 9007199254740991"),
+            "{nodes}: {stderr}"
+        );
+        assert!(
+            !scratch.path().join("certs").exists(),
+            "{nodes}: wrote certs"
+        );
+    }
+}
+
 /// SPEC §6: `--client-addr HOST:PORT --peer-addr HOST:PORT`. A node started with host
 /// names serves on them, is initialized with them and takes a write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
