@@ -198,7 +198,7 @@ impl ClientBuilder {
     /// Presents this certificate chain and private key (both PEM) to client ports that
     /// require client certificates (mutual TLS).
     pub fn client_identity_pem(self, cert_pem: &[u8], key_pem: &[u8]) -> Self {
-        let identity = parse_identity(cert_pem, key_pem);
+        let identity = parse_identity((cert_pem, "client certificate"), (key_pem, "client key"));
         self.try_set(identity, |b, identity| b.tls.identity = Some(identity))
     }
 
@@ -206,7 +206,9 @@ impl ClientBuilder {
     pub fn client_identity_files(self, cert: &Path, key: &Path) -> Self {
         let identity = read_file(cert, "client certificate").and_then(|cert_pem| {
             let key_pem = read_file(key, "client key")?;
-            parse_identity(&cert_pem, &key_pem)
+            let cert_name = format!("client certificate {}", cert.display());
+            let key_name = format!("client key {}", key.display());
+            parse_identity((&cert_pem, &cert_name), (&key_pem, &key_name))
         });
         self.try_set(identity, |b, identity| b.tls.identity = Some(identity))
     }

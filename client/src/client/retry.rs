@@ -205,8 +205,8 @@ impl Client {
     /// - a spread call (a read any node may serve) among several nodes: the next node;
     /// - a read or a deduplicated mutation sent to the leader: a paused leader is
     ///   replaced by an election within about an election timeout, and the retry (under
-    ///   the same `request_id`) reaches the new one. A membership change, which no
-    ///   `request_id` makes safe to send twice, keeps the whole time.
+    ///   the same `request_id`) reaches the new one. A membership or principal change,
+    ///   which no `request_id` makes safe to send twice, keeps the whole time.
     fn attempt_deadline(&self, call: &Call<'_>, deadline: Option<Instant>) -> Option<Instant> {
         let retried_elsewhere = match call.route {
             Route::Spread => true,

@@ -173,22 +173,27 @@ pub(super) fn parse_ca(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'sta
     Ok(certs)
 }
 
-/// A client identity from its certificate chain and private key (both PEM). Errors never
-/// quote the key.
-pub(super) fn parse_identity(cert_pem: &[u8], key_pem: &[u8]) -> Result<Identity> {
-    let invalid = || {
-        ClientError::invalid_input(
-            "client certificate: expected a PEM certificate and a PEM private key \
-             (PKCS#8, PKCS#1 or SEC1)",
-        )
-    };
+/// A client identity from its certificate chain and private key (both PEM), named in
+/// errors as `cert_name` and `key_name` (a file's path, when read from one), so that files
+/// given the wrong way round are told apart. Errors never quote the key.
+pub(super) fn parse_identity(
+    (cert_pem, cert_name): (&[u8], &str),
+    (key_pem, key_name): (&[u8], &str),
+) -> Result<Identity> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(|_| invalid())?;
-    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| invalid())?;
-    if chain.is_empty() {
-        return Err(invalid());
-    }
+        .ok()
+        .filter(|chain| !chain.is_empty())
+        .ok_or_else(|| {
+            ClientError::invalid_input(format!(
+                "{cert_name}: no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+            ))
+        })?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| {
+        ClientError::invalid_input(format!(
+            "{key_name}: no PEM private key (PKCS#8, PKCS#1 or SEC1)"
+        ))
+    })?;
     Ok(Identity { chain, key })
 }
 
@@ -249,7 +254,7 @@ mod tests {
         .build()
         .unwrap();
         let (cert, key) = nodes.issue("localhost");
-        let identity = parse_identity(cert.as_bytes(), key.as_bytes()).unwrap();
+        let identity = parse_identity((cert.as_bytes(), "cert"), (key.as_bytes(), "key")).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -278,8 +283,9 @@ mod tests {
         roots: Vec<CertificateDer<'static>>,
         identity: Option<(String, String)>,
     ) -> TlsConfig {
-        let identity =
-            identity.map(|(cert, key)| parse_identity(cert.as_bytes(), key.as_bytes()).unwrap());
+        let identity = identity.map(|(cert, key)| {
+            parse_identity((cert.as_bytes(), "cert"), (key.as_bytes(), "key")).unwrap()
+        });
         TlsSettings { roots, identity }.config().unwrap().unwrap()
     }
 
@@ -308,12 +314,40 @@ mod tests {
     }
 
     #[test]
+    fn files_given_the_wrong_way_round_are_named() {
+        let (cert, key) = Ca::new().issue("agent");
+        let both_keys = parse_identity(
+            (key.as_bytes(), "client certificate k.pem"),
+            (key.as_bytes(), "client key k.pem"),
+        );
+        let shown = both_keys.err().expect("two keys taken").to_string();
+        assert!(
+            shown.contains("client certificate k.pem: no PEM certificate"),
+            "{shown}"
+        );
+        let both_certs = parse_identity(
+            (cert.as_bytes(), "client certificate c.pem"),
+            (cert.as_bytes(), "client key c.pem"),
+        );
+        let shown = both_certs
+            .err()
+            .expect("two certificates taken")
+            .to_string();
+        assert!(
+            shown.contains("client key c.pem: no PEM private key"),
+            "{shown}"
+        );
+    }
+
+    #[test]
     fn debug_output_shows_neither_certificate_nor_key() {
         let ca = Ca::new();
         let (cert, key) = ca.issue("agent");
         let settings = TlsSettings {
             roots: ca.roots(),
-            identity: Some(parse_identity(cert.as_bytes(), key.as_bytes()).unwrap()),
+            identity: Some(
+                parse_identity((cert.as_bytes(), "cert"), (key.as_bytes(), "key")).unwrap(),
+            ),
         };
         let settings_shown = format!("{settings:?}");
         let shown = format!("{settings_shown} {:?}", settings.config().unwrap().unwrap());
