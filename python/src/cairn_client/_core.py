@@ -679,8 +679,8 @@ class Core:
         budget alone: a spread call (a read any node may serve) among several nodes leaves
         that half to the next node; a read or a deduplicated mutation sent to the leader
         leaves it to the retry, which reaches the leader an election puts in a paused
-        one's place (under the same request_id). A membership change, which no request_id
-        makes safe to send twice, keeps the whole time."""
+        one's place (under the same request_id). A membership or principal change, which no
+        request_id makes safe to send twice, keeps the whole time."""
         if len(self.nodes.endpoints) < 2:
             return False
         if call.route is Route.SPREAD:
