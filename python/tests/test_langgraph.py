@@ -293,7 +293,13 @@ def test_get_and_delete_need_a_namespace_as_put_does(lg: Harness, api: Cairn) ->
         ({"reason": ""}, "reason"),
         ({"reason": " \n\t"}, "reason"),
         ({"reason": "erased\x00"}, "reason"),
+        ({"reason": "r" * 4097}, "reason: 4097 bytes; at most 4096"),
+        ({"reason": "é" * 2049}, "reason: 4098 bytes"),  # bytes of UTF-8, not characters
+        ({"reason": "lone \ud800"}, "reason"),  # no UTF-8: could never be sent
         ({"prefix": "a\n/"}, "prefix"),
+        ({"prefix": "p" * 510 + "/"}, "prefix: 511 bytes; at most 510"),
+        ({"prefix": "p" * 600 + "/"}, "prefix: 601 bytes"),
+        ({"prefix": "\ud800/"}, "prefix"),
     ],
 )
 def test_options_the_node_would_refuse_at_every_call_are_refused_by_the_constructor(
@@ -316,6 +322,29 @@ def test_the_largest_page_and_recall_sizes_and_a_multi_line_reason_are_taken_by_
     assert store.list_namespaces() == [NOTES]
     store.delete(NOTES, "k")
     tombstone = api.read(f"{lg.prefix}notes/k").tombstone
+    assert tombstone is not None
+    assert tombstone.reason == reason
+
+
+def test_the_longest_reason_and_prefix_the_constructor_takes_are_taken_by_the_node(
+    lg: Harness, api: Cairn
+) -> None:
+    reason = "é" * 2048  # 4096 bytes
+    with pytest.raises(InvalidRequest, match="reason"):
+        api.forget(f"{lg.prefix}notes/k", reason + ".")  # the cap the constructor mirrors
+    # 510 bytes: room for the shortest item, a one-byte label, its "/" and an empty key.
+    prefix = lg.prefix + "p" * (509 - len(lg.prefix)) + "/"
+    with pytest.raises(InvalidRequest, match="key: 513 bytes"):
+        api.write(f"{prefix}a/k", {"v": 1})  # any other item is one byte too long
+    store = lg.store(prefix=prefix, reason=reason)
+    store.put(("a",), "", {"v": 1})
+    item = store.get(("a",), "")
+    assert item is not None
+    assert (item.namespace, item.key, item.value) == (("a",), "", {"v": 1})
+    assert [found.key for found in store.search(("a",))] == [""]
+    assert store.list_namespaces() == [("a",)]
+    store.delete(("a",), "")
+    tombstone = api.read(f"{prefix}a/").tombstone
     assert tombstone is not None
     assert tombstone.reason == reason
 

@@ -17,10 +17,17 @@ from urllib.parse import quote, unquote
 
 from ..errors import InvalidInput
 
-__all__ = ["KeyCodec", "first_control_character"]
+__all__ = ["KeyCodec", "first_control_character", "utf8_size"]
 
 _SEPARATOR = "/"
 _ALWAYS_ESCAPED = frozenset("%/")
+_KEY_BYTES_MAX = 512
+"""The node's default ``limits.key_bytes_max`` (SPEC §5): the longest cairn key."""
+_SHORTEST_ITEM = len("a" + _SEPARATOR)
+"""What the shortest item adds to the prefix: a one-byte label and its ``/`` (a label is
+never empty), then an empty key."""
+_PREFIX_BYTES_MAX = _KEY_BYTES_MAX - _SHORTEST_ITEM
+"""The longest prefix under which an item still fits in a cairn key."""
 
 
 def _is_control(char: str) -> bool:
@@ -32,6 +39,15 @@ def _is_control(char: str) -> bool:
 def first_control_character(text: str, allowed: str = "") -> str | None:
     """The first control character of ``text`` that is not in ``allowed``, if any."""
     return next((char for char in text if _is_control(char) and char not in allowed), None)
+
+
+def utf8_size(name: str, text: str) -> int:
+    """The bytes of ``text`` in UTF-8, as the node counts them; a lone surrogate, which
+    has no UTF-8 and could never be sent, is refused naming the argument ``name``."""
+    try:
+        return len(text.encode())
+    except UnicodeEncodeError as err:
+        raise InvalidInput(f"{name}: {err.object[err.start]!r} is not valid Unicode") from None
 
 
 def _needs_escape(char: str) -> bool:
@@ -69,6 +85,15 @@ class KeyCodec:
             raise InvalidInput(
                 f"prefix {prefix!r} contains the control character {control!r}, which cairn "
                 "keys refuse"
+            )
+        size = utf8_size("prefix", prefix)
+        if size > _PREFIX_BYTES_MAX:
+            # No item's key would fit: the node would refuse every put, get and delete
+            # (a search could find nothing, and past 512 bytes is refused as well).
+            raise InvalidInput(
+                f"prefix: {size} bytes; at most {_PREFIX_BYTES_MAX}, so that an item's key "
+                f"(the prefix, a label, '/', the key) fits in {_KEY_BYTES_MAX} bytes (the "
+                "node's default limits.key_bytes_max)"
             )
         self.prefix = prefix
 

@@ -35,7 +35,7 @@ from ..aio import AsyncCairn
 from ..client import Cairn
 from ..errors import CairnError, InvalidInput, NotFound
 from ..models import ListResponse, RecallNote, RecallResponse, Record, State
-from ._keys import KeyCodec, first_control_character
+from ._keys import KeyCodec, first_control_character, utf8_size
 from ._match import matches_condition, matches_filter, query_cues, text_matches
 
 __all__ = ["DELETE_REASON", "WARNING_FIELD", "CairnStore"]
@@ -54,6 +54,9 @@ _LIVE_STATES = (State.ACTIVE, State.REVOKED)
 _PAGE_ITEMS_MAX = 1000
 """The node's default ``limits.page_items_max`` (SPEC §4, §5): the most keys a ``list``
 page, and notes a ``recall``, may ask for."""
+_REASON_BYTES_MAX = 4096
+"""The node's default ``limits.reason_bytes_max`` (SPEC §5): the longest reason a forget
+may give."""
 _RESERVED_ROOT_LABEL = "langgraph"
 """The root label ``BaseStore.put`` refuses in a namespace (LangGraph keeps it)."""
 _Method = Literal["read", "write", "forget", "list_page", "recall"]
@@ -166,9 +169,12 @@ class CairnStore(BaseStore):
         client: the ``Cairn`` that ``batch`` (``get``, ``put``, ``search``, ...) uses.
         async_client: the ``AsyncCairn`` that ``abatch`` (``aget``, ``aput``, ...) uses.
             At least one is needed; the store does not close them.
-        prefix: the cairn key prefix of every item (empty, or ending in ``/``).
+        prefix: the cairn key prefix of every item (empty, or ending in ``/``; at most 510
+            bytes, so that a one-byte label, its ``/`` and an empty key fit in the node's
+            default ``limits.key_bytes_max``, 512 bytes).
         reason: the reason of the tombstone each delete leaves (not blank; no control
-            character but tab and newline, as the node requires of a forget's reason).
+            character but tab and newline; at most 4096 bytes, the node's default
+            ``limits.reason_bytes_max``: what the node requires of a forget's reason).
         recreate_deleted: a put may re-create a deleted item (it clears the tombstone, as
             LangGraph expects). ``False`` keeps every forget final: a put on a deleted
             item raises ``KeyForgotten``.
@@ -484,6 +490,12 @@ def _check_reason(reason: str) -> None:
     if control is not None:
         raise InvalidInput(
             f"reason: contains the control character {control!r} (only tab and newline are allowed)"
+        )
+    size = utf8_size("reason", reason)
+    if size > _REASON_BYTES_MAX:
+        raise InvalidInput(
+            f"reason: {size} bytes; at most {_REASON_BYTES_MAX} (the node's default "
+            "limits.reason_bytes_max)"
         )
 
 
