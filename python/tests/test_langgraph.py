@@ -271,6 +271,52 @@ def test_a_key_that_is_not_a_str_is_refused_before_the_batch_changes_anything(
     assert store.search(NOTES) == []
 
 
+_WRITTEN = [State.ACTIVE, State.REVOKED, State.FORGOTTEN]
+
+
+@pytest.mark.parametrize(
+    ("op", "refusal"),
+    [
+        (PutOp("ns", "k", {"v": 1}), "put: namespace"),  # type: ignore[arg-type]
+        (PutOp("ns", "k", None), "delete: namespace"),  # type: ignore[arg-type]
+        (GetOp("ns", "k"), "get: namespace"),  # type: ignore[arg-type]
+        (SearchOp("ns"), "search: namespace_prefix"),  # type: ignore[arg-type]
+        (
+            ListNamespacesOp((MatchCondition("suffix", "ns"),)),  # type: ignore[arg-type]
+            "list_namespaces: suffix",
+        ),
+    ],
+)
+def test_a_namespace_that_is_a_str_is_refused_before_the_batch_changes_anything(
+    lg: Harness, api: Cairn, op: Op, refusal: str
+) -> None:
+    store = lg.store()
+    with pytest.raises(InvalidNamespaceError, match=f"^{refusal}: expected a tuple of labels"):
+        store.batch([PutOp(NOTES, "first", {"v": 1}), op])
+    assert api.list_page(lg.prefix, states=_WRITTEN).items == [], "not ('n', 's'), nor first"
+
+
+def test_the_methods_refuse_a_namespace_that_is_a_str_and_take_a_list(
+    lg: Harness, api: Cairn
+) -> None:
+    store = lg.store()
+    with pytest.raises(InvalidNamespaceError, match="put: namespace"):
+        store.put("ns", "k", {"v": 1})  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError, match="get: namespace"):
+        store.get("ns", "k")  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError, match="delete: namespace"):
+        store.delete("ns", "k")  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError, match="search: namespace_prefix"):
+        store.search("ns")  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError, match="list_namespaces: prefix"):
+        store.list_namespaces(prefix="ns")  # type: ignore[arg-type]
+    assert api.list_page(lg.prefix, states=_WRITTEN).items == []
+    store.put(["users", "bob"], "k", {"v": 1})  # type: ignore[arg-type]
+    item = store.get(("users", "bob"), "k")
+    assert item is not None
+    assert item.namespace == ("users", "bob")
+
+
 def test_get_and_delete_need_a_namespace_as_put_does(lg: Harness, api: Cairn) -> None:
     store = lg.store()
     toplevel = f"{lg.prefix}toplevel"

@@ -393,6 +393,7 @@ def _check(op: Op) -> None:
     """Refuses what the store cannot do, before a batch changes anything."""
     if not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
         raise TypeError(f"not a store operation: {type(op).__name__}")
+    _check_namespace_types(op)
     validate_op_namespace(op)
     if isinstance(op, GetOp):
         _check_item_namespace("get", op.namespace)
@@ -411,6 +412,31 @@ def _check_window(operation: str, limit: object, offset: object) -> None:
     for name, value in (("limit", limit), ("offset", offset)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidInput(f"{operation}: {name}: {value!r}; expected an int, 0 or more")
+
+
+def _check_namespace_types(op: Op) -> None:
+    """Each namespace the operation carries is a tuple (or list) of labels. A ``str`` is
+    one too, to ``validate_op_namespace`` and the methods (which check what they iterate),
+    and ``"ns"`` would be the namespace ``("n", "s")``: a put would write under it."""
+    if isinstance(op, GetOp):
+        _check_namespace_type("get", "namespace", op.namespace)
+    elif isinstance(op, PutOp):
+        operation = "delete" if op.value is None else "put"
+        _check_namespace_type(operation, "namespace", op.namespace)
+    elif isinstance(op, SearchOp):
+        _check_namespace_type("search", "namespace_prefix", op.namespace_prefix)
+    else:
+        for condition in op.match_conditions or ():
+            # The methods' argument that made the condition: prefix or suffix.
+            _check_namespace_type("list_namespaces", condition.match_type, condition.path)
+
+
+def _check_namespace_type(operation: str, name: str, namespace: object) -> None:
+    if not isinstance(namespace, tuple | list):
+        raise InvalidNamespaceError(
+            f"{operation}: {name}: expected a tuple of labels such as ('users', 'alice'), "
+            f"not {type(namespace).__name__} {namespace!r}"
+        )
 
 
 def _check_item_namespace(operation: str, namespace: Sequence[str]) -> None:
