@@ -572,6 +572,27 @@ def test_list_namespaces_by_prefix_suffix_and_depth(lg: Harness) -> None:
     assert store.list_namespaces(max_depth=2) == [("a", "b")], "no live item, no namespace"
 
 
+@pytest.mark.parametrize("max_depth", [0, -1, True, 1.5, "2"])
+def test_a_max_depth_below_1_or_not_an_int_is_refused_before_the_batch_changes_anything(
+    lg: Harness, max_depth: Any
+) -> None:
+    store = lg.store()
+    listing = ListNamespacesOp(max_depth=max_depth)
+    refusal = re.escape(f"list_namespaces: max_depth: {max_depth!r}; expected an int, 1 or more")
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {refusal}"):
+        store.batch([PutOp(NOTES, "first", {"v": 1}), listing])
+    assert store.search(NOTES) == []
+    with pytest.raises(InvalidInput, match="max_depth"):
+        store.list_namespaces(max_depth=max_depth)  # not [()] nor the namespaces cut short
+
+
+def test_a_max_depth_of_1_lists_the_root_labels(lg: Harness) -> None:
+    store = lg.store()
+    store.put(("a", "b"), "k", {"v": 1})
+    store.put(("c",), "k", {"v": 1})
+    assert store.list_namespaces(max_depth=1) == [("a",), ("c",)]
+
+
 # --- replicas --------------------------------------------------------------------------
 
 

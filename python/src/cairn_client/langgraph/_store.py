@@ -404,6 +404,7 @@ def _check(op: Op) -> None:
         _check_window("search", op.limit, op.offset)
     else:
         _check_window("list_namespaces", op.limit, op.offset)
+        _check_max_depth(op.max_depth)
 
 
 def _check_window(operation: str, limit: object, offset: object) -> None:
@@ -412,6 +413,19 @@ def _check_window(operation: str, limit: object, offset: object) -> None:
     for name, value in (("limit", limit), ("offset", offset)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidInput(f"{operation}: {name}: {value!r}; expected an int, 0 or more")
+
+
+def _check_max_depth(max_depth: object) -> None:
+    """The labels of each namespace a listing keeps, 1 or more; ``None`` keeps them all.
+    (Taken as a slice bound, 0 would list ``()``, which is no item's namespace, and -1
+    every namespace but its last label.)"""
+    if max_depth is None:
+        return
+    if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1:
+        raise InvalidInput(
+            f"list_namespaces: max_depth: {max_depth!r}; expected an int, 1 or more (or None: "
+            "no limit)"
+        )
 
 
 def _check_namespace_types(op: Op) -> None:
