@@ -523,6 +523,28 @@ def test_a_negative_limit_or_offset_is_refused_before_the_batch_changes_anything
     assert store.search(NOTES) == []
 
 
+@pytest.mark.parametrize(
+    ("op", "refused"),
+    [
+        (SearchOp(NOTES, filter={"v": {"$in": [1]}}), "search: filter: unsupported filter"),
+        (SearchOp(NOTES, filter={"a": {"b": {"$ne": {"$nin": 1}}}}), "search: filter: "),
+        (
+            ListNamespacesOp(match_conditions=(MatchCondition("infix", ("a",)),)),  # type: ignore[arg-type]
+            "list_namespaces: match_type: 'infix'",
+        ),
+    ],
+)
+def test_a_filter_or_match_type_the_store_cannot_evaluate_changes_nothing(
+    lg: Harness, op: Op, refused: str
+) -> None:
+    """Refused before the batch runs, not when the operation's turn comes (a ValueError
+    after the put before it was written)."""
+    store = lg.store()
+    with pytest.raises(InvalidInput, match=f"^invalid_input: {re.escape(refused)}"):
+        store.batch([PutOp(NOTES, "first", {"v": 1}), op])
+    assert store.search(NOTES) == []
+
+
 def test_search_and_list_namespaces_refuse_a_negative_limit_or_offset(lg: Harness) -> None:
     store = lg.store()
     store.put(NOTES, "a", {"v": 1})

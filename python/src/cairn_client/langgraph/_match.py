@@ -4,12 +4,20 @@ LangGraph's ``SearchOp``, its ``query`` (anchor cues or words), and ``MatchCondi
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langgraph.store.base import MatchCondition
 
-__all__ = ["ANCHOR_KINDS", "matches_condition", "matches_filter", "query_cues", "text_matches"]
+__all__ = [
+    "ANCHOR_KINDS",
+    "MATCH_TYPES",
+    "filter_fault",
+    "matches_condition",
+    "matches_filter",
+    "query_cues",
+    "text_matches",
+]
 
 ANCHOR_KINDS = frozenset({"path", "symbol", "tag", "topic", "url"})
 """The kinds of a cairn anchor (``kind:value``, SPEC §4)."""
@@ -57,6 +65,39 @@ def _satisfies(actual: Any, name: str, operand: Any) -> bool:
         raise ValueError(f"unsupported filter operator {name!r}: use $eq $ne $gt $gte $lt $lte")
     # Only numbers are ordered: a missing field or a string never passes (no TypeError).
     return _is_number(actual) and _is_number(operand) and ordering(actual, operand)
+
+
+def filter_fault(field_filter: Mapping[str, Any] | None) -> str | None:
+    """What in a filter ``matches_filter`` cannot evaluate (an operator other than the six
+    it knows), found before a batch runs rather than when its search's turn comes;
+    ``None`` when all of it can be."""
+    return _first_fault((field_filter or {}).values())
+
+
+def _wanted_fault(wanted: Any) -> str | None:
+    """As ``_matches`` walks ``wanted``: the first operator it would refuse."""
+    if isinstance(wanted, Mapping) and any(str(name).startswith("$") for name in wanted):
+        for name, operand in wanted.items():
+            if name in ("$eq", "$ne"):
+                fault = _wanted_fault(operand)
+                if fault is not None:
+                    return fault
+            elif name not in _ORDERINGS:
+                return f"unsupported filter operator {name!r}: use $eq $ne $gt $gte $lt $lte"
+        return None
+    if isinstance(wanted, Mapping):
+        return _first_fault(wanted.values())
+    if isinstance(wanted, list | tuple):
+        return _first_fault(wanted)
+    return None
+
+
+def _first_fault(wanted: Iterable[Any]) -> str | None:
+    return next((fault for fault in map(_wanted_fault, wanted) if fault is not None), None)
+
+
+MATCH_TYPES = ("prefix", "suffix")
+"""The ``match_type``s ``matches_condition`` evaluates."""
 
 
 def _is_number(value: Any) -> bool:

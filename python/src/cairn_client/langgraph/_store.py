@@ -36,7 +36,14 @@ from ..client import Cairn
 from ..errors import CairnError, InvalidInput, NotFound
 from ..models import ListResponse, RecallNote, RecallResponse, Record, State
 from ._keys import KeyCodec, first_control_character, utf8_size
-from ._match import matches_condition, matches_filter, query_cues, text_matches
+from ._match import (
+    MATCH_TYPES,
+    filter_fault,
+    matches_condition,
+    matches_filter,
+    query_cues,
+    text_matches,
+)
 
 __all__ = ["DELETE_REASON", "WARNING_FIELD", "CairnStore"]
 
@@ -402,9 +409,26 @@ def _check(op: Op) -> None:
         _check_put(op)
     elif isinstance(op, SearchOp):
         _check_window("search", op.limit, op.offset)
+        _check_filter(op.filter)
     else:
         _check_window("list_namespaces", op.limit, op.offset)
         _check_max_depth(op.max_depth)
+        _check_match_types(op.match_conditions)
+
+
+def _check_filter(field_filter: dict[str, Any] | None) -> None:
+    fault = filter_fault(field_filter)
+    if fault is not None:
+        raise InvalidInput(f"search: filter: {fault}")
+
+
+def _check_match_types(conditions: Sequence[MatchCondition] | None) -> None:
+    for condition in conditions or ():
+        if condition.match_type not in MATCH_TYPES:
+            raise InvalidInput(
+                f"list_namespaces: match_type: {condition.match_type!r}; expected one of "
+                f"{', '.join(map(repr, MATCH_TYPES))}"
+            )
 
 
 def _check_window(operation: str, limit: object, offset: object) -> None:
