@@ -362,12 +362,24 @@ def test_the_largest_page_and_recall_sizes_and_a_multi_line_reason_are_taken_by_
         api.list_page(lg.prefix, limit=1001)  # the cap the constructor's bound mirrors
     reason = "erased on request:\n\tticket 42"
     store = lg.store(page_size=1000, recall_limit=1000, reason=reason)
-    store.put(NOTES, "k", {"anchors": ["topic:db"]})
-    assert [item.key for item in store.search(NOTES)] == ["k"]
-    assert [item.key for item in store.search(NOTES, query="topic:db")] == ["k"]
-    assert store.list_namespaces() == [NOTES]
-    store.delete(NOTES, "k")
-    tombstone = api.read(f"{lg.prefix}notes/k").tombstone
+    _one_item_round_trip(store, api, f"{lg.prefix}notes/k", NOTES, "k", reason)
+    assert [item.key for item in store.search(NOTES, query="topic:db")] == []
+
+
+def _one_item_round_trip(
+    store: BaseStore, api: Cairn, cairn_key: str, namespace: tuple[str, ...], key: str, reason: str
+) -> None:
+    """Put, get, search, list and delete one item (anchored ``topic:db``) through ``store``,
+    whose cairn key is ``cairn_key``: the delete's tombstone carries ``reason``."""
+    store.put(namespace, key, {"anchors": ["topic:db"]})
+    item = store.get(namespace, key)
+    assert item is not None
+    assert (item.namespace, item.key) == (namespace, key)
+    assert [found.key for found in store.search(namespace)] == [key]
+    assert [found.key for found in store.search(namespace, query="topic:db")] == [key]
+    assert store.list_namespaces() == [namespace]
+    store.delete(namespace, key)
+    tombstone = api.read(cairn_key).tombstone
     assert tombstone is not None
     assert tombstone.reason == reason
 
@@ -383,16 +395,7 @@ def test_the_longest_reason_and_prefix_the_constructor_takes_are_taken_by_the_no
     with pytest.raises(InvalidRequest, match="key: 513 bytes"):
         api.write(f"{prefix}a/k", {"v": 1})  # any other item is one byte too long
     store = lg.store(prefix=prefix, reason=reason)
-    store.put(("a",), "", {"v": 1})
-    item = store.get(("a",), "")
-    assert item is not None
-    assert (item.namespace, item.key, item.value) == (("a",), "", {"v": 1})
-    assert [found.key for found in store.search(("a",))] == [""]
-    assert store.list_namespaces() == [("a",)]
-    store.delete(("a",), "")
-    tombstone = api.read(f"{prefix}a/").tombstone
-    assert tombstone is not None
-    assert tombstone.reason == reason
+    _one_item_round_trip(store, api, f"{prefix}a/", ("a",), "", reason)
 
 
 # --- revoked notes ---------------------------------------------------------------------

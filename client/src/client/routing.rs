@@ -573,12 +573,9 @@ mod tests {
                "snapshot_index": 0, "log_purged_through": 0})
     }
 
-    /// A paused leader, still named by a follower that trusts its lease: discovery does
-    /// not take it from the follower once it failed to answer, so the write goes to the
-    /// follower (which relays it) instead of waiting on the paused node attempt after
-    /// attempt.
-    #[tokio::test]
-    async fn a_leader_that_did_not_answer_lately_is_not_taken_from_a_follower() {
+    /// A node that holds every request without answering (a paused leader), and a
+    /// follower that names it leader and relays writes (answering them itself).
+    async fn a_paused_leader_and_its_follower() -> (FakeNode, FakeNode) {
         let paused = FakeNode::start(|_, _| Reply::Hang).await;
         let paused_addr = paused.addr.clone();
         let follower = FakeNode::start(move |seen, _| match seen.method.as_str() {
@@ -586,6 +583,16 @@ mod tests {
             _ => ok(mutation_result(1, 5)),
         })
         .await;
+        (paused, follower)
+    }
+
+    /// A paused leader, still named by a follower that trusts its lease: discovery does
+    /// not take it from the follower once it failed to answer, so the write goes to the
+    /// follower (which relays it) instead of waiting on the paused node attempt after
+    /// attempt.
+    #[tokio::test]
+    async fn a_leader_that_did_not_answer_lately_is_not_taken_from_a_follower() {
+        let (paused, follower) = a_paused_leader_and_its_follower().await;
         let client = fast(vec![paused.addr.clone(), follower.addr.clone()])
             .request_timeout(Duration::from_millis(300))
             .build()
@@ -606,13 +613,7 @@ mod tests {
     /// answered instead of ending `outcome_unknown` on the paused node.
     #[tokio::test]
     async fn a_paused_leader_gets_half_of_a_bounded_writes_time() {
-        let paused = FakeNode::start(|_, _| Reply::Hang).await;
-        let paused_addr = paused.addr.clone();
-        let follower = FakeNode::start(move |seen, _| match seen.method.as_str() {
-            "GET" => ok(status_of_a_follower_of(&paused_addr)),
-            _ => ok(mutation_result(1, 5)),
-        })
-        .await;
+        let (paused, follower) = a_paused_leader_and_its_follower().await;
         let client = fast(vec![paused.addr.clone(), follower.addr.clone()])
             .call_timeout(Duration::from_secs(2))
             .build()
