@@ -256,6 +256,19 @@ def test_unreadable_certificates_are_refused_without_their_content(tmp_path: Pat
         Cairn(["h:1"], client_cert=tmp_path / "missing.pem")
 
 
+def test_certificate_and_key_files_given_the_wrong_way_round_are_named(tmp_path: Path) -> None:
+    subprocess.run(
+        [find_node_binary(), "certs", "--out", tmp_path, "--nodes", "1"],
+        check=True,
+        capture_output=True,
+    )
+    cert, key = tmp_path / "client.pem", tmp_path / "client.key"
+    with pytest.raises(InvalidInput, match=re.escape(f"client certificate {key}: no PEM cert")):
+        Cairn(["h:1"], ca_cert=tmp_path / "ca.pem", client_cert=(key, key))
+    with pytest.raises(InvalidInput, match=re.escape(f"client key {cert}: no PEM private key")):
+        Cairn(["h:1"], ca_cert=tmp_path / "ca.pem", client_cert=(cert, cert))
+
+
 def test_a_client_key_of_another_certificate_is_named(tmp_path: Path) -> None:
     subprocess.run(
         [find_node_binary(), "certs", "--out", tmp_path, "--nodes", "1"],

@@ -400,6 +400,33 @@ def _load_client_cert(context: ssl.SSLContext, cert: str | os.PathLike[str] | Ce
                 f"client certificate {os.fspath(cert_file)}: the private key is not the "
                 "certificate's (client_cert, or CAIRN_CERT and CAIRN_KEY, must be one pair)"
             ) from None
+        fault = _pem_fault(cert_file, key_file)
         raise InvalidInput(
-            f"client certificate {os.fspath(cert_file)}: {type(err).__name__}"
+            fault or f"client certificate {os.fspath(cert_file)}: {type(err).__name__}"
         ) from None
+
+
+def _pem_fault(
+    cert_file: str | os.PathLike[str], key_file: str | os.PathLike[str] | None
+) -> str | None:
+    """Which file lacks what ``load_cert_chain`` needs of it (files given the wrong way
+    round), told by PEM markers alone: the bytes never reach a message."""
+    if b"-----BEGIN CERTIFICATE-----" not in _bytes_of(cert_file):
+        return (
+            f"client certificate {os.fspath(cert_file)}: no PEM certificate (expected "
+            "-----BEGIN CERTIFICATE-----)"
+        )
+    key_path = cert_file if key_file is None else key_file
+    # PKCS#8, PKCS#1 (RSA) and SEC1 (EC) markers all end so.
+    if b"PRIVATE KEY-----" not in _bytes_of(key_path):
+        what = "client certificate" if key_file is None else "client key"
+        return f"{what} {os.fspath(key_path)}: no PEM private key (PKCS#8, PKCS#1 or SEC1)"
+    return None
+
+
+def _bytes_of(path: str | os.PathLike[str]) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return b""
