@@ -302,25 +302,9 @@ const SERVED_METHODS: [&str; 10] = [
 fn params_kept_from_decoding(scan: &Scan, message: &[u8]) -> Option<Unreadable> {
     let method = scan.method()?;
     scan.id()?;
-    if !SERVED_METHODS.contains(&method.as_str()) {
-        return None;
-    }
     let request: Value = serde_json::from_slice(message).ok()?;
-    let params = request.get("params")?;
-    let kind = match params {
-        Value::Object(_) | Value::Null => {
-            let reason = fit_fault(&method, params.clone())?;
-            return Some(Unreadable::BadParams { method, reason });
-        }
-        Value::Array(_) => "an array",
-        Value::String(_) => "a string",
-        Value::Number(_) => "a number",
-        Value::Bool(_) => "a boolean",
-    };
-    Some(Unreadable::BadParams {
-        method,
-        reason: format!("params must be an object, not {kind}"),
-    })
+    let reason = params_misfit(&method, request.get("params")?)?;
+    Some(Unreadable::BadParams { method, reason })
 }
 
 /// The fault of a request naming a method the server serves with params that do not fit
@@ -335,12 +319,31 @@ fn params_fault(message: &RxJsonRpcMessage<RoleServer>) -> Option<Unreadable> {
     else {
         return None;
     };
-    let params = custom.params.clone().unwrap_or(Value::Null);
-    let reason = fit_fault(&custom.method, params)?;
+    let reason = params_misfit(
+        &custom.method,
+        custom.params.as_ref().unwrap_or(&Value::Null),
+    )?;
     Some(Unreadable::BadParams {
         method: custom.method.clone(),
         reason,
     })
+}
+
+/// Why `params` do not fit `method`, a served method: not an object at all, or an object
+/// its type refuses (`None`: they fit, or the server does not serve `method`, which rmcp
+/// answers "method not found" as it should).
+fn params_misfit(method: &str, params: &Value) -> Option<String> {
+    if !SERVED_METHODS.contains(&method) {
+        return None;
+    }
+    let kind = match params {
+        Value::Object(_) | Value::Null => return fit_fault(method, params.clone()),
+        Value::Array(_) => "an array",
+        Value::String(_) => "a string",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+    };
+    Some(format!("params must be an object, not {kind}"))
 }
 
 /// Why `params` do not fit `method`, for the served methods whose params rmcp decodes
@@ -601,6 +604,13 @@ mod tests {
         // A method the server does not serve, and one whose params fit, reach rmcp.
         let unknown = r#"{"jsonrpc":"2.0","id":5,"method":"no/such","params":{"a":1}}"#;
         assert!(decoded(unknown).is_ok());
+        // An unknown method's params are nobody's to judge: rmcp cannot decode positional
+        // ones at all, and that stays what it is.
+        let positional = r#"{"jsonrpc":"2.0","id":5,"method":"no/such","params":[1]}"#;
+        let answer = decoded(positional)
+            .expect_err(positional)
+            .expect("answered");
+        assert_eq!(answer["error"]["code"], PARSE_ERROR, "{answer}");
         let fits = r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"read","arguments":{"key":"k"}}}"#;
         assert!(decoded(fits).is_ok());
     }

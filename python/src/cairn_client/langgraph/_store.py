@@ -459,8 +459,7 @@ def _check_namespace_types(op: Op) -> None:
     if isinstance(op, GetOp):
         _check_namespace_type("get", "namespace", op.namespace)
     elif isinstance(op, PutOp):
-        operation = "delete" if op.value is None else "put"
-        _check_namespace_type(operation, "namespace", op.namespace)
+        _check_namespace_type(_put_or_delete(op), "namespace", op.namespace)
     elif isinstance(op, SearchOp):
         _check_namespace_type("search", "namespace_prefix", op.namespace_prefix)
     else:
@@ -497,7 +496,7 @@ def _check_key(operation: str, key: object) -> None:
 
 
 def _check_put(op: PutOp) -> None:
-    operation = "delete" if op.value is None else "put"
+    operation = _put_or_delete(op)
     _check_item_namespace(operation, op.namespace)
     _check_key(operation, op.key)
     if op.value is not None:
@@ -513,6 +512,11 @@ def _check_put(op: PutOp) -> None:
         )
     if op.index is not None and op.index is not False:
         _check_paths("put: index", op.index)
+
+
+def _put_or_delete(op: PutOp) -> str:
+    """What a ``PutOp`` is, as errors name it: a ``PutOp`` without a value deletes."""
+    return "delete" if op.value is None else "put"
 
 
 def _check_root_label(namespace: Sequence[str]) -> None:
